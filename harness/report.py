@@ -1,0 +1,184 @@
+"""The evaluation report: one JSON per (solution, run).
+
+The PR review, the promotion rules, the leaderboard and the search tree are all rendered from this
+object; nothing re-measures to render. Times are milliseconds. ``ci95`` is a two-sided 95% interval.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .schema import Status
+
+REPORT_VERSION = 1
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class LatencyStats(_M):
+    """Statistics of per-call latency samples (ms)."""
+
+    median: float
+    mean: float
+    ci95: tuple[float, float]  # interval for the median
+    stdev: float
+    sem: float  # standard error of the mean
+    n: int
+    min: float
+    max: float
+
+
+class PairedRatio(_M):
+    """baseline_time / candidate_time from interleaved measurements (>1 means the candidate is faster)."""
+
+    median: float
+    ci95: tuple[float, float]
+    n: int
+
+
+class Roofline(_M):
+    bytes: float
+    flops: float
+    intensity: float  # FLOP per byte
+    floor_ms: float  # max(bytes/bandwidth, flops/peak) on the measured ceilings
+    fraction: float | None = None  # floor_ms / measured median (1.0 = at the floor)
+    bound: Literal["memory", "compute", "latency"] | None = None
+    ceilings: dict[str, Any] = Field(default_factory=dict)
+
+
+class Finding(_M):
+    """A guard finding: which rule, where, and why it matters."""
+
+    rule: str
+    message: str
+    why: str = ""
+    file: str | None = None
+    line: int | None = None
+    severity: Literal["error", "warning"] = "error"
+
+
+class FeedbackItem(_M):
+    """A semantic-feedback item from the profiling rule engine."""
+
+    rule: str
+    severity: Literal["critical", "high", "medium", "low", "info"]
+    title: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    cause: str = ""
+    recommendation: str = ""
+    kernel: str | None = None
+
+
+class BuildError(_M):
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    message: str
+
+
+class BuildResult(_M):
+    ok: bool
+    language: str
+    seconds: float = 0.0
+    errors: list[BuildError] = Field(default_factory=list)
+    log: str = ""
+
+
+class Correctness(_M):
+    max_absolute_error: float = 0.0
+    max_relative_error: float = 0.0
+    matched_ratio: float | None = None
+    trials: int = 0
+    failed_trials: int = 0
+    detail: str | None = None
+
+
+class WorkloadResult(_M):
+    uuid: str
+    axes: dict[str, int]
+    status: Status
+    message: str = ""  # one human line: why it failed, or empty
+    log: str = ""
+    correctness: Correctness | None = None
+    latency_ms: LatencyStats | None = None
+    reference_latency_ms: LatencyStats | None = None
+    speedup_vs_reference: float | None = None
+    baseline_latency_ms: LatencyStats | None = None
+    speedup_vs_baseline: PairedRatio | None = None
+    roofline: Roofline | None = None
+    energy_j_per_call: float | None = None
+    findings: list[Finding] = Field(default_factory=list)
+    feedback: list[FeedbackItem] = Field(default_factory=list)
+    profile: dict[str, Any] | None = None
+    seconds: float = 0.0  # wall time spent on this workload, everything included
+
+
+class DeviceInfo(_M):
+    kind: Literal["cuda", "cpu"]
+    name: str
+    timer: Literal["cuda_events", "cpu_monotonic"]
+    note: str = ""
+
+
+class Report(_M):
+    kbot_report: int = REPORT_VERSION
+    run_id: str
+    definition: str
+    solution: str
+    solution_hash: str
+    baseline: str | None = None
+    baseline_hash: str | None = None
+    device: DeviceInfo
+    environment: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, Any] = Field(default_factory=dict)
+    build: BuildResult | None = None
+    findings: list[Finding] = Field(default_factory=list)  # solution-level guard findings
+    workloads: list[WorkloadResult] = Field(default_factory=list)
+    started: str
+    finished: str | None = None
+
+    # -- derived views -----------------------------------------------------------------------------
+    @property
+    def all_passed(self) -> bool:
+        return bool(self.workloads) and all(w.status is Status.PASSED for w in self.workloads)
+
+    def summary(self) -> dict[str, Any]:
+        passed = [w for w in self.workloads if w.status is Status.PASSED]
+        sp = [w.speedup_vs_reference for w in passed if w.speedup_vs_reference]
+        pr = [w.speedup_vs_baseline.median for w in passed if w.speedup_vs_baseline]
+        counts: dict[str, int] = {}
+        for w in self.workloads:
+            counts[w.status.value] = counts.get(w.status.value, 0) + 1
+        return {
+            "all_passed": self.all_passed,
+            "workloads": len(self.workloads),
+            "passed": len(passed),
+            "statuses": counts,
+            # Contest score: mean per-workload speedup, zero if any workload fails.
+            "mean_speedup_vs_reference": (sum(sp) / len(sp)) if sp and self.all_passed else 0.0,
+            "geomean_speedup_vs_reference": _geomean(sp) if sp and self.all_passed else None,
+            "geomean_speedup_vs_baseline": _geomean(pr) if pr and len(pr) == len(self.workloads) else None,
+        }
+
+    def dump(self, path: str | Path) -> None:
+        data = self.model_dump(mode="json")
+        data["summary"] = self.summary()
+        Path(path).write_text(json.dumps(data, indent=2, allow_nan=True) + "\n")
+
+
+def _geomean(xs: list[float]) -> float:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def load_report(path: str | Path) -> Report:
+    data = json.loads(Path(path).read_text())
+    data.pop("summary", None)
+    return Report.model_validate(data)
