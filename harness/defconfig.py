@@ -1,0 +1,97 @@
+"""Per-definition harness configuration: tolerances, comparator, structured input generators.
+
+Official definition JSON stays untouched; what the harness needs beyond it lives in a sidecar
+``kbot.yaml`` next to the definition (``definitions/<name>/kbot.yaml``). A definition loaded from
+elsewhere (for example ``../shared``) gets the sidecar of our own definition with the same name if we
+ship one, else the defaults, which are the official contest settings.
+
+Sidecar keys (all optional)::
+
+    tolerance: {atol: 0.01, rtol: 0.01, required_matched_ratio: 1.0}
+    comparator: default            # a name in harness.compare.COMPARATORS
+    comparator_params: {}          # keyword arguments for the comparator
+    optional_outputs: [lse]        # outputs a solution may leave unwritten / return as None
+    inputs:                        # overrides for inputs a workload marks "random"
+      kv_indices: {generator: page_table, params: {...}}
+    builder: inputs.py::make       # a trusted function that builds several structured inputs at once
+    trials: 3                      # correctness trials (official default 3)
+    reference_fn: reference.py::run  # a faster trusted reference than the JSON's (must agree with it)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .schema import SchemaError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFINITIONS_DIR = REPO_ROOT / "definitions"
+
+
+class Tolerance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    atol: float = Field(default=1e-2, ge=0)
+    rtol: float = Field(default=1e-2, ge=0)
+    # Fraction of elements that must be within tolerance (official default: all of them).
+    required_matched_ratio: float = Field(default=1.0, gt=0, le=1)
+
+
+class GeneratorRef(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    generator: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class DefinitionConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    tolerance: Tolerance = Field(default_factory=Tolerance)
+    comparator: str = "default"
+    comparator_params: dict[str, Any] = Field(default_factory=dict)
+    optional_outputs: list[str] = Field(default_factory=list)
+    inputs: dict[str, GeneratorRef] = Field(default_factory=dict)
+    builder: str | None = None
+    reference_fn: str | None = None
+    trials: int = Field(default=3, ge=1, le=1000)
+    # Where the sidecar was found; builder/reference_fn paths are relative to it.
+    root: Path | None = None
+
+
+def find_sidecar(definition_name: str, definition_path: Path | None = None) -> Path | None:
+    candidates = []
+    if definition_path is not None:
+        candidates.append(Path(definition_path).resolve().parent / "kbot.yaml")
+    candidates.append(DEFINITIONS_DIR / definition_name / "kbot.yaml")
+    for c in candidates:
+        if c.is_file():
+            return c
+    return None
+
+
+def load_config(definition_name: str, definition_path: Path | None = None, overrides: dict[str, Any] | None = None) -> DefinitionConfig:
+    """The sidecar for a definition merged with command-line overrides (e.g. a tolerance)."""
+    path = find_sidecar(definition_name, definition_path)
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise SchemaError(f"{path}: not valid YAML: {e}") from None
+        if not isinstance(data, dict):
+            raise SchemaError(f"{path}: must be a mapping")
+    for key, value in (overrides or {}).items():
+        if key == "tolerance":
+            data["tolerance"] = {**data.get("tolerance", {}), **value}
+        else:
+            data[key] = value
+    try:
+        cfg = DefinitionConfig.model_validate(data)
+    except ValidationError as e:
+        where = str(path) if path else "configuration"
+        msgs = "; ".join(f"{'.'.join(map(str, x['loc']))}: {x['msg']}" for x in e.errors())
+        raise SchemaError(f"{where}: {msgs}") from None
+    cfg.root = path.parent if path else None
+    return cfg
