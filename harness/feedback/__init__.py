@@ -1,0 +1,1 @@
+"""Semantic feedback: deterministic rules (skills/profiling/rules/*.yaml) that turn evidence into advice."""

@@ -1,0 +1,237 @@
+"""Roofline model: minimum bytes, FLOPs, floor time and bottleneck class for one workload.
+
+Defaults come from the definition alone: bytes = every input and output tensor read or written once
+(fp8 = 1 byte, float4 = 0.5), FLOPs = one per output element on the CUDA cores. Where that is wrong
+(matmuls, attention, norms, paged caches that are larger than what a call touches...) a formula in
+``skills/roofline/<op_type>.yaml`` replaces it. Formulas are small arithmetic expressions over axis
+names and a few derived values, evaluated by :mod:`harness.feedback.expr` (no ``eval``).
+
+Spec file layout (all keys optional except ``op_type``)::
+
+    op_type: gemm
+    compute: tensor            # tensor (tensor-core peak of compute_dtype) | simt (fp32 CUDA-core peak)
+    compute_dtype: auto        # auto = the floating dtype with the most input bytes
+    flops: "2 * M * N * K"
+    bytes: default             # or an expression
+    variants:                  # by definition name (fnmatch pattern); first match wins, keys override
+      - match: "fused_add_rmsnorm_*"
+        flops: "5 * batch_size * hidden_size"
+    definitions:               # by exact definition name; applied last
+      gemm_n128_k2048: {note: "..."}
+
+Names available to an expression: every axis; ``bytes_<tensor>`` and ``numel_<tensor>`` for each input
+and output; ``input_bytes``, ``output_bytes``, ``default_bytes``, ``output_elements``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .ceilings import Ceilings, peak_key_for_dtype
+from .feedback.expr import ExprError, compile_expr
+from .report import Roofline
+from .schema import Definition
+
+__all__ = [
+    "DTYPE_BYTES",
+    "LATENCY_FLOOR_MS",
+    "LATENCY_FRACTION",
+    "RooflineSpec",
+    "counts",
+    "load_spec",
+    "roofline",
+]
+
+REPO = Path(__file__).resolve().parents[1]
+SPEC_DIR = REPO / "skills" / "roofline"
+
+DTYPE_BYTES: dict[str, float] = {
+    "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
+    "float4_e2m1": 0.5, "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
+}
+# Below ~5 us a launch (3-10 us of host + driver work per call) costs as much as the data movement:
+# such a workload is latency-bound whatever its intensity says.
+LATENCY_FLOOR_MS = 0.005
+# A kernel 20x slower than its floor uses neither bandwidth nor math well: latency-bound in ncu's sense.
+LATENCY_FRACTION = 0.05
+
+_FLOAT = ("float", "bfloat")
+
+
+@dataclass
+class RooflineSpec:
+    op_type: str
+    flops: str | None = None
+    bytes: str | None = None
+    compute: str = "simt"
+    compute_dtype: str = "auto"
+    note: str = ""
+    source: str = "default"  # which file / variant the formulas came from
+
+    def merged(self, over: dict[str, Any], source: str) -> "RooflineSpec":
+        keys = {"flops", "bytes", "compute", "compute_dtype", "note"}
+        unknown = set(over) - keys - {"match"}
+        if unknown:
+            raise ValueError(f"{source}: unknown roofline keys {sorted(unknown)} (allowed: {sorted(keys)})")
+        data = {k: over[k] for k in keys if k in over}
+        return RooflineSpec(**{**self.__dict__, **data, "source": source})
+
+
+@dataclass
+class _SpecFile:
+    base: RooflineSpec
+    variants: list[dict[str, Any]] = field(default_factory=list)
+    definitions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@lru_cache(maxsize=64)
+def _read_spec_file(path: str) -> _SpecFile | None:
+    p = Path(path)
+    if not p.is_file():
+        return None
+    data = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{p}: must be a mapping")
+    variants = data.pop("variants", []) or []
+    definitions = data.pop("definitions", {}) or {}
+    if data.get("compute", "simt") not in ("simt", "tensor"):
+        raise ValueError(f"{p}: compute must be 'simt' or 'tensor'")
+    base = RooflineSpec(op_type=str(data.pop("op_type", p.stem)), source=p.name).merged(data, p.name)
+    # Check every formula now so a typo fails loudly at load, not silently at report time.
+    for where, d in [("", data), *[(f" variant {v.get('match')}", v) for v in variants],
+                     *[(f" definition {k}", v) for k, v in definitions.items()]]:
+        for key in ("flops", "bytes"):
+            if isinstance(d.get(key), str) and d[key] != "default":
+                compile_expr(d[key])
+    for v in variants:
+        if "match" not in v:
+            raise ValueError(f"{p}: every variant needs a 'match' pattern")
+    return _SpecFile(base=base, variants=list(variants), definitions=dict(definitions))
+
+
+def load_spec(definition: Definition, spec_dir: Path | str | None = None) -> RooflineSpec:
+    """The formulas for a definition: op_type file, then name variant, then exact-name override."""
+    d = Path(spec_dir) if spec_dir else SPEC_DIR
+    sf = _read_spec_file(str(d / f"{definition.op_type}.yaml"))
+    if sf is None:
+        return RooflineSpec(op_type=definition.op_type, source="default (no skills/roofline file)")
+    spec = sf.base
+    for v in sf.variants:
+        if fnmatch.fnmatchcase(definition.name, v["match"]):
+            spec = spec.merged(v, f"{sf.base.source} variant {v['match']}")
+            break
+    if definition.name in sf.definitions:
+        spec = spec.merged(sf.definitions[definition.name], f"{sf.base.source} definition {definition.name}")
+    return spec
+
+
+def _env(definition: Definition, axes: dict[str, int]) -> tuple[dict[str, Any], dict[str, float]]:
+    env: dict[str, Any] = dict(axes)
+    in_bytes = out_bytes = 0.0
+    out_elems = 0
+    by_dtype: dict[str, float] = {}
+    for group in ("inputs", "outputs"):
+        for name, spec in getattr(definition, group).items():
+            shape = definition.shape_of(spec, axes)
+            numel = 1
+            for s in shape or ():
+                numel *= s
+            nbytes = numel * DTYPE_BYTES[spec.dtype]
+            env[f"numel_{name}"] = numel
+            env[f"bytes_{name}"] = nbytes
+            if group == "inputs":
+                in_bytes += nbytes
+                if spec.dtype.startswith(_FLOAT) and shape:
+                    by_dtype[spec.dtype] = by_dtype.get(spec.dtype, 0.0) + nbytes
+            else:
+                out_bytes += nbytes
+                out_elems += numel
+    env.update(input_bytes=in_bytes, output_bytes=out_bytes, default_bytes=in_bytes + out_bytes,
+               output_elements=out_elems)
+    return env, by_dtype
+
+
+def counts(definition: Definition, axes: dict[str, int], spec_dir: Path | str | None = None) -> dict[str, Any]:
+    """Bytes, FLOPs and the peak key for one workload (axes already resolved)."""
+    spec = load_spec(definition, spec_dir)
+    env, by_dtype = _env(definition, axes)
+
+    def ev(kind: str, text: str | None, default: float) -> float:
+        if text is None or text == "default":
+            return float(default)
+        try:
+            v = compile_expr(text)(env)
+        except ExprError as e:
+            raise ValueError(f"roofline {kind} formula of {definition.name} ({spec.source}): {e}") from None
+        if not isinstance(v, (int, float)) or v < 0:
+            raise ValueError(f"roofline {kind} formula of {definition.name} gave {v!r}, not a non-negative number")
+        return float(v)
+
+    nbytes = ev("bytes", spec.bytes, env["default_bytes"])
+    flops = ev("flops", spec.flops, env["output_elements"])
+    if spec.compute == "tensor":
+        dtype = spec.compute_dtype
+        if dtype == "auto":
+            dtype = max(by_dtype.items(), key=lambda kv: kv[1])[0] if by_dtype else "float32"
+        peak_key = peak_key_for_dtype(dtype)
+    else:
+        peak_key = "fp32"
+    return {"bytes": nbytes, "flops": flops, "peak_key": peak_key, "spec": spec.source, "note": spec.note}
+
+
+def roofline(
+    definition: Definition,
+    axes: dict[str, int],
+    ceilings: Ceilings,
+    measured_ms: float | None = None,
+    *,
+    spec_dir: Path | str | None = None,
+    latency_floor_ms: float = LATENCY_FLOOR_MS,
+    latency_fraction: float = LATENCY_FRACTION,
+) -> Roofline:
+    """The report's Roofline for one workload; ``axes`` as from ``definition.resolve_axes(...)``."""
+    c = counts(definition, axes, spec_dir)
+    bw = ceilings.bandwidth_bytes_per_s
+    peak, peak_used = ceilings.peak_flops(c["peak_key"])
+    mem_ms = c["bytes"] / bw * 1e3
+    comp_ms = c["flops"] / peak * 1e3
+    floor_ms = max(mem_ms, comp_ms)
+    intrinsic = "compute" if comp_ms > mem_ms else "memory"
+    fraction = None
+    mem_frac = comp_frac = None
+    if measured_ms is not None:
+        if measured_ms <= 0:
+            raise ValueError(f"measured time must be positive, got {measured_ms}")
+        fraction = floor_ms / measured_ms
+        mem_frac, comp_frac = mem_ms / measured_ms, comp_ms / measured_ms
+    bound = intrinsic
+    why = f"{intrinsic}-bound by intensity"
+    if floor_ms < latency_floor_ms:
+        bound, why = "latency", f"floor {floor_ms * 1e3:.2f} us < {latency_floor_ms * 1e3:.0f} us: launch overhead dominates"
+    elif fraction is not None and fraction < latency_fraction:
+        bound = "latency"
+        why = (f"measured {measured_ms * 1e3:.1f} us is {1 / fraction:.0f}x the floor; memory ({mem_frac:.1%}) and "
+               f"compute ({comp_frac:.1%}) fractions both low")
+    return Roofline(
+        bytes=c["bytes"],
+        flops=c["flops"],
+        intensity=c["flops"] / c["bytes"] if c["bytes"] else float("inf"),
+        floor_ms=floor_ms,
+        fraction=fraction,
+        bound=bound,
+        ceilings={**ceilings.to_report(), "peak_used": peak_used},
+        # Extras (Roofline allows them): the two floors, the class by intensity alone, and why.
+        memory_floor_ms=mem_ms,
+        compute_floor_ms=comp_ms,
+        memory_fraction=mem_frac,
+        compute_fraction=comp_frac,
+        intrinsic_bound=intrinsic,
+        bound_reason=why,
+        formula_source=c["spec"],
+    )
