@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import json
 import re
+import tokenize
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,16 +81,29 @@ def _literal(text: str, where: str) -> Any:
         raise TunableError(f"{where}: '{text}' is not a literal") from None
 
 
+def _mark_comments(path: str, source: str) -> dict[int, str]:
+    """Line -> comment text, for real comments only (a docstring that mentions the mark is not one)."""
+    out: dict[int, str] = {}
+    if "kbot:" not in source:
+        return out
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT and re.match(r"#\s*kbot:\s*tunable\b", tok.string):
+                out[tok.start[0]] = tok.string
+    except (tokenize.TokenError, SyntaxError) as e:
+        raise TunableError(f"{path}: cannot tokenize the source: {e}") from None
+    return out
+
+
 def find_tunables(path: str, source: str) -> list[Tunable]:
     found: list[Tunable] = []
-    for lineno, line in enumerate(source.splitlines(), 1):
-        if "kbot:" not in line or "tunable" not in line:
-            continue
+    lines = source.splitlines()
+    for lineno, comment in sorted(_mark_comments(path, source).items()):
+        line = lines[lineno - 1]
         where = f"{path}:{lineno}"
-        hash_at = line.find("#")
         m = MARK.search(line)
-        if not m or hash_at < 0:
-            raise TunableError(f"{where}: malformed tunable mark; write '# kbot: tunable [v1, v2, ...]'")
+        if not m or not line.rstrip().endswith(comment.rstrip()):
+            raise TunableError(f"{where}: malformed tunable mark; write '# kbot: tunable [v1, v2, ...]' (optionally 'role=<role>')")
         code = line[: m.start()]
         assigns = list(ASSIGN.finditer(code))
         if len(assigns) != 1:

@@ -1,0 +1,471 @@
+"""A campaign: the search loop over one definition, used by both the bot and ``kbot optimize``.
+
+    campaign = Campaign.start(definition, seeds, agent, evaluator, config, store_dir, workloads=...)
+    while not (r := campaign.step()).stopped:
+        ...
+    campaign.report()
+
+One step = select a node -> the agent proposes candidates -> each is evaluated -> tree and memory are
+updated. Every node is written to ``store_dir/nodes/<id>.json`` when proposed (status ``pending``) and
+rewritten when evaluated, before the next evaluation starts, so ``Campaign.resume`` after a crash
+rebuilds the tree from those records, never re-evaluates a finished node, and evaluates the pending
+ones first.
+
+Store layout::
+
+    campaign.json     definition name, config, agent description, baseline node
+    definition.json   the definition (so a resume needs nothing else)
+    workloads.jsonl   the workloads the evaluator runs (prompts show their regimes)
+    nodes/<id>.json   one record per node (Tree.from_records input)
+    reports/<id>.json full evaluation reports
+    calls.jsonl       every model call (bot.agents.calllog)
+    memory.json       the search memory
+    state.json        usage counters, exhausted nodes
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.report import Report
+from harness.schema import Definition, Solution, Workload, parse_definition
+
+from ..agents.base import Agent, AgentContext, Mode, Proposal, StructuredError
+from ..agents.calllog import CallLog
+from .budget import Budget, Usage, converged, exceeded
+from .memory import SearchMemory
+from .summary import feedback_items, summarize
+from .tree import EVALUATED, FAILED, PENDING, ROOT, Node, SearchConfig, Tree, failed_node_id, solution_node_id
+
+
+class Evaluator(Protocol):
+    def evaluate(self, solution: Solution, baseline: Solution | None) -> Report: ...
+
+
+class CampaignError(RuntimeError):
+    pass
+
+
+@dataclass
+class CampaignConfig:
+    search: SearchConfig = field(default_factory=SearchConfig)
+    budget: Budget = field(default_factory=Budget)
+    proposals_per_step: int = 1  # candidates asked of the agent per step (one PR each in the bot)
+    seed: int = 0
+    memory_path: str | None = None  # default: <store_dir>/memory.json; point several campaigns at one file to share
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> "CampaignConfig":
+        d = dict(d or {})
+        known = {"search", "budget", "proposals_per_step", "seed", "memory_path"}
+        unknown = set(d) - known - {"agent"}  # an agent section may share the file
+        if unknown:
+            raise ValueError(f"unknown campaign settings {sorted(unknown)}; known: {sorted(known)}")
+        cfg = cls(
+            search=SearchConfig.from_dict(d.get("search")),
+            budget=Budget.from_dict(d.get("budget")),
+            proposals_per_step=int(d.get("proposals_per_step", 1)),
+            seed=int(d.get("seed", 0)),
+            memory_path=d.get("memory_path"),
+        )
+        if cfg.proposals_per_step < 1:
+            raise ValueError("proposals_per_step must be >= 1")
+        return cfg
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "search": asdict(self.search),
+            "budget": asdict(self.budget),
+            "proposals_per_step": self.proposals_per_step,
+            "seed": self.seed,
+            "memory_path": self.memory_path,
+        }
+
+
+@dataclass
+class StepResult:
+    step: int
+    kind: str  # "expand" | "pending" (finished nodes left by a crash or the seeds) | "stop"
+    selected: str | None = None
+    mode: str | None = None
+    new_nodes: list[str] = field(default_factory=list)
+    evaluated: list[str] = field(default_factory=list)
+    duplicates: int = 0
+    best: str | None = None
+    best_speedup: float | None = None
+    stopped: bool = False
+    reason: str | None = None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _write_json(path: Path, data: Any) -> None:
+    """Atomic write: a crash leaves the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True, allow_nan=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class Campaign:
+    def __init__(
+        self,
+        definition: Definition,
+        agent: Agent,
+        evaluator: Evaluator,
+        config: CampaignConfig,
+        store_dir: Path,
+        workloads: list[Workload],
+        tree: Tree,
+        memory: SearchMemory,
+        usage: Usage,
+    ) -> None:
+        self.definition = definition
+        self.agent = agent
+        self.evaluator = evaluator
+        self.config = config
+        self.store = Path(store_dir)
+        self.workloads = workloads
+        self.tree = tree
+        self.memory = memory
+        self.usage = usage
+        self.calls = CallLog(self.store / "calls.jsonl")
+        self.rng = random.Random(config.seed * 1_000_003 + usage.steps)
+        self.stopped_reason: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    @classmethod
+    def start(
+        cls,
+        definition: Definition,
+        seeds: list[Solution],
+        agent: Agent,
+        evaluator: Evaluator,
+        config: CampaignConfig | dict[str, Any] | None,
+        store_dir: str | Path,
+        workloads: list[Workload] | None = None,
+    ) -> "Campaign":
+        """A new campaign in an empty (or absent) ``store_dir``; the seeds become the first nodes
+        (the first seed is the baseline every speedup is measured against) and are evaluated by the
+        first ``step()``."""
+        cfg = config if isinstance(config, CampaignConfig) else CampaignConfig.from_dict(config)
+        store = Path(store_dir)
+        if (store / "campaign.json").exists():
+            raise CampaignError(f"{store} already holds a campaign; use Campaign.resume")
+        for s in seeds:
+            if s.definition != definition.name:
+                raise CampaignError(f"seed {s.name} is for '{s.definition}', not '{definition.name}'")
+        store.mkdir(parents=True, exist_ok=True)
+        _write_json(store / "definition.json", definition.to_dict())
+        (store / "workloads.jsonl").write_text("".join(w.to_json() + "\n" for w in workloads or []))
+        mem_path = Path(cfg.memory_path) if cfg.memory_path else store / "memory.json"
+        memory = SearchMemory.load(definition.name, mem_path)
+        camp = cls(definition, agent, evaluator, cfg, store, list(workloads or []), Tree(cfg.search), memory, Usage())
+        for i, s in enumerate(seeds):
+            nid = solution_node_id(s)
+            if nid in camp.tree:
+                continue  # the same seed twice
+            node = Node(id=nid, parent=ROOT, solution=s, agent="seed", rationale=s.description or "seed",
+                        mode="seed", is_baseline=(i == 0))
+            camp._add_node(node, config_key=_maybe_config_key(s))
+        _write_json(store / "campaign.json", {
+            "definition": definition.name,
+            "config": cfg.to_dict(),
+            "agent": agent.describe(),
+            "created": _now(),
+            "baseline": camp.tree.baseline.id if camp.tree.baseline else None,
+        })
+        camp._save_state()
+        return camp
+
+    @classmethod
+    def resume(cls, store_dir: str | Path, agent: Agent, evaluator: Evaluator, evaluate_pending: bool = True) -> "Campaign":
+        """Reopen a campaign from its store: the tree comes from the node records; nodes that were
+        proposed but not evaluated are evaluated now (finished ones never again)."""
+        store = Path(store_dir)
+        meta_path = store / "campaign.json"
+        if not meta_path.exists():
+            raise CampaignError(f"{store}: no campaign.json, nothing to resume")
+        meta = json.loads(meta_path.read_text())
+        cfg = CampaignConfig.from_dict(meta["config"])
+        definition = parse_definition(json.loads((store / "definition.json").read_text()), str(store / "definition.json"))
+        wl_path = store / "workloads.jsonl"
+        workloads = [Workload.model_validate_json(line) for line in wl_path.read_text().splitlines() if line.strip()] if wl_path.exists() else []
+        records = [json.loads(p.read_text()) for p in sorted((store / "nodes").glob("*.json"))]
+        tree = Tree.from_records(records, cfg.search)
+        state = json.loads((store / "state.json").read_text()) if (store / "state.json").exists() else {}
+        usage = Usage.from_dict(state.get("usage", {}))
+        for nid in state.get("exhausted", []):
+            if nid in tree:
+                tree.nodes[nid].exhausted = True
+        mem_path = Path(cfg.memory_path) if cfg.memory_path else store / "memory.json"
+        memory = SearchMemory.load(definition.name, mem_path)
+        camp = cls(definition, agent, evaluator, cfg, store, workloads, tree, memory, usage)
+        # The records are the truth: counters and memory are brought in line with them (a crash may
+        # have fallen between writing a node and writing the state).
+        camp.usage.candidates = len(tree)
+        camp.usage.eval_seconds = sum((n.summary or {}).get("eval_seconds", 0.0) for n in tree.nodes.values())
+        totals = camp.calls.totals()
+        camp.usage.tokens_in, camp.usage.tokens_out = int(totals["tokens_in"]), int(totals["tokens_out"])
+        camp.usage.cost_usd, camp.usage.model_calls = float(totals["cost_usd"]), int(totals["calls"])
+        for n in tree.nodes.values():
+            if n.id == ROOT:
+                continue
+            camp.memory.note_proposed(n.config_key, n.id)
+            if n.status == EVALUATED and not any(a["node"] == n.id for a in camp.memory.attempts):
+                camp._note_result(n)
+        camp.memory.save()
+        if evaluate_pending:
+            camp._evaluate_pending()
+        return camp
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def step(self) -> StepResult:
+        reason = self.stop_reason()
+        if reason:
+            return self._result(kind="stop", stopped=True, reason=reason)
+        pending = self.tree.pending()
+        if pending:
+            done = self._evaluate_pending()
+            self._end_step()
+            return self._result(kind="pending", evaluated=done, stopped=False)
+        node = self.tree.select(self.rng)
+        if node is None:
+            self.stopped_reason = "nothing left to expand (every node is closed or exhausted)"
+            return self._result(kind="stop", stopped=True, reason=self.stopped_reason)
+        mode = self._mode(node)
+        n = self._batch(node)
+        ctx = self._context(node, mode)
+        proposals = self.agent.propose(ctx, n)
+        new: list[str] = []
+        dups = 0
+        for p in proposals:
+            self._account(p)
+            nid = self._add_proposal(node, p, mode)
+            if nid is None:
+                dups += 1
+            else:
+                new.append(nid)
+        if not new:
+            node.exhausted = True  # nothing new from here: selection moves on
+        evaluated = self._evaluate_pending()
+        self._end_step()
+        return self._result(kind="expand", selected=node.id, mode=mode.value, new_nodes=new,
+                            evaluated=evaluated, duplicates=dups)
+
+    def run(self, max_steps: int | None = None) -> list[StepResult]:
+        out = []
+        while max_steps is None or len(out) < max_steps:
+            r = self.step()
+            out.append(r)
+            if r.stopped:
+                break
+        return out
+
+    def stop_reason(self) -> str | None:
+        if self.stopped_reason:
+            return self.stopped_reason
+        best = self.tree.best()
+        frac = (best.summary or {}).get("roofline_fraction_min") if best else None
+        return exceeded(self.config.budget, self.usage) or converged(self.config.budget, self.usage, frac)
+
+    # -- pieces ------------------------------------------------------------------------------------
+    def _mode(self, node: Node) -> Mode:
+        if node.id == ROOT or node.solution is None:
+            return Mode.INITIAL
+        return Mode.OPTIMIZE if node.passed else Mode.DEBUG
+
+    def _batch(self, node: Node) -> int:
+        room = self.tree.max_children(node) - len(node.children)
+        n = max(1, min(self.config.proposals_per_step, room))
+        if self.config.budget.max_candidates is not None:
+            n = max(1, min(n, self.config.budget.max_candidates - self.usage.candidates))
+        return n
+
+    def _context(self, node: Node, mode: Mode) -> AgentContext:
+        err = (node.summary or {}).get("error") if node.failed else None
+        return AgentContext(
+            definition=self.definition,
+            mode=mode,
+            parent=node.solution,
+            parent_node=None if node.id == ROOT else node.id,
+            parent_summary=node.summary,
+            feedback=feedback_items(node.summary),
+            error=StructuredError(message=err["message"], file=err.get("file"), line=err.get("line"), status=err.get("status")) if err else None,
+            workloads=self.workloads,
+            memory=self.memory,
+            call_log=self.calls,
+            seed=self.config.seed * 1_000_003 + self.usage.steps,
+        )
+
+    def _account(self, p: Proposal) -> None:
+        t_in, t_out = p.tokens
+        self.usage.tokens_in += t_in
+        self.usage.tokens_out += t_out
+        self.usage.cost_usd += p.cost_usd
+        self.usage.model_calls += len(p.calls)
+
+    def _add_proposal(self, parent: Node, p: Proposal, mode: Mode) -> str | None:
+        common = dict(agent=p.agent or self.agent.name, model=p.model, prompt_hash=p.prompt_hash,
+                      rationale=p.rationale, mode=mode.value)
+        if p.solution is None:
+            salt = 0
+            while (nid := failed_node_id(parent.id, p.prompt_hash, p.failure or "", salt)) in self.tree:
+                salt += 1
+            node = Node(id=nid, parent=parent.id, status=FAILED, failure=p.failure, **common)
+            self._add_node(node, config_key=None)
+            self._note_result(node)
+            self.memory.save()
+            return nid
+        if p.solution.definition != self.definition.name:
+            p = Proposal(solution=None, failure=f"solution is for '{p.solution.definition}', not '{self.definition.name}'",
+                         rationale=p.rationale, calls=p.calls, agent=p.agent, model=p.model)
+            return self._add_proposal(parent, p, mode)
+        nid = solution_node_id(p.solution)
+        key = p.config_key or _maybe_config_key(p.solution)
+        if nid in self.tree or (key and self.memory.has_tried(key) and self.memory.tried[key].get("node") in self.tree):
+            return None  # the same kernel again: never evaluated twice
+        node = Node(id=nid, parent=parent.id, solution=p.solution, config_key=key, **common)
+        self._add_node(node, config_key=key)
+        return nid
+
+    def _add_node(self, node: Node, config_key: str | None) -> None:
+        node.config_key = node.config_key or config_key
+        self.tree.add(node)
+        self.usage.candidates += 1
+        self._write_node(node)
+        self.memory.note_proposed(node.config_key, node.id)
+        self.memory.save()
+
+    def _write_node(self, node: Node) -> None:
+        _write_json(self.store / "nodes" / f"{node.id}.json", node.to_record())
+
+    def _evaluate_pending(self) -> list[str]:
+        done = []
+        for node in self.tree.pending():
+            self._evaluate(node)
+            done.append(node.id)
+        return done
+
+    def _evaluate(self, node: Node) -> None:
+        assert node.status == PENDING and node.solution is not None
+        base = self.tree.baseline
+        baseline = None if base is None or base.id == node.id or not base.solution else base.solution
+        report = self.evaluator.evaluate(node.solution, baseline)
+        if not isinstance(report, Report):
+            raise CampaignError(f"evaluator returned {type(report).__name__}, not a harness.report.Report")
+        (self.store / "reports").mkdir(parents=True, exist_ok=True)
+        report.dump(self.store / "reports" / f"{node.id}.json")
+        summary = summarize(report)
+        self.tree.record(node.id, summary)
+        self.usage.eval_seconds += summary["eval_seconds"]
+        self._write_node(node)  # on disk before the next evaluation starts
+        self._note_result(node)
+        self.memory.save()
+        self._save_state()
+
+    def _note_result(self, node: Node) -> None:
+        parent = self.tree.nodes.get(node.parent or ROOT)
+        parent_err = (parent.summary or {}).get("error") if parent is not None and parent.failed else None
+        if node.status == FAILED:
+            status, err = "AGENT_FAILED", {"message": node.failure or ""}
+        else:
+            status, err = (node.summary or {}).get("status", "UNKNOWN"), (node.summary or {}).get("error")
+        self.memory.note_result(
+            node=node.id,
+            parent=None if node.parent == ROOT else node.parent,
+            key=node.config_key,
+            rationale=node.rationale,
+            status=status,
+            speedup=self.tree.speedup(node),
+            parent_error=parent_err,
+            error=err,
+        )
+
+    def _end_step(self) -> None:
+        self.usage.steps += 1
+        best = self.tree.best()
+        self.usage.best_history.append(self.tree.reward(best) if best else float("-inf"))
+        self._save_state()
+
+    def _save_state(self) -> None:
+        _write_json(self.store / "state.json", {
+            "usage": self.usage.to_dict(),
+            "exhausted": sorted(n.id for n in self.tree.nodes.values() if n.exhausted),
+            "updated": _now(),
+        })
+
+    def _result(self, **kw: Any) -> StepResult:
+        best = self.tree.best()
+        return StepResult(step=self.usage.steps, best=best.id if best else None,
+                          best_speedup=self.tree.speedup(best) if best else None, **kw)
+
+    # -- reporting ---------------------------------------------------------------------------------
+    def records(self) -> list[dict[str, Any]]:
+        """Node records in creation order (what the bot stores in PR bodies)."""
+        return self.tree.to_records()
+
+    def report(self) -> dict[str, Any]:
+        best = self.tree.best()
+        history = []
+        for n in sorted(self.tree.nodes.values(), key=lambda n: n.seq):
+            if n.id == ROOT:
+                continue
+            history.append({
+                "seq": n.seq,
+                "node": n.id,
+                "parent": None if n.parent == ROOT else n.parent,
+                "mode": n.mode,
+                "agent": n.agent,
+                "model": n.model,
+                "status": n.status if n.status != EVALUATED else (n.summary or {}).get("status"),
+                "speedup": self.tree.speedup(n),
+                "reward": self.tree.reward(n) if n.status != PENDING else None,
+                "config_key": n.config_key,
+                "rationale": n.rationale[:200],
+                "failure": n.failure,
+            })
+        return {
+            "definition": self.definition.name,
+            "store": str(self.store),
+            "agent": self.agent.describe(),
+            "best": None if best is None else {
+                "node": best.id,
+                "solution": best.solution.name if best.solution else None,
+                "speedup_vs_baseline": self.tree.speedup(best),
+                "speedup_vs_reference": (best.summary or {}).get("speedup_vs_reference"),
+                "roofline_fraction_min": (best.summary or {}).get("roofline_fraction_min"),
+                "energy_j_per_call": (best.summary or {}).get("energy_j_per_call"),
+                "path": [p.id for p in self.tree.path(best.id)],
+            },
+            "baseline": self.tree.baseline.id if self.tree.baseline else None,
+            "history": history,
+            "tree": self.tree.stats(),
+            "budget": {"limits": asdict(self.config.budget), "used": self.usage.to_dict()},
+            "stop_reason": self.stop_reason(),
+        }
+
+    def best_solution(self) -> Solution | None:
+        best = self.tree.best()
+        return best.solution if best else None
+
+
+def _maybe_config_key(solution: Solution) -> str | None:
+    from ..agents.tunables import TunableError, config_key, solution_tunables
+
+    try:
+        return config_key(solution) if solution_tunables(solution) else None
+    except TunableError:
+        return None
