@@ -1,0 +1,57 @@
+"""/optimize [definition] [--candidates N] [--agent A] [--rounds N]: ask for candidates.
+
+On an issue the definition is required. On a kbot candidate PR it defaults to the PR's definition
+and the PR becomes the parent node (iterate on this kernel with its feedback).
+"""
+
+from __future__ import annotations
+
+from bot.commands.context import CommandContext, CommandFailed, CommandResult, OptimizeRequest
+from bot.commands.parser import Flag, Invocation, Positional
+from bot.commands.registry import CommandSpec, register
+from bot.forge.markers import decode_meta
+from bot.policy import AGENTS
+
+DEFINITION_RE = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
+
+
+def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
+    bounds = ctx.policy.optimize
+    definition = inv.args.get("definition")
+    parent_pr = None
+    meta = None
+    if ctx.is_pr:
+        pr = ctx.forge.get_pr(ctx.number)
+        meta = decode_meta(pr.body) if pr.head_branch.startswith("kbot/") and not pr.from_fork else None
+        if meta:
+            parent_pr = pr.number
+            meta_def = meta.get("definition")
+            if definition is None and isinstance(meta_def, str):
+                definition = meta_def
+    if definition is None:
+        raise CommandFailed("which definition? Write `/optimize <definition>` (no kbot metadata on this thread)")
+    candidates = inv.args.get("candidates", bounds.default_candidates)
+    rounds = inv.args.get("rounds", bounds.default_rounds)
+    agent = inv.args.get("agent", bounds.default_agent)
+    if candidates > bounds.max_candidates:
+        raise CommandFailed(f"--candidates is limited to {bounds.max_candidates} by the policy")
+    if rounds > bounds.max_rounds:
+        raise CommandFailed(f"--rounds is limited to {bounds.max_rounds} by the policy")
+    if agent not in bounds.agents:
+        raise CommandFailed(f"agent `{agent}` is not enabled by the policy (enabled: {', '.join(bounds.agents)})")
+    req = OptimizeRequest(definition=definition, candidates=candidates, agent=agent, rounds=rounds,
+                          requested_by=ctx.actor, thread=ctx.number, parent_pr=parent_pr, parent_meta=meta)
+    return CommandResult(True, ctx.services.start_campaign(req))
+
+
+SPEC = register(CommandSpec(
+    name="optimize",
+    summary="generate candidate kernels, one PR each",
+    handler=run,
+    positionals=(Positional("definition", "a definition name: letters, digits, _ . -", DEFINITION_RE),),
+    flags={
+        "candidates": Flag("candidates", "int", "candidates per round", lo=1, hi=64),
+        "agent": Flag("agent", "choice", "which agent writes them", choices=AGENTS),
+        "rounds": Flag("rounds", "int", "rounds of search", lo=1, hi=100),
+    },
+))

@@ -1,0 +1,14 @@
+"""/profile: re-run the harness with the profiler and the feedback rules on."""
+
+from __future__ import annotations
+
+from bot.commands.context import CommandContext, CommandResult
+from bot.commands.parser import Invocation
+from bot.commands.registry import CommandSpec, register
+
+
+def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
+    return CommandResult(True, ctx.services.request_evaluation(ctx.pr(), profile=True))
+
+
+SPEC = register(CommandSpec(name="profile", summary="benchmark with the profiler and feedback rules", handler=run, pr_only=True))

@@ -1,0 +1,130 @@
+"""Default Services: the command effects carried out through the forge.
+
+* ``/optimize`` calls an injected campaign function (the controller's campaign API in production, a
+  small generator in tests); without one the command fails with a clear message.
+* ``/evaluate`` and ``/profile`` re-trigger the bench workflow by (re)applying the ``kbot:bench`` or
+  ``kbot:profile`` label: a label event made with the App token starts ``bench.yml``, which is gated
+  on bot branches of this repository. The commit status goes to pending at once.
+* ``/promote`` reads the evidence block of our own sticky review and runs the promotion rules with
+  today's facts (champion, PR head, default branch); it never bypasses a rule.
+* ``/stop`` labels the thread ``kbot:stopped`` (further /optimize refused) and calls an injected
+  stopper so a running campaign ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from bot.commands.context import CommandFailed, OptimizeRequest
+from bot.forge.base import Forge, PullRequest
+from bot.forge.markers import decode_meta
+from bot.review import escape_inline, find_evidence
+
+BENCH_LABEL = "kbot:bench"
+PROFILE_LABEL = "kbot:profile"
+STOPPED_LABEL = "kbot:stopped"
+BOT_BRANCH_PREFIX = "kbot/"
+
+CampaignFn = Callable[[OptimizeRequest], Any]
+StopFn = Callable[[int, str], Any]
+
+
+def is_bot_candidate(pr: PullRequest) -> bool:
+    return pr.head_branch.startswith(BOT_BRANCH_PREFIX) and not pr.from_fork
+
+
+def _pr_list(prs: Iterable[Any]) -> str:
+    nums = []
+    for p in prs:
+        n = getattr(p, "number", p)
+        if isinstance(n, int):
+            nums.append(f"#{n}")
+    return ", ".join(nums)
+
+
+class ForgeServices:
+    def __init__(self, forge: Forge, campaign: CampaignFn | None = None, stopper: StopFn | None = None):
+        self.forge = forge
+        self.campaign = campaign
+        self.stopper = stopper
+
+    def start_campaign(self, request: OptimizeRequest) -> str:
+        if self.campaign is None:
+            raise CommandFailed("no campaign runner is configured for this bot instance (see docs/bot.md, 'App mode').")
+        result = self.campaign(request)
+        prs = getattr(result, "prs", result)
+        opened = _pr_list(prs if isinstance(prs, (list, tuple)) else [])
+        head = (f"Started {request.candidates} candidate(s) × {request.rounds} round(s) for "
+                f"`{escape_inline(request.definition, 128)}` with the `{request.agent}` agent")
+        if request.parent_pr:
+            head += f", iterating on #{request.parent_pr}"
+        return head + (f".\n\nCandidate PRs: {opened}" if opened else ".")
+
+    def stop_campaign(self, thread: int, actor: str) -> str:
+        self.forge.add_labels(thread, [STOPPED_LABEL])
+        if self.stopper is not None:
+            self.stopper(thread, actor)
+        return f"Stopped: no new candidates for this thread (label `{STOPPED_LABEL}`; remove it to resume)."
+
+    def request_evaluation(self, pr: PullRequest, *, profile: bool = False) -> str:
+        if not is_bot_candidate(pr):
+            raise CommandFailed("only kbot candidate branches (`kbot/...`) of this repository are benchmarked.")
+        if not pr.is_open:
+            raise CommandFailed("the PR is closed.")
+        label = PROFILE_LABEL if profile else BENCH_LABEL
+        # Remove first: adding a label that is already there sends no event.
+        self.forge.remove_label(pr.number, label)
+        self.forge.add_labels(pr.number, [label])
+        self.forge.set_status(pr.head_sha, "pending", context="kbot/harness",
+                              description="profile requested" if profile else "benchmark requested")
+        what = "Benchmark with profiling" if profile else "Benchmark"
+        return f"{what} requested for `{pr.head_sha[:12]}`; the review will be updated when it finishes."
+
+    def promote(self, pr: PullRequest, actor: str) -> str:
+        from bot.promotion import Evidence, run_promotion
+
+        if not is_bot_candidate(pr):
+            raise CommandFailed("only kbot candidate PRs of this repository can be promoted.")
+        data = find_evidence(self.forge, pr.number)
+        if data is None:
+            raise CommandFailed("this PR has no kbot evaluation yet; run `/evaluate` first.")
+        try:
+            ev = Evidence.from_block(data)
+        except ValueError as e:
+            raise CommandFailed(f"the evaluation record is unreadable ({escape_inline(e, 200)}); run `/evaluate`.") from None
+        out = run_promotion(self.forge, pr, ev)
+        d = out.decision
+        lines = [f"Decision: **{d.action}** — {escape_inline(d.headline, 400)}"]
+        if out.merged_sha:
+            lines.append(f"Merged as `{out.merged_sha[:12]}`; champion pointer updated"
+                         + (f" in `{out.pointer_sha[:12]}`." if out.pointer_sha else f" failed: {out.note}"))
+        if out.closed:
+            lines.append(f"Closed the other evaluated candidates: {_pr_list(out.closed)}.")
+        if d.action == "rebenchmark":
+            lines.append("Run `/evaluate` to measure the current head against the current champion.")
+        return "\n\n".join(lines)
+
+    def status(self, thread: int, pr: PullRequest | None) -> str:
+        from bot.promotion import read_champion
+
+        lines: list[str] = []
+        if pr is not None:
+            st = self.forge.combined_status(pr.head_sha).get("kbot/harness")
+            lines.append(f"PR head `{pr.head_sha[:12]}`: kbot/harness is **{st.state if st else 'not reported'}**"
+                         + (f" ({escape_inline(st.description, 140)})" if st and st.description else ""))
+            data = find_evidence(self.forge, pr.number)
+            if data:
+                w = data.get("w") or []
+                passed = sum(1 for x in w if isinstance(x, list) and len(x) > 1 and x[1] == "PASSED")
+                lines.append(f"Last evaluation: {passed}/{len(w)} workloads passed, measured at "
+                             f"`{escape_inline(str(data.get('head_sha'))[:12], 12)}`.")
+            meta = decode_meta(pr.body) if is_bot_candidate(pr) else None
+            definition = meta.get("definition") if meta else None
+            if isinstance(definition, str):
+                champ = read_champion(self.forge, definition)
+                lines.append(f"Champion of `{escape_inline(definition, 128)}`: "
+                             + (f"{escape_inline(champ.get('solution'), 100)} (#{champ.get('pr')})" if champ else "none yet") + ".")
+        else:
+            open_prs = [p for p in self.forge.list_prs(state="open", head_prefix=BOT_BRANCH_PREFIX)][:30]
+            lines.append(f"Open kbot candidate PRs: {_pr_list(open_prs) or 'none'}.")
+        return "\n\n".join(lines)
