@@ -1,0 +1,205 @@
+"""Builders: turn a Solution into a Python callable.
+
+- ``python`` and ``triton``: the sources are written to a private folder and the entry file is
+  imported as a fresh module (Triton compiles lazily, at the first launch; its compile errors are
+  turned into the same structured form when that launch happens).
+- ``cuda``: compiled with torch's extension loader (``torch.utils.cpp_extension.load``). We chose it
+  over CuPy's RawModule because a CUDA solution's entry point is a C++ host function that takes
+  tensors; the torch loader compiles host and device code together and binds tensors without a
+  hand-written Python launcher. Its cost is a slower first build (~30-60 s), which the archive's
+  build cache absorbs. On a machine without CUDA we still run ``nvcc`` (if present) so the agent gets
+  compiler errors, and report that running needs a GPU.
+
+Build errors come back as ``BuildResult(ok=False, errors=[BuildError(file, line, column, message)])``
+with file names relative to the solution, because an agent reads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from .report import BuildError, BuildResult
+from .schema import Language, Solution
+
+_GCC = re.compile(r"^(?P<file>[^\s:()][^:()]*?)(?:\((?P<pline>\d+)\)|:(?P<line>\d+)(?::(?P<col>\d+))?):\s*(?:fatal )?error\s*:?\s*(?P<msg>.*)$")
+
+
+class BuildFailed(Exception):
+    def __init__(self, result: BuildResult):
+        super().__init__(result.errors[0].message if result.errors else "build failed")
+        self.result = result
+
+
+def write_sources(solution: Solution, dest: Path) -> Path:
+    """Write every source file under ``dest`` (paths were validated to stay inside it)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    root = dest.resolve()
+    for src in solution.sources:
+        p = (root / src.path).resolve()
+        if root not in p.parents:
+            raise ValueError(f"source path '{src.path}' escapes the build folder")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(src.content)
+    return root
+
+
+def python_error(exc: BaseException, src_root: Path) -> list[BuildError]:
+    """Structured errors from a Python exception, with frames inside the solution's own files."""
+    errors: list[BuildError] = []
+    if isinstance(exc, SyntaxError) and exc.filename:
+        errors.append(BuildError(file=_rel(exc.filename, src_root), line=exc.lineno, column=exc.offset, message=f"SyntaxError: {exc.msg}"))
+        return errors
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _inside(f.filename, src_root)]
+    msg = f"{type(exc).__name__}: {exc}".strip()
+    # Triton's CompilationError carries the kernel source position in its message/attributes.
+    node = getattr(exc, "node", None)
+    src_file = getattr(exc, "fn", None)
+    if node is not None and hasattr(node, "lineno"):
+        fn_file = getattr(getattr(src_file, "fn", None), "__code__", None)
+        file = _rel(fn_file.co_filename, src_root) if fn_file else None
+        start = getattr(getattr(src_file, "fn", None), "__code__", None)
+        line = (start.co_firstlineno + node.lineno - 1) if start else node.lineno
+        errors.append(BuildError(file=file, line=line, column=getattr(node, "col_offset", None), message=msg[:4000]))
+    elif frames:
+        f = frames[-1]
+        errors.append(BuildError(file=_rel(f.filename, src_root), line=f.lineno, message=msg[:4000]))
+    else:
+        errors.append(BuildError(message=msg[:4000]))
+    return errors
+
+
+def _inside(filename: str, root: Path) -> bool:
+    try:
+        return root in Path(filename).resolve().parents
+    except (OSError, ValueError):
+        return False
+
+
+def _rel(filename: str, root: Path) -> str:
+    try:
+        return str(Path(filename).resolve().relative_to(root))
+    except ValueError:
+        return Path(filename).name
+
+
+def parse_compiler_output(text: str, src_root: Path | None = None) -> list[BuildError]:
+    """gcc/nvcc style ``file:line:col: error: msg`` and ``file(line): error: msg`` lines."""
+    out = []
+    for line in text.splitlines():
+        m = _GCC.match(line.strip())
+        if not m:
+            continue
+        file = m.group("file")
+        if src_root is not None:
+            file = _rel(file, src_root) if Path(file).is_absolute() else file
+        ln = m.group("line") or m.group("pline")
+        out.append(BuildError(file=file, line=int(ln) if ln else None, column=int(m.group("col")) if m.group("col") else None, message=m.group("msg").strip()))
+    return out
+
+
+def import_entry(solution: Solution, src_root: Path) -> Callable[..., Any]:
+    """Import the entry file as a uniquely named module; the solution folder is importable for helpers."""
+    entry = src_root / solution.spec.entry_file
+    modname = "kbot_solution_" + hashlib.sha256(str(src_root).encode()).hexdigest()[:12]
+    spec = importlib.util.spec_from_file_location(modname, entry, submodule_search_locations=None)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {entry}")
+    module = importlib.util.module_from_spec(spec)
+    if str(src_root) not in sys.path:
+        sys.path.insert(0, str(src_root))
+    sys.modules[modname] = module
+    spec.loader.exec_module(module)
+    fn = getattr(module, solution.spec.entry_function, None)
+    if fn is None or not callable(fn):
+        raise AttributeError(f"{solution.spec.entry_file} has no callable '{solution.spec.entry_function}'")
+    return fn
+
+
+def build(solution: Solution, workdir: Path, *, device: str = "cpu") -> tuple[Callable[..., Any] | None, BuildResult]:
+    """Build a solution in ``workdir``; returns (callable or None, BuildResult)."""
+    t0 = time.perf_counter()
+    lang = solution.spec.language
+    src_root = write_sources(solution, workdir / "src")
+    try:
+        if lang in (Language.PYTHON, Language.TRITON):
+            fn = import_entry(solution, src_root)
+        else:
+            fn = _build_cuda(solution, src_root, workdir, device)
+        return fn, BuildResult(ok=True, language=lang.value, seconds=time.perf_counter() - t0)
+    except BuildFailed as e:
+        e.result.seconds = time.perf_counter() - t0
+        return None, e.result
+    except BaseException as e:  # noqa: BLE001 — any import-time failure is a build failure
+        if isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise
+        return None, BuildResult(ok=False, language=lang.value, seconds=time.perf_counter() - t0, errors=python_error(e, src_root), log=traceback.format_exc()[-8000:])
+
+
+def _cuda_sources(solution: Solution, src_root: Path) -> list[Path]:
+    return [src_root / s.path for s in solution.sources if s.path.endswith((".cu", ".cpp", ".cc", ".cxx"))]
+
+
+def _build_cuda(solution: Solution, src_root: Path, workdir: Path, device: str) -> Callable[..., Any]:
+    import torch
+
+    sources = _cuda_sources(solution, src_root)
+    if not sources:
+        raise BuildFailed(BuildResult(ok=False, language="cuda", errors=[BuildError(message="a cuda solution needs at least one .cu/.cpp source")]))
+    fn_name = solution.spec.entry_function
+    text = "\n".join(p.read_text() for p in sources)
+    if "PYBIND11_MODULE" not in text and "TORCH_LIBRARY" not in text:
+        # Bind the entry function ourselves so a solution only has to write the C++ launcher.
+        binding = src_root / "_kbot_binding.cpp"
+        binding.write_text(_binding_source(text, fn_name))
+        sources.append(binding)
+    if device != "cuda" or not torch.cuda.is_available():
+        nvcc = shutil.which("nvcc")
+        if nvcc is None:
+            raise BuildFailed(BuildResult(ok=False, language="cuda", errors=[BuildError(message="cuda solutions need nvcc and a GPU; neither is here")]))
+        errors: list[BuildError] = []
+        log = []
+        for src in sources:
+            if src.suffix != ".cu":
+                continue
+            r = subprocess.run([nvcc, "-arch=sm_90", "-std=c++17", "-c", str(src), "-o", str(workdir / (src.stem + ".o")), "-I", str(src_root)], capture_output=True, text=True, timeout=300)
+            log.append(r.stdout + r.stderr)
+            if r.returncode != 0:
+                errors += parse_compiler_output(r.stdout + r.stderr, src_root) or [BuildError(file=src.name, message=(r.stderr or r.stdout)[-2000:])]
+        raise BuildFailed(BuildResult(ok=False, language="cuda", errors=errors or [BuildError(message="compiled with nvcc, but running a cuda solution needs a GPU (use --device cuda on a GPU runner)")], log="\n".join(log)[-8000:]))
+    from torch.utils import cpp_extension
+
+    name = "kbot_cuda_" + hashlib.sha256("".join(p.read_text() for p in sources).encode()).hexdigest()[:12]
+    build_dir = workdir / "build"
+    build_dir.mkdir(exist_ok=True)
+    try:
+        mod = cpp_extension.load(name=name, sources=[str(s) for s in sources], build_directory=str(build_dir), extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-lineinfo"], extra_cflags=["-O3"], verbose=False)
+    except Exception as e:  # noqa: BLE001
+        text = str(e)
+        log_file = build_dir / "build.ninja"
+        raise BuildFailed(BuildResult(ok=False, language="cuda", errors=parse_compiler_output(text, src_root) or [BuildError(message=text[-4000:])], log=text[-8000:] + (f"\n(ninja file: {log_file})" if log_file.exists() else ""))) from None
+    fn = getattr(mod, fn_name, None)
+    if fn is None:
+        raise BuildFailed(BuildResult(ok=False, language="cuda", errors=[BuildError(message=f"compiled module has no function '{fn_name}'")]))
+    return fn
+
+
+def _binding_source(all_text: str, fn_name: str) -> str:
+    """A pybind11 module exposing ``fn_name``; its signature is copied from the solution's declaration."""
+    m = re.search(r"([\w:<>\s\*&]+?)\b" + re.escape(fn_name) + r"\s*\(([^)]*)\)\s*\{", all_text)
+    if not m:
+        return f"#include <torch/extension.h>\n#error \"entry function '{fn_name}' not found in the cuda sources\"\n"
+    ret, args = m.group(1).strip().split("\n")[-1].strip(), m.group(2)
+    return (
+        "#include <torch/extension.h>\n"
+        f"{ret} {fn_name}({args});\n"
+        f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def(\"{fn_name}\", &{fn_name}); }}\n"
+    )

@@ -1,0 +1,281 @@
+"""The ``kbot`` command line.
+
+Exit codes (other tools depend on them):
+  0  everything asked for succeeded (for ``eval``: every workload PASSED)
+  1  the evaluation ran and some workload did not pass
+  2  bad input: a file that does not load, a wrong option (click's usage errors are 2 as well)
+  3  the harness itself failed (a bug or a broken environment), not the solution
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .schema import SchemaError, Status
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_ARCHIVE = REPO_ROOT / ".kbot" / "runs"
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="kbot")
+def cli() -> None:
+    """kbot: optimize GPU kernels with LLM agents, one pull request per attempt.
+
+    \b
+    Start here:
+      kbot definitions list                 what can be optimized
+      kbot eval SOLUTION.json -d DEF.json   build, check and time one solution
+      kbot eval --help                      every option, with the protocol explained
+    """
+
+
+def _bad_input(msg: str) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+def _load_definition_arg(value: str):
+    """A definition given as a path, or as the name of one of ours in definitions/."""
+    from .schema import load_definition
+
+    p = Path(value)
+    if not p.exists():
+        ours = REPO_ROOT / "definitions" / value / "definition.json"
+        if ours.exists():
+            p = ours
+    return load_definition(p), p
+
+
+def default_workloads_path(definition_path: Path, name: str) -> Path | None:
+    for c in (definition_path.parent / "workloads.jsonl", REPO_ROOT / "definitions" / name / "workloads.jsonl"):
+        if c.is_file():
+            return c
+    return None
+
+
+@cli.command("eval")
+@click.argument("solution_json", type=click.Path(dir_okay=False))
+@click.option("--definition", "-d", "definition_arg", required=True, help="Definition JSON file, or the name of one of ours (definitions/NAME).")
+@click.option("--workloads", "-w", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL (default: workloads.jsonl next to the definition).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="cpu runs python and triton solutions on the CPU (Triton through its interpreter), whatever target_hardware says.")
+@click.option("--trials", type=click.IntRange(1, 1000), help="Correctness trials per workload, each with fresh inputs (default: the definition's, usually 3).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=300, show_default=True, help="Seconds per workload before it ends as TIMEOUT.")
+@click.option("--total-timeout", "total_timeout_s", type=click.FloatRange(1, 7 * 86400), help="Seconds for the whole run.")
+@click.option("--baseline", "baseline_json", type=click.Path(dir_okay=False), help="A second solution measured interleaved with the candidate in one process; reports the paired ratio.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Run folder (default: .kbot/runs/<definition>/<solution hash>/<run id>).")
+@click.option("--resume", is_flag=True, help="Continue an interrupted run in --out: workloads with a trace line are not measured again.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Base seed for inputs (each workload and trial derives its own).")
+@click.option("--workload", "workload_filter", multiple=True, help="Only these workload UUIDs (repeatable; a prefix is enough).")
+@click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), default=3.0, show_default=True, help="Timing budget per workload in seconds (sampling stops earlier once the standard error is below 0.2%).")
+@click.option("--atol", type=float, help="Override the definition's absolute tolerance.")
+@click.option("--rtol", type=float, help="Override the definition's relative tolerance.")
+@click.option("--dataset-root", type=click.Path(file_okay=False), help="Folder that safetensors inputs are relative to.")
+@click.option("--profile", "with_profile", is_flag=True, help="Also profile each passing workload and fold the feedback items into the report (GPU runner).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report JSON instead of a table.")
+def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, timeout_s, total_timeout_s, baseline_json, out_dir, resume, seed, workload_filter, budget_s, atol, rtol, dataset_root, with_profile, as_json):
+    """Build, guard, check and time SOLUTION_JSON on every workload of a definition.
+
+    \b
+    Protocol: each workload runs in an isolated worker process. Correctness uses several trials with
+    fresh seeded inputs, poisoned outputs and an unchanged-inputs check, against the definition's
+    reference. Timing on the GPU uses CUDA events with L2 flushed and new input values before every
+    call, repeated until the standard error is small; timed outputs are re-checked. The reference is
+    timed the same way. With --baseline both solutions are interleaved and the paired ratio reported.
+
+    \b
+    Writes OUT/traces.jsonl (one FlashInfer-Bench Trace per workload, whatever happened) and
+    OUT/report.json. Exits 0 only if every workload PASSED, 1 if any did not, 2 on bad input.
+    """
+    from .env import resolve_device
+    from .runner import RunConfig, evaluate
+    from .schema import load_solution, load_workloads
+
+    try:
+        definition, dpath = _load_definition_arg(definition_arg)
+        solution = load_solution(solution_json)
+        baseline = load_solution(baseline_json) if baseline_json else None
+        if solution.definition != definition.name:
+            _bad_input(f"solution '{solution.name}' is for definition '{solution.definition}', not '{definition.name}'")
+        wpath = Path(workloads_path) if workloads_path else default_workloads_path(dpath, definition.name)
+        if wpath is None:
+            _bad_input(f"no workloads for {definition.name}: pass --workloads FILE.jsonl")
+        workloads = load_workloads(wpath, definition)
+    except SchemaError as e:
+        _bad_input(str(e))
+    if workload_filter:
+        workloads = [w for w in workloads if any(w.uuid.startswith(p) for p in workload_filter)]
+    if not workloads:
+        _bad_input("no workloads selected")
+    try:
+        dev = resolve_device(device)
+    except (RuntimeError, ValueError) as e:
+        _bad_input(str(e))
+    overrides = {}
+    if atol is not None or rtol is not None:
+        overrides["tolerance"] = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
+    cfg = RunConfig(device=dev, trials=trials, seed=seed, timeout_s=timeout_s, total_timeout_s=total_timeout_s, timing={"budget_s": budget_s}, config_overrides=overrides, dataset_root=dataset_root)
+    if out_dir is None:
+        if resume:
+            _bad_input("--resume needs --out (the run folder to continue)")
+        import uuid
+
+        out = DEFAULT_ARCHIVE / definition.name / solution.content_hash()[:16] / uuid.uuid4().hex[:12]
+    else:
+        out = Path(out_dir)
+    report = _run_with_progress(lambda progress: evaluate(definition, solution, workloads, out, cfg, baseline=baseline, definition_path=dpath, resume=resume, progress=progress), len(workloads), quiet=as_json)
+    if with_profile and dev == "cuda":
+        _fold_profile(report, out, definition, solution, workloads)
+    if as_json:
+        click.echo((out / "report.json").read_text())
+    else:
+        from .render import print_report
+
+        print_report(report, out)
+    sys.exit(EXIT_OK if report.all_passed else EXIT_FAILED)
+
+
+def _fold_profile(report, out: Path, definition, solution, workloads) -> None:
+    try:
+        from .cli_profile import profile_report
+    except ImportError as e:
+        click.echo(f"warning: profiling unavailable ({e})", err=True)
+        return
+    profile_report(report, out, definition, solution, workloads)
+    report.dump(out / "report.json")
+
+
+def _run_with_progress(fn, total: int, quiet: bool):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if quiet or not console.is_terminal:
+        def plain(kind, r):
+            if kind == "result" and not quiet:
+                console.print(f"  {r.uuid[:8]} {r.status.value}", highlight=False)
+        return fn(plain)
+    with Progress(TextColumn("[bold]evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task("building", total=total)
+
+        def update(kind, r):
+            if kind == "build":
+                bar.update(task, description="built")
+            elif kind == "result":
+                bar.update(task, advance=1, description=f"{r.uuid[:8]} {r.status.value}")
+
+        return fn(update)
+
+
+# ------------------------------------------------------------------------------------ definitions
+
+
+@cli.group("definitions")
+def definitions_group() -> None:
+    """List, show and validate definitions (ours in definitions/, or any JSON file)."""
+
+
+@definitions_group.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def definitions_list(as_json):
+    """Our definitions, with their workload counts."""
+    from .schema import load_definition, load_workloads
+
+    rows = []
+    for p in sorted((REPO_ROOT / "definitions").glob("*/definition.json")):
+        d = load_definition(p)
+        wp = p.parent / "workloads.jsonl"
+        rows.append({"name": d.name, "op_type": d.op_type, "workloads": len(load_workloads(wp, d)) if wp.exists() else 0, "path": str(p.relative_to(REPO_ROOT))})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table("name", "op_type", "workloads", "path")
+    for r in rows:
+        t.add_row(r["name"], r["op_type"], str(r["workloads"]), r["path"])
+    Console().print(t)
+
+
+@definitions_group.command("show")
+@click.argument("definition")
+def definitions_show(definition):
+    """Print one definition (a name of ours or a path) as JSON."""
+    try:
+        d, _ = _load_definition_arg(definition)
+    except SchemaError as e:
+        _bad_input(str(e))
+    click.echo(d.to_json(indent=2))
+
+
+@definitions_group.command("validate")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+def definitions_validate(paths):
+    """Validate definition JSON files (or folders of them) and their workloads; exit 2 on the first bad one."""
+    from .schema import load_definition, load_workloads
+
+    files = []
+    for p in map(Path, paths):
+        files += sorted(p.rglob("*.json")) if p.is_dir() else [p]
+    bad = 0
+    for f in files:
+        try:
+            d = load_definition(f)
+            wp = f.parent / "workloads.jsonl"
+            n = len(load_workloads(wp, d)) if f.name == "definition.json" and wp.exists() else 0
+            click.echo(f"ok   {f}  ({d.name}{f', {n} workloads' if n else ''})")
+        except SchemaError as e:
+            bad += 1
+            click.echo(f"FAIL {e}", err=True)
+    sys.exit(EXIT_BAD_INPUT if bad else EXIT_OK)
+
+
+# ------------------------------------------------------------------------------------ export
+
+
+@cli.command("export")
+@click.argument("run_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--to", "dest", required=True, type=click.Path(file_okay=False), help="TraceSet folder to write (definitions/, solutions/, traces/).")
+@click.option("--definition", "-d", "definition_arg", help="Definition (name or path) when it is not one of ours.")
+def export_cmd(run_dirs, dest, definition_arg):
+    """Export run folders as a FlashInfer-Bench TraceSet that the official tool loads."""
+    from .export import export_runs
+
+    try:
+        n = export_runs([Path(r) for r in run_dirs], Path(dest), definition_arg)
+    except SchemaError as e:
+        _bad_input(str(e))
+    click.echo(f"exported {n} traces to {dest}")
+
+
+def _register_plugins() -> None:
+    """Commands that live with their subsystems register themselves here."""
+    from . import cli_profile
+
+    cli_profile.register(cli)
+    try:
+        from bot import cli_bot
+    except ImportError:  # the harness alone, on a runner installed without the bot extra
+        return
+    cli_bot.register(cli)
+
+
+def main() -> None:
+    try:
+        _register_plugins()
+    except ImportError as e:
+        click.echo(f"warning: some commands are unavailable: {e}", err=True)
+    try:
+        cli(standalone_mode=True)
+    except SchemaError as e:
+        _bad_input(str(e))
+
+
+if __name__ == "__main__":
+    main()

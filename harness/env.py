@@ -1,0 +1,75 @@
+"""A snapshot of where a run happened: GPU, driver, clocks, library versions, commit."""
+
+from __future__ import annotations
+
+import functools
+import platform
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _run(cmd: list[str]) -> str | None:
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` becomes ``cuda`` when a CUDA device is visible, else ``cpu``."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, not '{device}'")
+    if device != "auto":
+        if device == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                raise RuntimeError("--device cuda asked for, but torch sees no CUDA device here")
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def hardware_name(device: str) -> str:
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    return f"CPU {platform.processor() or platform.machine()}"
+
+
+@functools.lru_cache(maxsize=2)
+def environment(device: str) -> dict[str, Any]:
+    import torch
+
+    libs = {k: v for k, v in {"torch": torch.__version__, "triton": _version("triton"), "cupy": _version("cupy-cuda12x") or _version("cupy-cuda13x") or _version("cupy"), "numpy": _version("numpy"), "python": sys.version.split()[0]}.items() if v}
+    env: dict[str, Any] = {"hardware": hardware_name(device).replace(" ", "_"), "libs": libs, "platform": platform.platform()}
+    if device == "cuda":
+        libs["cuda"] = str(torch.version.cuda)
+        props = torch.cuda.get_device_properties(0)
+        env["gpu"] = {"name": props.name, "sm_count": props.multi_processor_count, "memory_bytes": props.total_memory, "capability": f"{props.major}.{props.minor}"}
+        smi = _run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,persistence_mode", "--format=csv,noheader"])
+        if smi:
+            keys = ["driver", "clock_sm_mhz", "clock_sm_max_mhz", "clock_mem_mhz", "power_w", "temperature_c", "persistence"]
+            env["gpu"].update(dict(zip(keys, [x.strip() for x in smi.splitlines()[0].split(",")])))
+    commit = _run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"])
+    if commit:
+        env["commit"] = commit
+    return env

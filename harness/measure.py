@@ -1,0 +1,184 @@
+"""Calling a solution and timing it: the parts of the worker that touch the candidate.
+
+Timing on the GPU follows the protocol most public harnesses converged on: each timed call is preceded
+(outside the timed region) by fresh input values, a 256 MiB write that evicts L2, and re-poisoned
+outputs; CUDA events bracket the call on the current stream; the host enqueues many iterations before
+one device-wide synchronize, so the flush kernel hides launch latency the way `do_bench` does. Samples
+are taken until the standard error of the mean is small or the time budget is spent.
+
+On the CPU the same statistics come from ``time.perf_counter_ns``, and reports say so.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .compare import normalize_outputs
+from .inputs import poison
+from .schema import Definition
+from .stats import relative_sem
+
+# Captured before any candidate code is imported into this process, so a candidate that patches the
+# torch or time attributes later cannot change what the harness calls.
+_perf_counter_ns = time.perf_counter_ns
+_monotonic = time.monotonic
+_Event = torch.cuda.Event
+_event_record = torch.cuda.Event.record
+_event_elapsed = torch.cuda.Event.elapsed_time
+_cuda_sync = torch.cuda.synchronize
+_randn = torch.randn
+_clone = torch.Tensor.clone
+_copy = torch.Tensor.copy_
+_zero = torch.Tensor.zero_
+
+
+@dataclass
+class TimingConfig:
+    warmup: int = 10
+    min_iters: int = 50  # the official protocol's iteration count is the floor
+    max_iters: int = 5000
+    target_rsem: float = 0.002  # stop when SEM/mean is below 0.2 %...
+    budget_s: float = 3.0  # ...or after this much wall time
+    chunk: int = 25  # iterations enqueued between synchronizations
+    flush_l2_bytes: int = 256 << 20
+    recheck: int = 5  # timed outputs re-checked against the reference
+    refresh_inputs: bool = True
+
+
+@dataclass
+class Refresher:
+    """Writes new random values into the float inputs that the workload marks ``random``.
+
+    Structured inputs (indices, lengths, tables) and scalars keep their valid values; every other
+    tensor gets new contents before every timed call, so an output cache keyed on pointers or on a
+    fingerprint of the values cannot serve a timed call.
+    """
+
+    names: list[str]
+    gen: torch.Generator | None = None
+
+    def __call__(self, inputs: dict[str, Any]) -> None:
+        for n in self.names:
+            t = inputs[n]
+            if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+                _copy(t, _randn(t.shape, device=t.device, dtype=torch.float32, generator=self.gen).clamp_(-448, 448))
+            else:
+                _copy(t, _randn(t.shape, device=t.device, dtype=t.dtype, generator=self.gen))
+
+
+def refreshable_inputs(definition: Definition, workload_inputs: dict[str, Any], config_inputs: dict[str, Any], built: set[str]) -> list[str]:
+    names = []
+    for name, spec in definition.inputs.items():
+        src = workload_inputs.get(name)
+        kind = getattr(src, "type", "random")
+        if kind != "random" or name in config_inputs or name in built or spec.shape is None:
+            continue
+        if spec.dtype.startswith("float") or spec.dtype == "bfloat16":
+            names.append(name)
+    return names
+
+
+def call_solution(fn: Callable[..., Any], definition: Definition, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None) -> dict[str, Any]:
+    """One call: destination-passing when ``outputs`` is given, else value-returning."""
+    if outputs is not None:
+        fn(**inputs, **outputs)
+        return dict(outputs)
+    return normalize_outputs(fn(**inputs), definition)
+
+
+@dataclass
+class Samples:
+    times_ms: list[float] = field(default_factory=list)
+    wall_ms_per_call: float | None = None
+    rechecks: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)  # (inputs, outputs)
+
+
+class Timer:
+    """Times one or several callables on the same inputs, interleaved when several."""
+
+    def __init__(self, device: torch.device, cfg: TimingConfig, refresher: Refresher, seed: int):
+        self.device = device
+        self.cfg = cfg
+        self.refresh = refresher
+        self.rng = random.Random(seed)
+        self.cuda = device.type == "cuda"
+        self._flush = torch.empty(cfg.flush_l2_bytes // 4, dtype=torch.int32, device=device) if self.cuda else None
+
+    def _prepare(self, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None) -> None:
+        if self.cfg.refresh_inputs:
+            self.refresh(inputs)
+        if self._flush is not None:
+            _zero(self._flush)
+        if outputs is not None:
+            for t in outputs.values():
+                poison(t)
+
+    def run(self, fns: list[Callable[[], dict[str, Any]]], inputs: dict[str, Any], outputs: list[dict[str, torch.Tensor] | None], *, budget_s: float | None = None, min_iters: int | None = None, recheck: int | None = None, warmup: int | None = None) -> list[Samples]:
+        """Time each ``fns[k]`` (a closure calling the solution on ``inputs``/``outputs[k]``).
+
+        With several callables the order alternates every iteration (ABBA), so drift and ordering
+        effects cancel in the paired ratio.
+        """
+        cfg = self.cfg
+        budget = cfg.budget_s if budget_s is None else budget_s
+        min_n = cfg.min_iters if min_iters is None else min_iters
+        n_recheck = cfg.recheck if recheck is None else recheck
+        k = len(fns)
+        samples = [Samples() for _ in range(k)]
+        # warm-up: compile, autotune, fill caches of the allocator
+        for _ in range(cfg.warmup if warmup is None else warmup):
+            for j in range(k):
+                self._prepare(inputs, outputs[j])
+                fns[j]()
+        self._sync()
+        recheck_at = set(self.rng.sample(range(min_n), min(n_recheck, min_n))) if n_recheck else set()
+        t_start = _monotonic()
+        it = 0
+        while True:
+            pending: list[tuple[int, Any, Any]] = []
+            for _ in range(cfg.chunk):
+                order = range(k) if it % 2 == 0 else range(k - 1, -1, -1)
+                for j in order:
+                    self._prepare(inputs, outputs[j])
+                    keep_in = {n: (_clone(v) if isinstance(v, torch.Tensor) else v) for n, v in inputs.items()} if (it in recheck_at and j == 0) else None
+                    if self.cuda:
+                        s, e = _Event(enable_timing=True), _Event(enable_timing=True)
+                        _event_record(s)
+                        out = fns[j]()
+                        _event_record(e)
+                        pending.append((j, (s, e), None))
+                    else:
+                        t0 = _perf_counter_ns()
+                        out = fns[j]()
+                        pending.append((j, None, (_perf_counter_ns() - t0) / 1e6))
+                    if keep_in is not None:
+                        samples[j].rechecks.append((keep_in, {n: (_clone(v) if isinstance(v, torch.Tensor) else v) for n, v in out.items()}))
+                it += 1
+            self._sync()
+            for j, ev, ms in pending:
+                samples[j].times_ms.append(_event_elapsed(ev[0], ev[1]) if ev is not None else ms)
+            n = len(samples[0].times_ms)
+            elapsed = _monotonic() - t_start
+            if n >= cfg.max_iters or (n >= min_n and (elapsed > budget or all(relative_sem(s.times_ms) < cfg.target_rsem for s in samples))):
+                break
+            if elapsed > 4 * budget and n >= 3:  # a very slow callable (a reference taking seconds)
+                break
+        # Host wall time per call, synchronized, without the flush: what a caller waiting on the result sees.
+        for j in range(k):
+            reps = 5
+            self._sync()
+            t0 = _perf_counter_ns()
+            for _ in range(reps):
+                fns[j]()
+            self._sync()
+            samples[j].wall_ms_per_call = (_perf_counter_ns() - t0) / 1e6 / reps
+        return samples
+
+    def _sync(self) -> None:
+        if self.cuda:
+            _cuda_sync()

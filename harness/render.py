@@ -1,0 +1,47 @@
+"""Human-readable report tables for the terminal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .report import LatencyStats, Report
+from .schema import Status
+
+_STYLE = {Status.PASSED: "green", Status.TIMEOUT: "yellow", Status.REJECTED: "bold red"}
+
+
+def fmt_ms(s: LatencyStats | None) -> str:
+    if s is None:
+        return "-"
+    unit, k = ("µs", 1000.0) if s.median < 1 else ("ms", 1.0)
+    return f"{s.median * k:.3g} {unit} [{s.ci95[0] * k:.3g}, {s.ci95[1] * k:.3g}]"
+
+
+def print_report(report: Report, out_dir: Path, console: Console | None = None) -> None:
+    console = console or Console()
+    t = Table(title=f"{report.solution} on {report.definition} — {report.device.name} ({report.device.timer})")
+    for col in ("workload", "axes", "status", "latency (95% CI)", "reference", "× ref", "× baseline", "roofline"):
+        t.add_column(col)
+    for w in report.workloads:
+        ratio = w.speedup_vs_baseline
+        t.add_row(
+            w.uuid[:8], ",".join(f"{k}={v}" for k, v in w.axes.items()),
+            f"[{_STYLE.get(w.status, 'red')}]{w.status.value}[/]",
+            fmt_ms(w.latency_ms), fmt_ms(w.reference_latency_ms),
+            f"{w.speedup_vs_reference:.2f}" if w.speedup_vs_reference else "-",
+            f"{ratio.median:.3f} [{ratio.ci95[0]:.3f}, {ratio.ci95[1]:.3f}]" if ratio else "-",
+            f"{w.roofline.fraction:.0%}" if w.roofline and w.roofline.fraction else "-",
+        )
+    console.print(t)
+    for w in report.workloads:
+        if w.status is not Status.PASSED and w.message:
+            console.print(f"[red]{w.uuid[:8]}[/] {w.status.value}: {w.message[:500]}", highlight=False)
+    s = report.summary()
+    console.print(f"{s['passed']}/{s['workloads']} passed; mean speedup vs reference {s['mean_speedup_vs_reference']:.2f}x"
+                  + (f"; geomean vs baseline {s['geomean_speedup_vs_baseline']:.3f}x" if s.get("geomean_speedup_vs_baseline") else ""))
+    if report.device.note:
+        console.print(f"[dim]{report.device.note}[/]")
+    console.print(f"[dim]traces: {out_dir / 'traces.jsonl'}  report: {out_dir / 'report.json'}[/]")

@@ -1,0 +1,388 @@
+"""The parent side of an evaluation: static guard, worker processes, timeouts, traces, archive.
+
+One run = one solution (and optionally a baseline) over a list of workloads. The runner never imports
+candidate code. It starts a worker (harness.worker), feeds it the job, reads results from a private
+pipe, and owns every failure mode: a start-up timeout (the build), a per-workload timeout and a total
+timeout end as TIMEOUT; a worker that dies (crash, ``os._exit``, CUDA illegal address, OOM kill) ends
+its current workload as RUNTIME_ERROR; in both cases a fresh worker takes the remaining workloads.
+Every workload gets exactly one trace line, flushed as soon as it is known, so ``--resume`` can skip
+what an interrupted run already measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid as uuidlib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from .env import environment, hardware_name
+from .report import BuildResult, DeviceInfo, Finding, Report, WorkloadResult
+from .schema import Definition, Evaluation, Solution, Status, Trace, Workload
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LOG_HEAD = 16 * 1024
+LOG_TAIL = 16 * 1024
+
+
+@dataclass
+class RunConfig:
+    device: str = "cpu"  # resolved: "cpu" or "cuda"
+    trials: int | None = None
+    seed: int = 0
+    timeout_s: float = 300.0  # per workload (the official protocol's timeout)
+    startup_timeout_s: float = 600.0  # build + import (a CUDA build can take minutes)
+    total_timeout_s: float | None = None
+    timing: dict[str, Any] = field(default_factory=dict)
+    config_overrides: dict[str, Any] = field(default_factory=dict)
+    dataset_root: str | None = None
+    guard: bool = True
+
+
+class CappedLog:
+    """Keeps the head and tail of a stream, drops the middle: a candidate printing gigabytes costs us
+    two small buffers, never memory or disk."""
+
+    def __init__(self, head: int = LOG_HEAD, tail: int = LOG_TAIL):
+        self.head_max, self.tail_max = head, tail
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.dropped = 0
+        self.lock = threading.Lock()
+
+    def feed(self, data: bytes) -> None:
+        with self.lock:
+            room = self.head_max - len(self.head)
+            if room > 0:
+                self.head += data[:room]
+                data = data[room:]
+            if data:
+                self.tail += data
+                if len(self.tail) > self.tail_max:
+                    cut = len(self.tail) - self.tail_max
+                    self.dropped += cut
+                    del self.tail[:cut]
+
+    def take(self) -> str:
+        with self.lock:
+            mid = f"\n[... {self.dropped} bytes of output dropped ...]\n" if self.dropped else ""
+            text = (bytes(self.head) + mid.encode() + bytes(self.tail)).decode("utf-8", "replace")
+            self.head, self.tail, self.dropped = bytearray(), bytearray(), 0
+            return text
+
+
+class Worker:
+    """One worker process with its result channel and its drained output."""
+
+    def __init__(self, job: dict[str, Any], env: dict[str, str]):
+        r, w = os.pipe()
+        self.log = CappedLog()
+        env = {**env, "KBOT_RESULT_FD": str(w)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-u", "-m", "harness.worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(w,), env=env, cwd=str(REPO_ROOT), start_new_session=True,
+        )
+        os.close(w)
+        self.rfd = r
+        self.buf = b""
+        self._drain = threading.Thread(target=self._pump, daemon=True)
+        self._drain.start()
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(job) + "\n").encode())
+        self.proc.stdin.close()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        while True:
+            chunk = self.proc.stdout.read1(65536) if hasattr(self.proc.stdout, "read1") else self.proc.stdout.read(65536)
+            if not chunk:
+                return
+            self.log.feed(chunk)
+
+    def next_message(self, deadline: float) -> dict[str, Any] | None:
+        """The next JSON message, or None on timeout or when the worker's channel closed."""
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            ready, _, _ = select.select([self.rfd], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(self.rfd, 1 << 20)
+            if not chunk:
+                return {"type": "eof"}
+            self.buf += chunk
+            if len(self.buf) > 64 << 20:
+                return {"type": "garbage", "message": "result channel flooded"}
+        line, _, self.buf = self.buf.partition(b"\n")
+        try:
+            msg = json.loads(line)
+        except json.JSONDecodeError:
+            return {"type": "garbage", "message": "unparseable message on the result channel"}
+        return msg if isinstance(msg, dict) else {"type": "garbage", "message": "non-object message"}
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self._drain.join(timeout=2)
+        try:
+            os.close(self.rfd)
+        except OSError:
+            pass
+
+    def exit_description(self) -> str:
+        rc = self.proc.poll()
+        if rc is None:
+            return "worker still running"
+        if rc < 0:
+            try:
+                return f"worker killed by signal {signal.Signals(-rc).name}"
+            except ValueError:
+                return f"worker killed by signal {-rc}"
+        return f"worker exited with code {rc}"
+
+
+def worker_env(device: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not _secret(k)}
+    env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"  # Triton kernels run through its interpreter on CPU tensors
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    return env
+
+
+_SECRET_MARKERS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL", "PRIVATE")
+
+
+def _secret(name: str) -> bool:
+    """Secrets never meet candidate code: the worker's environment drops anything that looks like one."""
+    up = name.upper()
+    return any(m in up for m in _SECRET_MARKERS) or up.startswith(("GITHUB_", "ACTIONS_", "ANTHROPIC", "OPENAI"))
+
+
+def make_trace(definition: Definition, solution: Solution, workload: Workload, r: WorkloadResult, env: dict[str, Any]) -> Trace:
+    """An official-shaped Trace for one workload result; our extras go under evaluation.kbot."""
+    from .schema import Correctness as TC
+    from .schema import Environment, Performance
+
+    status = r.status
+    correctness = None
+    performance = None
+    if status in (Status.PASSED, Status.INCORRECT_NUMERICAL) and r.correctness is not None:
+        correctness = TC(max_relative_error=r.correctness.max_relative_error, max_absolute_error=r.correctness.max_absolute_error, extra={"matched_ratio": r.correctness.matched_ratio, "trials": r.correctness.trials})
+    if status is Status.PASSED:
+        if r.latency_ms is None:
+            raise ValueError("a PASSED result must carry latency")
+        ref = r.reference_latency_ms.mean if r.reference_latency_ms else 0.0
+        performance = Performance(latency_ms=r.latency_ms.mean, reference_latency_ms=ref, speedup_factor=(ref / r.latency_ms.mean) if r.latency_ms.mean > 0 and ref else 0.0)
+    log = (r.message + ("\n" + r.log if r.log else "")).strip()
+    ev = Evaluation(
+        status=status, environment=Environment(hardware=env.get("hardware", "unknown"), libs=env.get("libs", {})),
+        timestamp=datetime.now(timezone.utc).isoformat(), log=log[:20000], correctness=correctness, performance=performance,
+        kbot={k: v for k, v in r.model_dump(mode="json").items() if k not in ("uuid", "axes", "log")},
+    )
+    return Trace(definition=definition.name, solution=solution.name, workload=workload, evaluation=ev)
+
+
+Progress = Callable[[str, WorkloadResult | None], None]
+
+
+def evaluate(
+    definition: Definition,
+    solution: Solution,
+    workloads: list[Workload],
+    out_dir: Path,
+    cfg: RunConfig,
+    *,
+    baseline: Solution | None = None,
+    definition_path: Path | None = None,
+    resume: bool = False,
+    progress: Progress | None = None,
+) -> Report:
+    """Evaluate ``solution`` on ``workloads``; writes traces.jsonl and report.json into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    traces_path = out_dir / "traces.jsonl"
+    env = environment(cfg.device)
+    started = datetime.now(timezone.utc).isoformat()
+    report = Report(
+        run_id=out_dir.name if resume else uuidlib.uuid4().hex[:12],
+        definition=definition.name, solution=solution.name, solution_hash=solution.content_hash(),
+        baseline=baseline.name if baseline else None, baseline_hash=baseline.content_hash() if baseline else None,
+        device=DeviceInfo(kind=cfg.device, name=hardware_name(cfg.device), timer="cuda_events" if cfg.device == "cuda" else "cpu_monotonic",
+                          note="" if cfg.device == "cuda" else "CPU timing (monotonic clock); Triton runs through its interpreter. Not a GPU measurement."),
+        environment=env, config={"trials": cfg.trials, "seed": cfg.seed, "timeout_s": cfg.timeout_s, "timing": cfg.timing, "overrides": cfg.config_overrides},
+        started=started,
+    )
+    (out_dir / "solution.json").write_text(solution.to_json(indent=2))
+    if baseline:
+        (out_dir / "baseline.json").write_text(baseline.to_json(indent=2))
+
+    done: dict[str, WorkloadResult] = {}
+    if resume and traces_path.exists():
+        for line in traces_path.read_text().splitlines():
+            try:
+                t = Trace.model_validate_json(line)
+            except Exception:  # noqa: BLE001 — a torn last line from a crash
+                continue
+            if t.solution == solution.name and t.evaluation is not None and t.evaluation.kbot:
+                done[t.workload.uuid] = WorkloadResult.model_validate({**t.evaluation.kbot, "uuid": t.workload.uuid, "axes": t.workload.axes})
+    elif traces_path.exists():
+        traces_path.unlink()
+
+    by_uuid = {w.uuid: w for w in workloads}
+    results: dict[str, WorkloadResult] = dict(done)
+
+    def record(r: WorkloadResult) -> None:
+        results[r.uuid] = r
+        trace = make_trace(definition, solution, by_uuid[r.uuid], r, env)
+        with traces_path.open("a") as f:
+            f.write(trace.to_json() + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if progress:
+            progress("result", r)
+
+    # ---- static guard: a rejected solution never runs
+    if cfg.guard:
+        findings = static_guard(solution, definition)
+        report.findings = findings
+        if any(f.severity == "error" for f in findings):
+            for w in workloads:
+                if w.uuid not in results:
+                    record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.REJECTED, findings=findings,
+                                          message="; ".join(f"[{f.rule}] {f.file or ''}:{f.line or ''} {f.message}" for f in findings if f.severity == "error")[:2000]))
+            return _finish(report, workloads, results, out_dir)
+
+    pending = [w for w in workloads if w.uuid not in results]
+    job_base = {
+        "definition": definition.to_dict(), "definition_path": str(definition_path) if definition_path else None,
+        "solution": solution.to_dict(), "baseline": baseline.to_dict() if baseline else None,
+        "device": cfg.device, "seed": cfg.seed, "trials": cfg.trials, "timing": cfg.timing,
+        "config_overrides": cfg.config_overrides, "dataset_root": cfg.dataset_root,
+        "workdir": str(out_dir / "build"),
+    }
+    total_deadline = time.monotonic() + cfg.total_timeout_s if cfg.total_timeout_s else float("inf")
+    environ = worker_env(cfg.device)
+    while pending:
+        if time.monotonic() > total_deadline:
+            for w in pending:
+                record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.TIMEOUT, message="total timeout of the run reached before this workload started"))
+            break
+        worker = Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ)
+        try:
+            pending = _drive(worker, pending, cfg, record, report, total_deadline, progress)
+        finally:
+            worker.kill()
+    return _finish(report, workloads, results, out_dir)
+
+
+def _drive(worker: Worker, pending: list[Workload], cfg: RunConfig, record, report: Report, total_deadline: float, progress) -> list[Workload]:
+    """Feed one worker until it finishes or fails; returns the workloads still to do."""
+    remaining = list(pending)
+    deadline = min(time.monotonic() + cfg.startup_timeout_s, total_deadline)
+    current: Workload | None = None
+
+    def fail_current(status: Status, message: str) -> None:
+        nonlocal remaining
+        target = current or remaining[0]
+        record(WorkloadResult(uuid=target.uuid, axes=dict(target.axes), status=status, message=message, log=worker.log.take()))
+        remaining = [w for w in remaining if w.uuid != target.uuid]
+
+    while True:
+        msg = worker.next_message(deadline)
+        if msg is None:  # timed out
+            worker.kill()
+            if current is None and report.build is None:
+                # the build itself hung: every workload shares that fate
+                for w in remaining:
+                    record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.TIMEOUT, message=f"build/import did not finish within {cfg.startup_timeout_s:.0f} s", log=worker.log.take()))
+                return []
+            fail_current(Status.TIMEOUT, f"did not finish within {cfg.timeout_s:.0f} s")
+            return remaining
+        kind = msg.get("type")
+        if kind in ("eof", "garbage"):
+            worker.proc.wait(timeout=30) if kind == "eof" else worker.kill()
+            why = worker.exit_description() if kind == "eof" else msg.get("message", "bad message")
+            if not remaining:
+                return []
+            if current is None and report.build is None:
+                for w in remaining:
+                    record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message=f"the worker died while building/importing the solution ({why})", log=worker.log.take()))
+                return []
+            fail_current(Status.RUNTIME_ERROR, f"the worker died during this workload ({why})")
+            return remaining
+        if kind == "fatal":
+            for w in remaining:
+                record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message=f"harness error: {msg.get('message')}", log=str(msg.get("log", ""))))
+            return []
+        if kind == "build":
+            res = BuildResult.model_validate(msg["result"])
+            if msg.get("role") == "candidate":
+                report.build = res
+                if not res.ok:
+                    first = res.errors[0] if res.errors else None
+                    where = f"{first.file}:{first.line}: " if first and first.file else ""
+                    for w in remaining:
+                        record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.COMPILE_ERROR, message=f"{where}{first.message if first else 'build failed'}"[:2000], log=res.log))
+                    return []
+            elif not res.ok:
+                report.config["baseline_build_error"] = res.model_dump(mode="json")
+            if progress:
+                progress("build", None)
+        elif kind == "ready":
+            pass
+        elif kind == "start":
+            current = next((w for w in remaining if w.uuid == msg.get("uuid")), None)
+            deadline = min(time.monotonic() + cfg.timeout_s, total_deadline)
+            if progress and current is not None:
+                progress("start", None)
+        elif kind == "result":
+            r = WorkloadResult.model_validate(msg["result"])
+            if current is None or r.uuid != current.uuid:
+                worker.kill()
+                fail_current(Status.REJECTED, "the worker reported a result for a workload it was not running")
+                return remaining
+            out = worker.log.take()
+            if out:
+                r.log = (r.log + "\n" + out).strip()[-(LOG_HEAD + LOG_TAIL + 200):]
+            record(r)
+            remaining = [w for w in remaining if w.uuid != r.uuid]
+            current = None
+            deadline = min(time.monotonic() + cfg.timeout_s, total_deadline)
+        elif kind == "done":
+            if remaining:
+                for w in remaining:
+                    record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message="the worker finished without evaluating this workload"))
+            return []
+
+
+def static_guard(solution: Solution, definition: Definition) -> list[Finding]:
+    try:
+        from .guard.static import check_solution
+    except ImportError:
+        return []
+    return check_solution(solution, definition)
+
+
+def _finish(report: Report, workloads: list[Workload], results: dict[str, WorkloadResult], out_dir: Path) -> Report:
+    report.workloads = [results[w.uuid] for w in workloads if w.uuid in results]
+    report.finished = datetime.now(timezone.utc).isoformat()
+    report.dump(out_dir / "report.json")
+    return report

@@ -1,0 +1,71 @@
+"""Statistics of timing samples: median with a distribution-free 95% interval, SEM, paired ratios.
+
+The interval for the median uses order statistics (the binomial(n, 1/2) quantiles), so it assumes
+nothing about the shape of the latency distribution, which is skewed and often multi-modal.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Sequence
+
+from .report import LatencyStats, PairedRatio
+
+
+def _binom_cdf(k: int, n: int) -> float:
+    return sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+
+
+def median_ci_indices(n: int, level: float = 0.95) -> tuple[int, int]:
+    """0-based order-statistic indices (lo, hi) bracketing the median with at least ``level`` coverage."""
+    if n < 6:
+        return 0, n - 1
+    if n > 1000:  # normal approximation; exact sums get slow and the two agree here
+        half = 1.959964 * math.sqrt(n) / 2
+        lo = max(0, int(math.floor(n / 2 - half)) - 1)
+        hi = min(n - 1, int(math.ceil(n / 2 + half)))
+        return lo, hi
+    alpha = (1 - level) / 2
+    lo = 0
+    while lo + 1 < n // 2 and _binom_cdf(lo, n) <= alpha:
+        lo += 1
+    lo = max(0, lo - 1)
+    return lo, n - 1 - lo
+
+
+def summarize(samples: Sequence[float]) -> LatencyStats:
+    if not samples:
+        raise ValueError("no samples")
+    xs = sorted(float(x) for x in samples)
+    n = len(xs)
+    lo, hi = median_ci_indices(n)
+    sd = statistics.stdev(xs) if n > 1 else 0.0
+    return LatencyStats(
+        median=statistics.median(xs),
+        mean=statistics.fmean(xs),
+        ci95=(xs[lo], xs[hi]),
+        stdev=sd,
+        sem=sd / math.sqrt(n) if n > 1 else 0.0,
+        n=n,
+        min=xs[0],
+        max=xs[-1],
+    )
+
+
+def relative_sem(samples: Sequence[float]) -> float:
+    n = len(samples)
+    if n < 3:
+        return float("inf")
+    m = statistics.fmean(samples)
+    return (statistics.stdev(samples) / math.sqrt(n)) / m if m > 0 else float("inf")
+
+
+def paired_ratio(baseline: Sequence[float], candidate: Sequence[float]) -> PairedRatio:
+    """Per-iteration ratios baseline/candidate from interleaved runs; >1 means the candidate is faster."""
+    if len(baseline) != len(candidate) or not baseline:
+        raise ValueError("paired samples must have the same, non-zero length")
+    rs = sorted(b / c for b, c in zip(baseline, candidate) if c > 0)
+    n = len(rs)
+    lo, hi = median_ci_indices(n)
+    return PairedRatio(median=statistics.median(rs), ci95=(rs[lo], rs[hi]), n=n)

@@ -1,0 +1,258 @@
+"""The isolated worker: one process that builds a solution and evaluates workloads, nothing else.
+
+The parent (harness.runner) starts ``python -m harness.worker`` with the job as JSON on stdin, the
+candidate's stdout/stderr going to a pipe it drains and truncates, and results written as JSON lines to
+a separate file descriptor (``KBOT_RESULT_FD``). The parent owns every timeout: a worker that hangs,
+crashes, exits or poisons its CUDA context is killed and replaced, and the workload it was on gets a
+TIMEOUT or RUNTIME_ERROR trace.
+
+Everything the harness relies on inside this process (timers, synchronize, comparisons) is captured
+before the candidate is imported (see harness.measure); the static guard keeps candidates from reaching
+this module, its file descriptors or the interpreter's internals.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+# The result channel is opened and the harness modules imported before any candidate code runs.
+_RESULT_FD = int(os.environ.get("KBOT_RESULT_FD", "-1"))
+_out = os.fdopen(_RESULT_FD, "w", buffering=1) if _RESULT_FD >= 0 else sys.__stdout__
+
+
+def send(msg: dict[str, Any]) -> None:
+    _out.write(json.dumps(msg, allow_nan=True) + "\n")
+    _out.flush()
+
+
+import torch  # noqa: E402
+
+from . import compare as cmp  # noqa: E402
+from . import guard_hooks  # noqa: E402
+from .build import build, python_error  # noqa: E402
+from .defconfig import DefinitionConfig, load_config  # noqa: E402
+from .inputs import allocate_outputs, clone_inputs, make_inputs, seed_for  # noqa: E402
+from .measure import Refresher, Timer, TimingConfig, call_solution, refreshable_inputs  # noqa: E402
+from .report import Correctness, Finding, WorkloadResult  # noqa: E402
+from .schema import Definition, Solution, Status, Workload  # noqa: E402
+from .stats import paired_ratio, summarize  # noqa: E402
+
+_tensor_equal = torch.equal
+_isnan = torch.isnan
+
+
+def load_reference(definition: Definition, config: DefinitionConfig):
+    if config.reference_fn:
+        from .inputs import _load_trusted_fn
+
+        return _load_trusted_fn(config.reference_fn, config.root)
+    ns: dict[str, Any] = {"__name__": f"kbot_reference_{definition.name}"}
+    exec(compile(definition.reference, f"<reference {definition.name}>", "exec"), ns)  # noqa: S102 — trusted definition
+    return ns["run"]
+
+
+def run_reference(ref, definition: Definition, inputs: dict[str, Any]) -> dict[str, Any]:
+    # Full precision for the reference whatever the candidate set: TF32 would make it the wrong yardstick.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    with torch.no_grad():
+        return cmp.normalize_outputs(ref(**clone_inputs(inputs)), definition)
+
+
+def inputs_unchanged(before: dict[str, Any], after: dict[str, Any]) -> str | None:
+    for name, b in before.items():
+        a = after[name]
+        if isinstance(b, torch.Tensor):
+            if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+                return name
+            if b.dtype.is_floating_point and b.dtype not in (torch.float8_e4m3fn, torch.float8_e5m2):
+                same = _tensor_equal(_isnan(a), _isnan(b)) and _tensor_equal(torch.nan_to_num(a), torch.nan_to_num(b))
+            else:
+                same = _tensor_equal(a.view(torch.uint8) if a.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else a, b.view(torch.uint8) if b.dtype in (torch.float8_e4m3fn, torch.float8_e5m2) else b)
+            if not same:
+                return name
+        elif a != b:
+            return name
+    return None
+
+
+class Evaluator:
+    def __init__(self, job: dict[str, Any]):
+        self.job = job
+        self.definition = Definition.model_validate(job["definition"])
+        dpath = job.get("definition_path")
+        self.config = load_config(self.definition.name, Path(dpath) if dpath else None, job.get("config_overrides") or {})
+        if job.get("trials"):
+            self.config.trials = int(job["trials"])
+        self.device = torch.device(job["device"])
+        self.seed = int(job.get("seed", 0))
+        self.timing = TimingConfig(**(job.get("timing") or {}))
+        self.dataset_root = Path(job["dataset_root"]) if job.get("dataset_root") else None
+        self.workdir = Path(job["workdir"])
+        self.reference = load_reference(self.definition, self.config)
+
+    # -------------------------------------------------------------------------------------------
+    def build_all(self) -> bool:
+        self.solution = Solution.model_validate(self.job["solution"])
+        self.guard = guard_hooks.Runtime(self.solution)
+        self.guard.before_import()
+        self.fn, res = build(self.solution, self.workdir / "candidate", device=self.device.type)
+        send({"type": "build", "role": "candidate", "result": res.model_dump(mode="json")})
+        if not res.ok:
+            return False
+        self.baseline_fn = None
+        self.baseline = None
+        if self.job.get("baseline"):
+            self.baseline = Solution.model_validate(self.job["baseline"])
+            self.baseline_fn, bres = build(self.baseline, self.workdir / "baseline", device=self.device.type)
+            send({"type": "build", "role": "baseline", "result": bres.model_dump(mode="json")})
+            if not bres.ok:
+                self.baseline_fn = None
+        return True
+
+    def _call(self, fn, sol: Solution, inputs: dict[str, Any], axes: dict[str, int]):
+        outputs = allocate_outputs(self.definition, axes, self.device) if sol.spec.destination_passing_style else None
+        return outputs, (lambda: call_solution(fn, self.definition, inputs, outputs))
+
+    def evaluate(self, w: Workload) -> WorkloadResult:
+        t0 = time.monotonic()
+        axes = self.definition.resolve_axes(w.axes)
+        res = WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.PASSED)
+        corr = Correctness(trials=0)
+        dps = self.solution.spec.destination_passing_style
+        mk = lambda trial: make_inputs(self.definition, w, seed=seed_for(self.seed, w.uuid, trial), device=self.device, config=self.config, dataset_root=self.dataset_root)  # noqa: E731
+
+        # ---- correctness: several trials, fresh inputs each, candidate runs before the reference
+        for trial in range(self.config.trials):
+            pristine = mk(trial)
+            cand_inputs = clone_inputs(pristine)
+            outputs, call = self._call(self.fn, self.solution, cand_inputs, axes)
+            try:
+                got = call()
+                self._sync()
+            except Exception as e:  # noqa: BLE001
+                errs = python_error(e, (self.workdir / "candidate" / "src").resolve())
+                status = Status.COMPILE_ERROR if _is_compile_error(e) else Status.RUNTIME_ERROR
+                return self._fail(res, status, f"{errs[0].file or ''}:{errs[0].line or ''} {errs[0].message}".strip(), t0, log=traceback.format_exc()[-6000:], extra={"errors": [x.model_dump() for x in errs]})
+            findings = self.guard.after_call(got, cand_inputs, self.definition, axes)
+            if findings:
+                return self._reject(res, findings, t0)
+            changed = inputs_unchanged(pristine, cand_inputs)
+            if changed:
+                return self._reject(res, [Finding(rule="input-mutation", message=f"the solution modified its input '{changed}'", why="a kernel that writes its inputs can make the reference agree with a wrong answer")], t0)
+            ref_out = run_reference(self.reference, self.definition, pristine)
+            r = cmp.compare(got, ref_out, definition=self.definition, axes=axes, config=self.config, inputs=pristine)
+            corr.trials += 1
+            corr.max_absolute_error = max(corr.max_absolute_error, r.max_absolute_error)
+            corr.max_relative_error = max(corr.max_relative_error, r.max_relative_error)
+            corr.matched_ratio = r.matched_ratio if corr.matched_ratio is None or r.matched_ratio is None else min(corr.matched_ratio, r.matched_ratio)
+            if not r.ok:
+                corr.failed_trials += 1
+                corr.detail = r.message
+                res.correctness = corr if r.status is Status.INCORRECT_NUMERICAL else None
+                return self._fail(res, r.status, f"trial {trial}: {r.message}", t0)
+        res.correctness = corr
+
+        # ---- timing: fresh values per call, L2 flushed, timed outputs re-checked
+        inputs = mk(10_000)
+        built = set()
+        if self.config.builder:
+            built = set(self.definition.inputs)  # builder-made inputs stay as generated
+        refresher = Refresher(refreshable_inputs(self.definition, w.inputs, self.config.inputs, built), torch.Generator(device=self.device).manual_seed(seed_for(self.seed, w.uuid, 0, "refresh") % (1 << 62)))
+        timer = Timer(self.device, self.timing, refresher, seed_for(self.seed, w.uuid, 0, "timer"))
+        outs = []
+        fns = []
+        o, f = self._call(self.fn, self.solution, inputs, axes)
+        outs.append(o)
+        fns.append(f)
+        if self.baseline_fn is not None:
+            o, f = self._call(self.baseline_fn, self.baseline, inputs, axes)
+            outs.append(o)
+            fns.append(f)
+        try:
+            samples = timer.run(fns, inputs, outs)
+        except Exception as e:  # noqa: BLE001
+            return self._fail(res, Status.RUNTIME_ERROR, f"during timing: {type(e).__name__}: {e}", t0, log=traceback.format_exc()[-6000:])
+        for rin, rout in samples[0].rechecks:
+            ref_out = run_reference(self.reference, self.definition, rin)
+            r = cmp.compare(rout, ref_out, definition=self.definition, axes=axes, config=self.config, inputs=rin)
+            if not r.ok:
+                return self._reject(res, [Finding(rule="timed-output-mismatch", message=f"an output produced during timing was wrong: {r.message}", why="a kernel that is right while checked and wrong (or cached) while timed has not earned its time")], t0)
+        findings = self.guard.after_timing()
+        if findings:
+            return self._reject(res, findings, t0)
+        res.latency_ms = summarize(samples[0].times_ms)
+        res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks)}
+        if len(samples) > 1:
+            res.baseline_latency_ms = summarize(samples[1].times_ms)
+            res.speedup_vs_baseline = paired_ratio(samples[1].times_ms, samples[0].times_ms)
+
+        # ---- the reference, timed the same way (fewer iterations: references can take seconds)
+        ref_inputs = mk(10_000)
+        ref_fn = lambda: run_reference(self.reference, self.definition, ref_inputs)  # noqa: E731
+        try:
+            rs = timer.run([ref_fn], ref_inputs, [None], budget_s=min(self.timing.budget_s, 2.0), min_iters=5, recheck=0, warmup=2)
+            res.reference_latency_ms = summarize(rs[0].times_ms)
+            res.speedup_vs_reference = res.reference_latency_ms.median / res.latency_ms.median if res.latency_ms.median > 0 else None
+        except Exception as e:  # noqa: BLE001 — a reference failure is ours, not the candidate's
+            res.message = f"reference timing failed: {type(e).__name__}: {e}"
+        res.seconds = time.monotonic() - t0
+        return res
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def _fail(self, res: WorkloadResult, status: Status, message: str, t0: float, log: str = "", extra: dict | None = None) -> WorkloadResult:
+        res.status = status
+        res.message = message[:2000]
+        res.log = log
+        if status is not Status.INCORRECT_NUMERICAL:
+            res.correctness = None
+        if extra:
+            res.profile = extra
+        res.seconds = time.monotonic() - t0
+        return res
+
+    def _reject(self, res: WorkloadResult, findings: list[Finding], t0: float) -> WorkloadResult:
+        res.findings = findings
+        return self._fail(res, Status.REJECTED, "; ".join(f"[{f.rule}] {f.message}" for f in findings), t0)
+
+
+def _is_compile_error(e: BaseException) -> bool:
+    name = type(e).__name__
+    mod = type(e).__module__ or ""
+    return "CompilationError" in name or (mod.startswith("triton") and "Compil" in name)
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.readline())
+    try:
+        ev = Evaluator(job)
+    except Exception as e:  # noqa: BLE001
+        send({"type": "fatal", "message": f"{type(e).__name__}: {e}", "log": traceback.format_exc()[-6000:]})
+        return 3
+    if not ev.build_all():
+        send({"type": "done"})
+        return 0
+    send({"type": "ready"})
+    for wd in job["workloads"]:
+        w = Workload.model_validate(wd)
+        send({"type": "start", "uuid": w.uuid})
+        try:
+            r = ev.evaluate(w)
+        except Exception as e:  # noqa: BLE001 — our own bug or a poisoned context: report, keep going
+            r = WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message=f"{type(e).__name__}: {e}"[:2000], log=traceback.format_exc()[-6000:])
+        send({"type": "result", "result": r.model_dump(mode="json")})
+    send({"type": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
