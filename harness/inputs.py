@@ -66,9 +66,10 @@ class GenContext:
     spec: TensorSpec
     shape: tuple[int, ...] | None
     axes: dict[str, int]
-    gen: torch.Generator
+    gen: torch.Generator  # on the CPU: small structured values (indices, lengths)
     device: torch.device
     made: dict[str, Any] = field(default_factory=dict)
+    dgen: torch.Generator | None = None  # on the target device: bulk random values
 
     @property
     def dtype(self) -> torch.dtype:
@@ -92,9 +93,9 @@ def generator(name: str) -> Callable[[Generator], Generator]:
 
 
 def _rand_float(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator, device: torch.device, std: float = 1.0, mean: float = 0.0) -> torch.Tensor:
-    # Draw on the CPU with the seeded generator, then move: identical values on every device, which is
-    # what lets a CPU run and a GPU run of the same seed be compared.
-    x = torch.randn(shape, generator=gen, dtype=torch.float32) * std + mean
+    # Drawn on the generator's own device: bulk inputs (hundreds of MB) are made on the GPU in
+    # microseconds instead of seconds on the host. Values are reproducible per (seed, device).
+    x = torch.randn(shape, generator=gen, dtype=torch.float32, device=gen.device) * std + mean
     if dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
         lim = torch.finfo(dtype).max
         x = x.clamp(-lim, lim)
@@ -103,7 +104,7 @@ def _rand_float(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator
 
 @generator("normal")
 def gen_normal(ctx: GenContext, std: float = 1.0, mean: float = 0.0) -> torch.Tensor:
-    return _rand_float(ctx.shape or (), ctx.dtype, ctx.gen, ctx.device, std=std, mean=mean)
+    return _rand_float(ctx.shape or (), ctx.dtype, ctx.dgen or ctx.gen, ctx.device, std=std, mean=mean)
 
 
 @generator("uniform")
@@ -250,6 +251,7 @@ def make_inputs(
     config = config or DefinitionConfig()
     axes = definition.resolve_axes(workload.axes)
     gen = torch.Generator().manual_seed(seed)
+    dgen = torch.Generator(device=device).manual_seed(seed) if device.type != "cpu" else gen
     made: dict[str, Any] = {}
 
     built: dict[str, Any] = {}
@@ -282,7 +284,7 @@ def make_inputs(
             ref_name, params = ref.generator, ref.params
         else:
             ref_name, params = None, {}
-        ctx = GenContext(name=name, spec=spec, shape=shape, axes=axes, gen=gen, device=device, made=made)
+        ctx = GenContext(name=name, spec=spec, shape=shape, axes=axes, gen=gen, device=device, made=made, dgen=dgen)
         if ref_name is not None:
             if ref_name not in GENERATORS:
                 raise SchemaError(f"{name}: unknown generator '{ref_name}' (known: {sorted(GENERATORS)})")
@@ -297,7 +299,7 @@ def make_inputs(
                 f"indices — give it a generator in definitions/{definition.name}/kbot.yaml"
             )
         else:
-            made[name] = _rand_float(shape, torch_dtype(spec.dtype), gen, device)
+            made[name] = _rand_float(shape, torch_dtype(spec.dtype), dgen, device)
     return made
 
 

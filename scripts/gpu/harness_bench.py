@@ -1,0 +1,126 @@
+"""Issue-2 measurements on a GPU: reproducibility, agreement with do_bench, overhead, bandwidth.
+
+Run on the device (see scripts/gpu/run_harness_bench.sh). Writes under $OUT:
+  runs/run{1,2,3}/report.json   three separate `kbot eval` processes on the rmsnorm workload set
+  harness_bench.json            every number below
+and prints a short table last.
+
+(1) spread of the per-workload medians across the three processes (target <= 1 %)
+(2) our Timer vs triton.testing.do_bench vs a hand-written event loop, same inputs (target within 2 %)
+(3) harness overhead per warm-built candidate = process wall time - timed kernel time (target < 5 s)
+(4) rmsnorm achieved bandwidth as a fraction of the measured device-to-device copy bandwidth
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+OUT = Path(os.environ.get("OUT", "/tmp/out"))
+SOL = REPO / "kernels/rmsnorm_h4096/triton_rows/solution.json"
+results = {"gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d")}
+
+
+def copy_bandwidth():
+    n = 1 << 30  # 1 GiB
+    a = torch.empty(n, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(20):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); b.copy_(a); e.record(); torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    return 2 * n / (statistics.median(times) / 1e3)  # bytes read + written per second
+
+
+bw = copy_bandwidth()
+results["copy_bandwidth_Bps"] = bw
+
+# ---- (1) + (3): three separate processes
+runs = []
+for i in (1, 2, 3):
+    out = OUT / "runs" / f"run{i}"
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "eval", str(SOL), "-d", "rmsnorm_h4096", "--device", "cuda", "--out", str(out), "--json"], cwd=REPO, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        print(p.stdout[-3000:], p.stderr[-3000:])
+    rep = json.loads((out / "report.json").read_text())
+    timed_ms = sum(w["latency_ms"]["n"] * w["latency_ms"]["mean"] + w["reference_latency_ms"]["n"] * w["reference_latency_ms"]["mean"] for w in rep["workloads"] if w.get("latency_ms"))
+    runs.append({"rc": p.returncode, "wall_s": wall, "timed_kernel_s": timed_ms / 1e3, "overhead_s": wall - timed_ms / 1e3,
+                 "medians_ms": {w["uuid"]: w["latency_ms"]["median"] for w in rep["workloads"] if w.get("latency_ms")},
+                 "n": {w["uuid"]: w["latency_ms"]["n"] for w in rep["workloads"] if w.get("latency_ms")},
+                 "axes": {w["uuid"]: w["axes"] for w in rep["workloads"]}})
+results["runs"] = runs
+spread = {}
+for u in runs[0]["medians_ms"]:
+    ms = [r["medians_ms"].get(u) for r in runs if u in r["medians_ms"]]
+    spread[u] = {"batch": runs[0]["axes"][u]["batch_size"], "medians_ms": ms, "spread_pct": 100 * (max(ms) - min(ms)) / statistics.median(ms)}
+results["spread"] = spread
+
+# ---- (4) bandwidth fraction from run 1
+frac = {}
+for u, ms in runs[0]["medians_ms"].items():
+    b = runs[0]["axes"][u]["batch_size"]
+    nbytes = 2 * b * 4096 * 2 + 4096 * 2
+    frac[u] = {"batch": b, "median_us": ms * 1e3, "GBps": nbytes / (ms / 1e3) / 1e9, "fraction_of_copy_bw": nbytes / (ms / 1e3) / bw}
+results["bandwidth"] = frac
+
+# ---- (2) our Timer vs do_bench vs a plain event loop, same inputs, in this process
+import triton.testing  # noqa: E402
+
+from harness.build import build  # noqa: E402
+from harness.measure import Refresher, Timer, TimingConfig  # noqa: E402
+from harness.schema import load_solution  # noqa: E402
+
+fn, res = build(load_solution(SOL), OUT / "build_cmp", device="cuda")
+assert res.ok, res
+agree = {}
+for b in (128, 2048, 16384):
+    x = torch.randn(b, 4096, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    call = lambda: fn(hidden_states=x, weight=w, output=y)  # noqa: E731
+    db = triton.testing.do_bench(call, warmup=25, rep=200, return_mode="median")
+    cache = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    ts = []
+    for _ in range(10):
+        call()
+    for _ in range(300):
+        cache.zero_()
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); call(); e.record()
+        ts.append((s, e))
+    torch.cuda.synchronize()
+    loop = statistics.median(s.elapsed_time(e) for s, e in ts)
+    timer = Timer(torch.device("cuda"), TimingConfig(recheck=0, refresh_inputs=False), Refresher([]), 0)
+    ours_same = timer.run([lambda: (call(), {})[1]], {}, [None])[0]
+    timer2 = Timer(torch.device("cuda"), TimingConfig(recheck=0), Refresher(["hidden_states"]), 0)
+    inp = {"hidden_states": x, "weight": w}
+    ours_fresh = timer2.run([lambda: (fn(**inp, output=y), {})[1]], inp, [None])[0]
+    ours_m = statistics.median(ours_same.times_ms)
+    agree[b] = {"do_bench_ms": db, "event_loop_ms": loop, "ours_ms": ours_m, "ours_fresh_inputs_ms": statistics.median(ours_fresh.times_ms),
+                "ours_vs_do_bench_pct": 100 * (ours_m - db) / db, "ours_vs_loop_pct": 100 * (ours_m - loop) / loop,
+                "wall_ms_per_call": ours_same.wall_ms_per_call}
+results["agreement"] = agree
+
+(OUT / "harness_bench.json").write_text(json.dumps(results, indent=2))
+print(f"\n== {results['gpu']} {results['date']}  copy bandwidth {bw/1e12:.2f} TB/s")
+print("(1) spread of medians over 3 processes:")
+for u, s in spread.items():
+    print(f"   batch {s['batch']:>6}: {s['spread_pct']:.2f}%  medians(us)={[round(m*1e3, 2) for m in s['medians_ms']]}")
+print("(2) agreement (ms): batch, do_bench, event loop, ours, ours w/ fresh inputs, ours vs do_bench %")
+for b, a in agree.items():
+    print(f"   {b:>6} {a['do_bench_ms']:.5f} {a['event_loop_ms']:.5f} {a['ours_ms']:.5f} {a['ours_fresh_inputs_ms']:.5f} {a['ours_vs_do_bench_pct']:+.2f}%  wall/call {a['wall_ms_per_call']:.4f}")
+print("(3) overhead per process (s): " + ", ".join(f"wall {r['wall_s']:.1f} timed {r['timed_kernel_s']:.2f} overhead {r['overhead_s']:.1f} rc={r['rc']}" for r in runs))
+print("(4) bandwidth: " + "; ".join(f"b={f['batch']}: {f['GBps']:.0f} GB/s ({f['fraction_of_copy_bw']:.0%})" for f in frac.values()))
