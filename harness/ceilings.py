@@ -92,6 +92,7 @@ class Ceilings(BaseModel):
             "matmul_tflops": dict(self.matmul_tflops),
             "source": self.source if self.source == "measured" else DOCUMENTED_LABEL,
             "measured_at": self.measured_at,
+            "sm_count": self.sm_count,
         }
 
 

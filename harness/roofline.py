@@ -182,7 +182,8 @@ def counts(definition: Definition, axes: dict[str, int], spec_dir: Path | str | 
         peak_key = peak_key_for_dtype(dtype)
     else:
         peak_key = "fp32"
-    return {"bytes": nbytes, "flops": flops, "peak_key": peak_key, "spec": spec.source, "note": spec.note}
+    return {"bytes": nbytes, "flops": flops, "peak_key": peak_key, "compute": spec.compute, "spec": spec.source,
+            "note": spec.note}
 
 
 def roofline(
@@ -232,6 +233,7 @@ def roofline(
         memory_fraction=mem_frac,
         compute_fraction=comp_frac,
         intrinsic_bound=intrinsic,
+        compute_unit=c["compute"],  # "tensor": the op belongs on tensor cores; "simt": CUDA cores
         bound_reason=why,
         formula_source=c["spec"],
     )
