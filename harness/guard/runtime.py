@@ -1,0 +1,602 @@
+"""Runtime guard: checks the worker runs around the candidate, in the candidate's own process.
+
+In-process checks cannot be airtight (the candidate shares the interpreter), so they are built to be
+hard to subvert by code that got past the static guard: everything this module relies on is bound at
+import time (before any candidate is imported), comparisons are by object identity (``is`` cannot be
+patched), and the rule explanations are read from YAML at import, not when a finding is made.
+
+What the worker calls, in order (see docs/guard.md, "Calling the runtime guard"):
+
+1. ``counter = LaunchCounter(own_paths=[src_root]); counter.install()``  (triton; before the snapshot)
+2. ``snap = IntegritySnapshot.capture(modules=[...harness modules...])``  (before importing the candidate)
+3. ``before = thread_count()``  (after the reference and a warm torch op, see thread_count)
+4. per call: ``check_output(...)`` for every output
+5. after the calls: ``snap.verify()``, ``check_threads(before, thread_count())``,
+   ``kernel_launch_check(counter)``, ``roofline_floor_check(median_ms, floor_ms)``
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import os
+import re
+import site
+import sys
+import sysconfig
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterable, NamedTuple
+
+import torch
+
+from ..report import Finding
+from .policy import load_rules
+
+# Bound now, so a candidate that replaces the builtins or torch functions later cannot blind the checks.
+_id, _type, _isinstance, _getattr, _len, _sorted, _vars = id, type, isinstance, getattr, len, sorted, vars
+_Tensor = torch.Tensor
+_TensorBase = torch._C.TensorBase
+_active_count = threading.active_count
+_gettrace, _getprofile = sys.gettrace, sys.getprofile
+_len_tf_stack = getattr(torch._C, "_len_torch_function_stack", None)
+_len_td_stack = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_WHY = dict(load_rules())
+
+_MISSING = object()
+
+# What the harness depends on. Names that do not exist in this build (no CUDA, older torch) are skipped.
+DEFAULT_TARGETS: tuple[str, ...] = (
+    # device timing and synchronization
+    "torch.cuda.synchronize", "torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time",
+    "torch.cuda.Event.synchronize", "torch.cuda.Event.query", "torch.cuda.current_stream",
+    "torch.cuda.default_stream", "torch.cuda.Stream", "torch.cuda.Stream.synchronize",
+    "torch.cuda.is_available", "torch.cuda.device_count", "torch.cuda.empty_cache",
+    "torch.cuda.max_memory_allocated", "torch.cuda.reset_peak_memory_stats",
+    "torch.cuda.nvtx", "torch.cpu.synchronize", "torch.synchronize" ,
+    # comparisons and the ops a comparison is made of
+    "torch.allclose", "torch.isclose", "torch.isfinite", "torch.isnan", "torch.isinf", "torch.equal",
+    "torch.abs", "torch.max", "torch.maximum", "torch.where", "torch.logical_and", "torch.logical_or",
+    "torch.nan_to_num", "torch.count_nonzero", "torch.sum", "torch.mean", "torch.any", "torch.all",
+    "torch.testing.assert_close", "torch.testing.make_tensor",
+    # input generation and allocation
+    "torch.empty", "torch.empty_like", "torch.empty_strided", "torch.zeros", "torch.zeros_like", "torch.full",
+    "torch.randn", "torch.rand", "torch.randint", "torch.randperm", "torch.manual_seed", "torch.Generator",
+    "torch.Generator.manual_seed", "torch.no_grad", "torch.inference_mode", "torch.tensor", "torch.as_tensor",
+    "torch.from_numpy", "torch.cat", "torch.stack",
+    # Tensor methods the harness calls on outputs and inputs
+    "torch.Tensor.__eq__", "torch.Tensor.__ne__", "torch.Tensor.__sub__", "torch.Tensor.__abs__",
+    "torch.Tensor.__bool__", "torch.Tensor.__float__", "torch.Tensor.__getitem__", "torch.Tensor.__setitem__",
+    "torch.Tensor.__torch_function__", "torch.Tensor.__torch_dispatch__", "torch.Tensor.__repr__",
+    "torch.Tensor.clone", "torch.Tensor.copy_", "torch.Tensor.to", "torch.Tensor.float", "torch.Tensor.double",
+    "torch.Tensor.abs", "torch.Tensor.sub", "torch.Tensor.max", "torch.Tensor.min", "torch.Tensor.sum",
+    "torch.Tensor.mean", "torch.Tensor.item", "torch.Tensor.tolist", "torch.Tensor.all", "torch.Tensor.any",
+    "torch.Tensor.isfinite", "torch.Tensor.isnan", "torch.Tensor.numel", "torch.Tensor.dim", "torch.Tensor.size",
+    "torch.Tensor.stride", "torch.Tensor.data_ptr", "torch.Tensor.untyped_storage", "torch.Tensor.storage_offset",
+    "torch.Tensor.contiguous", "torch.Tensor.view", "torch.Tensor.reshape", "torch.Tensor.cpu",
+    "torch.Tensor.detach", "torch.Tensor.zero_", "torch.Tensor.fill_", "torch.Tensor.normal_",
+    "torch.Tensor.uniform_", "torch.Tensor.random_", "torch.Tensor.is_contiguous", "torch.Tensor.element_size",
+    "torch.Tensor.shape", "torch.Tensor.dtype", "torch.Tensor.device", "torch.Tensor.is_meta",
+    "torch.UntypedStorage.data_ptr", "torch.UntypedStorage.nbytes",
+    # clocks
+    "time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.monotonic_ns", "time.time",
+    "time.time_ns", "time.process_time", "time.sleep",
+    # interpreter plumbing the harness and its result channel use
+    "builtins.print", "builtins.len", "builtins.isinstance", "builtins.issubclass", "builtins.type",
+    "builtins.id", "builtins.getattr", "builtins.setattr", "builtins.hasattr", "builtins.min", "builtins.max",
+    "builtins.sum", "builtins.abs", "builtins.range", "builtins.iter", "builtins.next", "builtins.sorted",
+    "builtins.any", "builtins.all", "builtins.float", "builtins.int", "builtins.bool", "builtins.str",
+    "builtins.dict", "builtins.list", "builtins.tuple", "builtins.set", "builtins.repr", "builtins.open",
+    "builtins.__import__", "builtins.compile", "builtins.exec", "builtins.Exception", "builtins.BaseException",
+    "builtins.KeyboardInterrupt", "builtins.SystemExit",
+    "json.dumps", "json.loads", "json.dump", "json.JSONEncoder.encode", "math.isfinite", "math.isnan",
+    "math.sqrt", "statistics.median", "statistics.mean", "statistics.stdev", "random.Random",
+    "threading.active_count", "threading.enumerate", "threading.Thread.start", "gc.collect",
+    "os.getpid", "os.write", "os.fsync", "os._exit", "sys.exit", "sys.stdout", "sys.stderr",
+    "sys.__stdout__", "sys.__stderr__", "sys.settrace", "sys.setprofile", "sys.gettrace",
+    "importlib.import_module", "importlib.util.spec_from_file_location",
+    "triton.runtime.jit.JITFunction.run", "triton.runtime.jit.KernelInterface.__getitem__",
+    "triton.runtime.interpreter.InterpretedFunction.run", "triton.runtime.autotuner.Autotuner.run",
+    "triton.testing.do_bench",
+)
+
+# Modules whose identity in sys.modules must not change (a candidate could swap a whole module).
+DEFAULT_MODULES: tuple[str, ...] = ("torch", "torch.cuda", "torch.testing", "time", "builtins", "json", "math",
+                                    "statistics", "threading", "os", "sys", "gc", "importlib", "triton",
+                                    "triton.runtime.jit")
+
+
+def _finding(rule: str, message: str, severity: str = "error") -> Finding:
+    return Finding(rule=rule, message=message, why=_WHY.get(rule, ""), severity=severity)
+
+
+def _static_get(owner: Any, attr: str) -> Any:
+    """The attribute as stored, without running descriptors: classmethods and properties keep their
+    identity this way, and a patched value in a subclass's __dict__ shadows the base as Python would."""
+    if _isinstance(owner, type):
+        for klass in owner.__mro__:
+            d = _vars(klass)
+            if attr in d:
+                return d[attr]
+        return _MISSING
+    if _isinstance(owner, ModuleType):
+        d = _vars(owner)
+        if attr in d:
+            return d[attr]
+    return _getattr(owner, attr, _MISSING)
+
+
+def resolve_dotted(name: str, import_missing: bool = True) -> Any:
+    """Object named by ``a.b.C.meth``, walking attributes from the root module (importing a submodule
+    only when ``import_missing`` and the attribute is absent); _MISSING when it does not exist."""
+    parts = name.split(".")
+    obj = sys.modules.get(parts[0])
+    if obj is None:
+        if not import_missing:
+            return _MISSING
+        try:
+            obj = importlib.import_module(parts[0])
+        except Exception:  # noqa: BLE001 — absent in this build
+            return _MISSING
+    for i in range(1, _len(parts)):
+        nxt = _static_get(obj, parts[i])
+        if nxt is _MISSING and _isinstance(obj, ModuleType) and import_missing:
+            try:
+                nxt = importlib.import_module(".".join(parts[: i + 1]))
+            except Exception:  # noqa: BLE001
+                return _MISSING
+        if nxt is _MISSING:
+            return _MISSING
+        obj = nxt
+    return obj
+
+
+@dataclass
+class _Entry:
+    name: str
+    value: Any
+    ident: int
+
+
+@dataclass
+class IntegritySnapshot:
+    """Identities of everything the harness depends on, captured before the candidate is imported."""
+
+    entries: dict[str, _Entry] = field(default_factory=dict)
+    modules: dict[str, ModuleType] = field(default_factory=dict)
+    tensor_meta: type | None = None
+    tensor_class_keys: dict[str, frozenset] = field(default_factory=dict)
+    meta_path: tuple = ()
+    path_hooks: tuple = ()
+    trace: Any = None
+    profile: Any = None
+    thread_trace: Any = None
+    thread_profile: Any = None
+    tf_stack: int = 0
+    td_stack: int = 0
+
+    @classmethod
+    def capture(cls, names: Iterable[str] = (), modules: Iterable[ModuleType | str] = (),
+                defaults: bool = True) -> "IntegritySnapshot":
+        """Record identities. ``names``: extra dotted names; ``modules``: the harness's own modules,
+        whose every function/class (and the methods of classes they define) is recorded too."""
+        snap = cls()
+        for n in (DEFAULT_TARGETS if defaults else ()) + tuple(names):
+            v = resolve_dotted(n)
+            if v is not _MISSING:
+                snap.entries[n] = _Entry(n, v, _id(v))
+        for m in (DEFAULT_MODULES if defaults else ()):
+            mod = sys.modules.get(m)
+            if mod is not None:
+                snap.modules[m] = mod
+        for mod in modules:
+            mod = importlib.import_module(mod) if _isinstance(mod, str) else mod
+            snap.modules[mod.__name__] = mod
+            for attr, v in _sorted(_vars(mod).items()):
+                if attr.startswith("__") or not (callable(v) or _isinstance(v, ModuleType)):
+                    continue
+                key = f"{mod.__name__}.{attr}"
+                snap.entries[key] = _Entry(key, v, _id(v))
+                if _isinstance(v, type) and v.__module__ == mod.__name__:
+                    for mattr, mv in _vars(v).items():
+                        if callable(mv) or _isinstance(mv, (staticmethod, classmethod, property)):
+                            k2 = f"{key}.{mattr}"
+                            snap.entries[k2] = _Entry(k2, mv, _id(mv))
+        snap.tensor_meta = _type(_Tensor)
+        snap.tensor_class_keys = {"torch.Tensor": frozenset(_vars(_Tensor)), "torch._C.TensorBase": frozenset(_vars(_TensorBase))}
+        snap.meta_path = tuple(sys.meta_path)
+        snap.path_hooks = tuple(sys.path_hooks)
+        snap.trace, snap.profile = _gettrace(), _getprofile()
+        snap.thread_trace = _getattr(threading, "_trace_hook", None)
+        snap.thread_profile = _getattr(threading, "_profile_hook", None)
+        snap.tf_stack = _len_tf_stack() if _len_tf_stack else 0
+        snap.td_stack = _len_td_stack() if _len_td_stack else 0
+        return snap
+
+    def fn(self, name: str) -> Any:
+        """The object captured under ``name`` (call this, not the live attribute, after the candidate ran)."""
+        e = self.entries.get(name)
+        if e is None:
+            raise KeyError(f"'{name}' was not captured (absent in this build, or not in the capture list)")
+        return e.value
+
+    def verify(self) -> list[Finding]:
+        """Every difference from the capture, as findings (empty = nothing replaced)."""
+        out: list[Finding] = []
+        for name, mod in self.modules.items():
+            now = sys.modules.get(name)
+            if now is not mod:
+                out.append(_finding("runtime-patch", f"sys.modules['{name}'] was replaced or removed"))
+        for name, e in self.entries.items():
+            now = resolve_dotted(name, import_missing=False)
+            if now is _MISSING:
+                out.append(_finding("runtime-patch", f"{name} was deleted"))
+            elif now is not e.value:
+                out.append(_finding("runtime-patch", f"{name} was replaced (by {_describe(now)})"))
+        if _type(_Tensor) is not self.tensor_meta or _getattr(_Tensor, "__class__", None) is not self.tensor_meta:
+            out.append(_finding("runtime-patch", "torch.Tensor's metaclass (__class__) was replaced"))
+        if torch.Tensor is not _Tensor:
+            out.append(_finding("runtime-patch", "torch.Tensor itself was replaced"))
+        for cname, klass in (("torch.Tensor", _Tensor), ("torch._C.TensorBase", _TensorBase)):
+            before, now = self.tensor_class_keys.get(cname, frozenset()), frozenset(_vars(klass))
+            added, removed = _sorted(now - before), _sorted(before - now)
+            if added or removed:
+                out.append(_finding("runtime-patch", f"{cname} attributes changed: added {added[:8]} removed {removed[:8]}"))
+        if tuple(sys.meta_path) != self.meta_path or tuple(sys.path_hooks) != self.path_hooks:
+            out.append(_finding("runtime-import-hook", "sys.meta_path or sys.path_hooks changed while the candidate ran"))
+        if _gettrace() is not self.trace or _getprofile() is not self.profile:
+            out.append(_finding("runtime-trace-hook", "sys.settrace/sys.setprofile hook changed while the candidate ran"))
+        if (_getattr(threading, "_trace_hook", None) is not self.thread_trace
+                or _getattr(threading, "_profile_hook", None) is not self.thread_profile):
+            out.append(_finding("runtime-trace-hook", "threading.settrace/setprofile hook changed while the candidate ran"))
+        tf = _len_tf_stack() if _len_tf_stack else 0
+        td = _len_td_stack() if _len_td_stack else 0
+        if tf != self.tf_stack or td != self.td_stack:
+            out.append(_finding("runtime-torch-mode", f"torch function/dispatch mode stacks went from {self.tf_stack}/{self.td_stack} to {tf}/{td}"))
+        return out
+
+
+def _describe(obj: Any) -> str:
+    mod = _getattr(obj, "__module__", None)
+    qn = _getattr(obj, "__qualname__", None) or _type(obj).__name__
+    return f"{mod}.{qn}" if mod else str(qn)
+
+
+# ------------------------------------------------------------------------------------------ threads
+
+
+class ThreadCount(NamedTuple):
+    python: int  # threading.active_count()
+    os: int | None  # the process's kernel threads (/proc/self/status), None where /proc is absent
+
+
+def thread_count() -> ThreadCount:
+    """Threads now. Take ``before`` after the reference and one warm torch op have run: torch starts its
+    intra-op (OpenMP) pool and CUDA its helper threads lazily, on first use, and those are not the
+    candidate's."""
+    n = None
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    n = int(line.split()[1])
+                    break
+    except OSError:
+        n = None
+    return ThreadCount(_active_count(), n)
+
+
+def check_threads(before: ThreadCount, after: ThreadCount, os_slack: int = 0) -> list[Finding]:
+    """Findings when the candidate left threads running. ``os_slack`` tolerates that many extra kernel
+    threads (for a runtime known to start helpers lazily); Python threads get no slack."""
+    out = []
+    if after.python > before.python:
+        out.append(_finding("runtime-threads", f"Python threads went from {before.python} to {after.python}"))
+    if before.os is not None and after.os is not None and after.os > before.os + os_slack:
+        out.append(_finding("runtime-threads", f"OS threads went from {before.os} to {after.os}"))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ outputs
+
+
+def _storage_range(t: torch.Tensor) -> tuple[int, int] | None:
+    try:
+        st = t.untyped_storage()
+        start, n = st.data_ptr(), st.nbytes()
+    except Exception:  # noqa: BLE001 — meta/fake tensors have no storage to compare
+        return None
+    return (start, start + n) if n else None
+
+
+def check_output(name: str, value: Any, expected_shape: Iterable[int] | None, expected_dtype: torch.dtype | None,
+                 inputs: dict[str, Any], device: torch.device | str | None = None,
+                 previous: Iterable[torch.Tensor] = ()) -> list[Finding]:
+    """Findings for one output of one call.
+
+    ``inputs``: every tensor the output must not share storage with (the candidate's inputs; add the
+    reference's outputs if they are alive). ``device``: the evaluation device (default: the device of
+    the first tensor input). ``previous``: outputs of earlier calls still held by the harness
+    (value-returning solutions), which a fresh output must not share storage with.
+    """
+    if _type(value) is not _Tensor:
+        kind = _type(value)
+        what = f"a subclass of torch.Tensor ({kind.__module__}.{kind.__qualname__})" if _isinstance(value, _Tensor) else f"a {kind.__module__}.{kind.__qualname__}"
+        return [_finding("output-type", f"output '{name}' is {what}, not a plain torch.Tensor")]
+    out: list[Finding] = []
+    if _vars(value) and any(k.startswith("__") for k in _vars(value)):
+        out.append(_finding("output-type", f"output '{name}' carries instance attributes {sorted(_vars(value))[:5]}"))
+    if value.is_meta or value.device.type == "meta":
+        return out + [_finding("output-meta", f"output '{name}' is a meta tensor (no data)")]
+    if value.layout is not torch.strided:
+        return out + [_finding("output-layout", f"output '{name}' has layout {value.layout}")]
+    if expected_shape is not None and tuple(value.shape) != tuple(expected_shape):
+        out.append(_finding("output-shape", f"output '{name}' has shape {tuple(value.shape)}, expected {tuple(expected_shape)}"))
+    if expected_dtype is not None and value.dtype != expected_dtype:
+        out.append(_finding("output-dtype", f"output '{name}' has dtype {value.dtype}, expected {expected_dtype}"))
+    if device is None:
+        device = next((v.device for v in inputs.values() if _type(v) is _Tensor), None)
+    if device is not None and value.device.type != torch.device(device).type:
+        out.append(_finding("output-device", f"output '{name}' is on {value.device}, expected {device}"))
+    if value.numel() == 0:
+        return out
+    # Storage must cover every element the shape and strides reach.
+    span = 1 + sum((s - 1) * abs(st) for s, st in zip(value.shape, value.stride()))
+    need = (value.storage_offset() + span) * value.element_size()
+    rng = _storage_range(value)
+    if rng is None or rng[1] - rng[0] < need or value.data_ptr() == 0:
+        have = 0 if rng is None else rng[1] - rng[0]
+        out.append(_finding("output-storage", f"output '{name}' needs {need} bytes of storage, has {have}"))
+        return out
+    if any(st == 0 and s > 1 for s, st in zip(value.shape, value.stride())) or torch._debug_has_internal_overlap(value) == 1:
+        out.append(_finding("output-overlap", f"output '{name}' has overlapping elements (strides {tuple(value.stride())})"))
+    for iname, t in inputs.items():
+        if _type(t) is _Tensor or _isinstance(t, _Tensor):
+            r = _storage_range(t)
+            if r and r[0] < rng[1] and rng[0] < r[1]:
+                out.append(_finding("output-aliases-input", f"output '{name}' shares storage with input '{iname}'"))
+    for i, t in enumerate(previous):
+        if _isinstance(t, _Tensor):
+            r = _storage_range(t)
+            if r and r[0] < rng[1] and rng[0] < r[1]:
+                out.append(_finding("output-reused", f"output '{name}' shares storage with the output of an earlier call (#{i})"))
+                break
+    return out
+
+
+def status_for(findings: Iterable[Finding]):
+    """The trace status a list of runtime findings calls for: shape/dtype mismatches keep their official
+    statuses, anything else is a guard rejection; None when there is no error finding."""
+    from ..schema import Status
+
+    errs = [f for f in findings if f.severity == "error"]
+    if not errs:
+        return None
+    rules = {f.rule for f in errs}
+    if rules <= {"output-shape"}:
+        return Status.INCORRECT_SHAPE
+    if rules <= {"output-dtype"}:
+        return Status.INCORRECT_DTYPE
+    return Status.REJECTED
+
+
+# ------------------------------------------------------------------------------------------ roofline
+
+
+def roofline_floor_check(median_ms: float, floor_ms: float | None, tolerance: float = 0.9) -> Finding | None:
+    """A finding when ``median_ms`` is below ``floor_ms * tolerance`` (impossible: a bug or a cheat).
+
+    ``tolerance`` (0 < t <= 1) leaves room for clock and measurement error. A missing or zero floor
+    (definition without a cost model) gives no finding.
+    """
+    if not (0.0 < tolerance <= 1.0):
+        raise ValueError(f"tolerance must be in (0, 1], got {tolerance}")
+    if floor_ms is None or floor_ms == 0:
+        return None
+    if median_ms != median_ms or floor_ms != floor_ms or median_ms < 0 or floor_ms < 0:
+        raise ValueError(f"times must be non-negative numbers, got median_ms={median_ms}, floor_ms={floor_ms}")
+    if median_ms < floor_ms * tolerance:
+        return _finding("below-roofline", f"median {median_ms:.6g} ms is below the physical floor {floor_ms:.6g} ms "
+                                          f"(x{tolerance} tolerance): {floor_ms / max(median_ms, 1e-12):.2f}x faster than possible")
+    return None
+
+
+# ------------------------------------------------------------------------------------------ launches
+
+
+@dataclass(frozen=True)
+class Launch:
+    name: str  # kernel qualname (triton) or kernel symbol (cuda)
+    module: str
+    filename: str
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = set(site.getsitepackages() + [site.getusersitepackages()]) if hasattr(site, "getsitepackages") else set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        p = sysconfig.get_paths().get(key)
+        if p:
+            dirs.add(p)
+    dirs.add(str(Path(__file__).resolve().parents[1]))  # the harness itself
+    return tuple(sorted(os.path.realpath(d) + os.sep for d in dirs if d))
+
+
+class LaunchCounter:
+    """Counts Triton kernel launches, and which were the solution's own.
+
+    Wraps ``JITFunction.run`` (compiled path, every launch including through autotuners) and
+    ``InterpretedFunction.run`` (TRITON_INTERPRET=1) at class level, so kernels defined before or after
+    ``install()`` are both seen. Warm-up compiles (``warmup=True``) are not launches.
+
+    A kernel is the solution's own when its Python function's file is under one of ``own_paths``, or its
+    module is one of ``own_modules``; with neither given, when its file is outside site-packages, the
+    standard library and the harness (so library kernels never count as the candidate's).
+    """
+
+    def __init__(self, own_paths: Iterable[str | Path] = (), own_modules: Iterable[str] = ()):
+        self.own_paths = tuple(os.path.realpath(str(p)) + os.sep for p in own_paths)
+        self.own_modules = frozenset(own_modules)
+        self.launches: list[Launch] = []
+        self._originals: list[tuple[type, Callable]] = []
+        self._wrappers: list[tuple[type, Callable]] = []
+        self._libdirs = _library_dirs()
+
+    # -- install / uninstall
+    def _classes(self) -> list[type]:
+        out = []
+        for modname, cname in (("triton.runtime.jit", "JITFunction"), ("triton.runtime.interpreter", "InterpretedFunction")):
+            try:
+                out.append(_getattr(importlib.import_module(modname), cname))
+            except Exception:  # noqa: BLE001 — triton not installed, or no interpreter in this version
+                pass
+        return out
+
+    def install(self) -> "LaunchCounter":
+        if self._originals:
+            return self
+        for klass in self._classes():
+            orig = _vars(klass)["run"]
+            wrapper = self._make_wrapper(orig)
+            klass.run = wrapper
+            self._originals.append((klass, orig))
+            self._wrappers.append((klass, wrapper))
+        return self
+
+    def uninstall(self) -> None:
+        for klass, orig in self._originals:
+            klass.run = orig
+        self._originals.clear()
+        self._wrappers.clear()
+
+    def __enter__(self) -> "LaunchCounter":
+        return self.install()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.uninstall()
+
+    @property
+    def installed(self) -> bool:
+        """False when a wrapper was removed or replaced after install (then counts cannot be trusted)."""
+        return bool(self._wrappers) and all(_vars(k).get("run") is w for k, w in self._wrappers)
+
+    def _make_wrapper(self, orig: Callable) -> Callable:
+        counter = self
+
+        def run(kernel, *args, **kwargs):  # noqa: ANN001 — same signature as the wrapped method
+            if not kwargs.get("warmup", False):
+                counter._record(kernel)
+            return orig(kernel, *args, **kwargs)
+
+        run.__wrapped_by_kbot__ = True  # type: ignore[attr-defined]
+        return run
+
+    def _record(self, kernel: Any) -> None:
+        fn = _getattr(kernel, "fn", None)
+        code = _getattr(fn, "__code__", None)
+        self.launches.append(Launch(
+            name=_getattr(fn, "__qualname__", "?"),
+            module=_getattr(fn, "__module__", "?") or "?",
+            filename=os.path.realpath(code.co_filename) if code is not None else "?",
+        ))
+
+    # -- queries
+    def is_own(self, launch: Launch) -> bool:
+        if self.own_paths or self.own_modules:
+            return launch.module in self.own_modules or launch.filename.startswith(self.own_paths)
+        return launch.filename != "?" and not launch.filename.startswith(self._libdirs)
+
+    @property
+    def count(self) -> int:
+        """Launches of the solution's own kernels so far."""
+        return sum(1 for x in self.launches if self.is_own(x))
+
+    @property
+    def total(self) -> int:
+        return _len(self.launches)
+
+    def reset(self) -> None:
+        self.launches.clear()
+
+
+class CudaLaunchCounter:
+    """Counts CUDA kernels launched in a region, through the torch profiler (CUPTI); GPU only.
+
+    ``own_names``: the solution's kernel names (``__global__`` functions in its sources; see
+    ``kernel_names_in``). A recorded kernel is the solution's own when its (mangled or demangled) name
+    contains one of them. On a machine without CUDA ``available`` is False and nothing is recorded:
+    the check then reports nothing rather than guessing.
+    """
+
+    def __init__(self, own_names: Iterable[str]):
+        self.own_names = tuple(n for n in own_names if n)
+        self.kernels: list[str] = []
+        self.available = torch.cuda.is_available()
+        self._prof = None
+
+    def __enter__(self) -> "CudaLaunchCounter":
+        if self.available:
+            from torch.profiler import ProfilerActivity, profile
+
+            self._prof = profile(activities=[ProfilerActivity.CUDA])
+            self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._prof is None:
+            return
+        torch.cuda.synchronize()
+        self._prof.__exit__(*exc)
+        from torch.autograd import DeviceType
+
+        for ev in self._prof.events():
+            if _getattr(ev, "device_type", None) == DeviceType.CUDA:
+                self.kernels.append(ev.name)
+        self._prof = None
+
+    @property
+    def count(self) -> int:
+        return sum(1 for k in self.kernels if any(n in k for n in self.own_names))
+
+    @property
+    def total(self) -> int:
+        return _len(self.kernels)
+
+
+_GLOBAL_FN = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:[\w:<>,\s\*&]+?)\s+(\w+)\s*\(")
+
+
+def kernel_names_in(sources: Iterable[str]) -> list[str]:
+    """Names of ``__global__`` functions in C/CUDA source texts (also inside Python strings)."""
+    names: list[str] = []
+    for text in sources:
+        for m in _GLOBAL_FN.finditer(text):
+            if m.group(1) not in names:
+                names.append(m.group(1))
+    return names
+
+
+def kernel_launch_check(counter: LaunchCounter | CudaLaunchCounter) -> list[Finding]:
+    """A finding when no kernel of the solution's own was launched (or the counter was tampered with)."""
+    if _isinstance(counter, CudaLaunchCounter):
+        if not counter.available:
+            return []
+        if counter.count == 0:
+            seen = ", ".join(counter.kernels[:5]) or "none"
+            return [_finding("no-own-kernel", f"no kernel named like the solution's {list(counter.own_names)[:5]} ran (kernels seen: {seen})")]
+        return []
+    if counter._wrappers and not counter.installed:
+        return [_finding("runtime-patch", "the Triton launch counter was removed or replaced while the candidate ran")]
+    if counter.count == 0:
+        other = sorted({f"{x.module}.{x.name}" for x in counter.launches})[:5]
+        return [_finding("no-own-kernel", "no Triton kernel of the solution's own was launched"
+                                          + (f" (only library kernels: {other})" if other else ""))]
+    return []
+
+
+__all__ = [
+    "IntegritySnapshot", "ThreadCount", "thread_count", "check_threads", "check_output", "status_for",
+    "roofline_floor_check", "LaunchCounter", "CudaLaunchCounter", "Launch", "kernel_names_in",
+    "kernel_launch_check", "resolve_dotted", "DEFAULT_TARGETS",
+]
