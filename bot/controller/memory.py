@@ -112,11 +112,12 @@ class SearchMemory:
         """What goes into a prompt: the best and the most recent attempts, fixes, facts."""
         done = [a for a in self.attempts if a["status"] != "pending"]
         best = sorted((a for a in done if a.get("speedup")), key=lambda a: -a["speedup"])[: max_attempts // 2]
-        recent = [a for a in done[-max_attempts:] if a not in best][-(max_attempts - len(best)) :]
+        failures = [a for a in done if a["status"] not in ("PASSED", "pending")][-5:]
+        recent = [a for a in done[-max_attempts:] if a not in best and a not in failures][-(max_attempts - len(best)) :]
         return {
             "best": best,
             "recent": recent,
-            "failures": [a for a in done if a["status"] not in ("PASSED", "pending")][-5:],
+            "failures": failures,
             "fixes": self.fixes[-max_fixes:],
             "facts": self.facts[-20:],
             "tried_configs": len(self.tried),

@@ -1,0 +1,93 @@
+"""Prompts from the jinja2 templates in ``skills/prompts/``.
+
+``system.md.j2`` is the system prompt; ``initial.md.j2``, ``debug.md.j2`` and ``optimize.md.j2`` are the
+user turn of each mode and include ``_context.md.j2`` (definition, reference, workload regimes,
+operator notes, search memory); ``repair.md.j2`` is the one repair turn after malformed output.
+Rendering is deterministic (no clocks, sorted keys) so the same context gives the same prompt hash,
+which is what replay relies on.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from harness.schema import Definition
+
+from .base import AgentContext, Mode
+
+REPO = Path(__file__).resolve().parents[2]
+PROMPTS_DIR = REPO / "skills" / "prompts"
+OPERATORS_DIR = REPO / "skills" / "operators"
+# Keys the templates may read from a node summary (bot.controller.summary); absent ones are None.
+SUMMARY_DEFAULTS = {k: None for k in ("status", "statuses", "speedup_vs_reference", "speedup_vs_baseline",
+                                       "roofline_fraction_min", "energy_j_per_call", "noise", "error")}
+
+
+class PromptBuilder:
+    def __init__(self, prompts_dir: str | Path = PROMPTS_DIR, operators_dir: str | Path = OPERATORS_DIR) -> None:
+        self.prompts_dir = Path(prompts_dir)
+        self.operators_dir = Path(operators_dir)
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(self.prompts_dir)),
+            undefined=jinja2.StrictUndefined,  # a template naming a missing field is a bug, not silence
+            keep_trailing_newline=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            autoescape=False,
+        )
+        self.env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, sort_keys=True, default=str)
+
+    def operator_notes(self, definition: Definition) -> str:
+        """Notes for the definition itself, then for its op_type (both when both exist)."""
+        parts = []
+        for stem in (definition.name, definition.op_type):
+            p = self.operators_dir / f"{stem}.md"
+            if p.exists() and p.read_text().strip() not in parts:
+                parts.append(p.read_text().strip())
+        return "\n\n".join(parts)
+
+    def variables(self, ctx: AgentContext, index: int = 0, n: int = 1, previous: list[str] | None = None) -> dict[str, Any]:
+        d = ctx.definition
+        definition_json = d.model_dump(mode="json", exclude_unset=True)
+        definition_json.pop("reference", None)
+        memory = ctx.memory.prompt_view() if ctx.memory is not None and hasattr(ctx.memory, "prompt_view") else None
+        parent_files = [{"path": s.path, "content": s.content} for s in ctx.parent.sources] if ctx.parent else []
+        return {
+            "mode": ctx.mode.value,
+            "definition": d,
+            "definition_json": json.dumps(definition_json, indent=1, sort_keys=True),
+            "reference": d.reference,
+            "regimes": ctx.regimes(),
+            "operator_notes": self.operator_notes(d),
+            "parent": ctx.parent,
+            "parent_files": parent_files,
+            "parent_node": ctx.parent_node,
+            "summary": {**SUMMARY_DEFAULTS, **(ctx.parent_summary or {})},
+            "feedback": [f.model_dump(mode="json") for f in ctx.feedback],
+            "error": ctx.error.to_dict() if ctx.error else None,
+            "memory": memory,
+            "index": index + 1,
+            "n": n,
+            "previous": previous or [],
+            "entry_point": ctx.parent.spec.entry_point if ctx.parent else "main.py::run",
+            "language": ctx.parent.spec.language.value if ctx.parent else "triton",
+            "signature": ", ".join(list(d.inputs) + list(d.outputs)),
+            "inputs": list(d.inputs),
+            "outputs": list(d.outputs),
+        }
+
+    def render(self, ctx: AgentContext, index: int = 0, n: int = 1, previous: list[str] | None = None) -> tuple[str, list[dict[str, str]]]:
+        """(system prompt, [user message]) for the context's mode."""
+        v = self.variables(ctx, index, n, previous)
+        template = {Mode.INITIAL: "initial.md.j2", Mode.DEBUG: "debug.md.j2", Mode.OPTIMIZE: "optimize.md.j2"}[ctx.mode]
+        system = self.env.get_template("system.md.j2").render(**v).strip()
+        user = self.env.get_template(template).render(**v).strip()
+        return system, [{"role": "user", "content": user}]
+
+    def repair(self, error: str, ctx: AgentContext) -> str:
+        v = self.variables(ctx)
+        return self.env.get_template("repair.md.j2").render(problem=error, **v).strip()
