@@ -1,0 +1,52 @@
+"""kbot reference: Gated Delta Net prefill over variable-length sequences, k-last state layout.
+
+Math: the decode step applied token by token within each sequence (cu_seqlens[i] .. cu_seqlens[i+1]),
+starting from state[i] (zeros when state is None); new_state[i] is the state after the sequence's
+last token. Per token t and value head h (float32), S stored [V, K]:
+  g = exp(-exp(A_log[h]) * softplus(a[t, h] + dt_bias[h])),  beta = sigmoid(b[t, h])
+  S0 = g * S;  S = S0 + beta * (v[t, h] - S0 k[t]) k[t]^T;  output[t, h] = scale * S q[t]  (bf16)
+q/k head for value head h is h // (Hv / Hq). The recurrence is exact (no chunked approximation):
+time steps run in a loop, all sequences and heads advance together, shorter sequences are masked.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+@torch.no_grad()
+def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale):
+    total, Hq, K = q.shape
+    Hv, V = v.shape[1], v.shape[2]
+    assert Hv % Hq == 0 and k.shape[1] == Hq
+    device = q.device
+    if scale is None or scale == 0.0:
+        scale = 1.0 / math.sqrt(K)
+    N = cu_seqlens.numel() - 1
+    starts = cu_seqlens[:-1].to(torch.int64)
+    lens = cu_seqlens[1:].to(torch.int64) - starts
+    rep = Hv // Hq
+
+    g = torch.exp(-torch.exp(A_log.to(torch.float32)) * F.softplus(a.to(torch.float32) + dt_bias.to(torch.float32)))
+    beta = torch.sigmoid(b.to(torch.float32))  # [total, Hv]
+    qh = q.to(torch.float32).repeat_interleave(rep, dim=1)
+    kh = k.to(torch.float32).repeat_interleave(rep, dim=1)
+    vf = v.to(torch.float32)
+
+    if state is None:
+        S = torch.zeros(N, Hv, V, K, dtype=torch.float32, device=device)
+    else:
+        S = state.to(torch.float32).clone()
+    out = torch.zeros(total, Hv, V, dtype=torch.float32, device=device)
+    L = int(lens.max()) if N else 0
+    for i in range(L):
+        live = (lens > i).nonzero().squeeze(1)  # sequences that still have a token i
+        t = starts[live] + i
+        S0 = g[t][:, :, None, None] * S[live]
+        kt = kh[t]
+        u = beta[t][:, :, None] * (vf[t] - torch.einsum("nhvk,nhk->nhv", S0, kt))
+        S1 = S0 + u[..., :, None] * kt[..., None, :]
+        out[t] = scale * torch.einsum("nhvk,nhk->nhv", S1, qh[t])
+        S[live] = S1
+    return out.to(torch.bfloat16), S

@@ -1,0 +1,178 @@
+"""Inputs for ``moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048`` (DeepSeek-V3 MoE, EP=8).
+
+Everything is built jointly by :func:`build` (the definition's ``inputs.py::make`` calls it):
+
+- routing logits with realistic, uneven expert loads: every expert has a popularity, a few experts
+  are hot, and some of the hot ones lie in this rank's local range ``[offset, offset + 32)`` so the
+  local experts actually receive tokens (some many, some none);
+- a small, non-zero routing bias (it changes which experts are chosen but not their weights, which is
+  a classic place to get the math wrong);
+- hidden states quantized from float activations in 1x128 blocks (scales stored transposed,
+  ``[num_hidden_blocks, seq_len]``, as the definition says);
+- weights as FP8 with random per-128x128-block scales.
+
+Magnitudes: the official tolerance (atol 1, rtol 0.3, 90 % of elements) only means something when
+outputs are well above 1. The defaults give per-element outputs with a standard deviation of a few
+tens, so a wrong routing or a wrong activation moves most elements far outside the tolerance.
+Workloads may tune everything through the ``params`` of a ``generated`` ``routing_logits`` input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..inputs import GenContext, generator
+from ..schema import GeneratedInput, SafetensorsInput, ScalarInput, SchemaError, Workload
+from .common import quantize_fp8_blocks_1d, random_fp8_bytes
+
+BLOCK = 128
+MOE_DEFAULTS: dict[str, Any] = {
+    "hot_local": 4,        # hot experts inside the local range
+    "hot_global": 8,       # hot experts anywhere
+    "hot_boost": 2.0,      # added to a hot expert's logits
+    "popularity_std": 0.5,  # per-expert spread of the base popularity
+    "noise_std": 1.0,      # per-token noise on the logits
+    "bias_std": 0.1,       # routing bias (e_score_correction_bias)
+    "act_std": 1.0,        # hidden activations before quantization
+    "w13_std": 4.0,        # dequantized gemm1 weight std times sqrt(hidden_size)
+    "w2_std": 8.0,         # dequantized gemm2 weight std times sqrt(intermediate_size)
+}
+# random_fp8_bytes has magnitudes in [0.5, 1.875]: its standard deviation, to turn a target std into a
+# block scale.
+_FP8_BITS_STD = 1.1588
+
+
+def _params(workload: Workload | None) -> dict[str, Any]:
+    p = dict(MOE_DEFAULTS)
+    src = workload.inputs.get("routing_logits") if workload is not None else None
+    if isinstance(src, GeneratedInput):
+        unknown = set(src.params) - set(MOE_DEFAULTS)
+        if unknown:
+            raise SchemaError(f"routing_logits: unknown parameters {sorted(unknown)} (known: {sorted(MOE_DEFAULTS)})")
+        p.update(src.params)
+    return p
+
+
+def _local_offset(workload: Workload | None, num_experts: int, num_local: int, gen: torch.Generator) -> int:
+    src = workload.inputs.get("local_expert_offset") if workload is not None else None
+    if isinstance(src, ScalarInput):
+        off = int(src.value)
+        if not 0 <= off <= num_experts - num_local:
+            raise SchemaError(f"local_expert_offset {off} leaves the local range outside [0, {num_experts})")
+        return off
+    # EP ranks own consecutive slices of num_local experts.
+    ranks = num_experts // num_local
+    return int(torch.randint(0, ranks, (1,), generator=gen)) * num_local
+
+
+def routing_logits(seq_len: int, num_experts: int, local_offset: int, num_local: int, gen: torch.Generator, p: dict[str, Any]) -> torch.Tensor:
+    pop = torch.randn(num_experts, generator=gen) * float(p["popularity_std"])
+    local = torch.randperm(num_local, generator=gen)[: int(p["hot_local"])] + local_offset
+    anywhere = torch.randperm(num_experts, generator=gen)[: int(p["hot_global"])]
+    pop[local] += float(p["hot_boost"])
+    pop[anywhere] += float(p["hot_boost"])
+    return pop + torch.randn(seq_len, num_experts, generator=gen) * float(p["noise_std"])
+
+
+def quantized_weights(n_exp: int, rows: int, cols: int, std: float, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """FP8 weights ``[n_exp, rows, cols]`` and per-128x128-block scales giving a dequantized ``std``."""
+    if rows % BLOCK or cols % BLOCK:
+        raise SchemaError(f"weight shape {rows}x{cols} is not a multiple of {BLOCK}")
+    w = random_fp8_bytes(n_exp * rows * cols, gen).reshape(n_exp, rows, cols)
+    # Block scales vary by a factor of ~3 around the target, so a solution that applies the wrong
+    # block's scale is visibly wrong.
+    jitter = torch.exp((torch.rand(n_exp, rows // BLOCK, cols // BLOCK, generator=gen) - 0.5) * 1.2)
+    return w, (jitter * (std / _FP8_BITS_STD)).float()
+
+
+def build(axes: dict[str, int], gen: torch.Generator, device: torch.device, workload: Workload | None = None, definition: Any = None) -> dict[str, Any]:
+    T = axes["seq_len"]
+    E, EL = axes["num_experts"], axes["num_local_experts"]
+    H, I = axes["hidden_size"], axes["intermediate_size"]
+    G1 = axes["gemm1_out_size"]
+    if G1 != 2 * I:
+        raise SchemaError(f"gemm1_out_size {G1} must be 2 * intermediate_size {I}")
+    if H % BLOCK or I % BLOCK:
+        raise SchemaError(f"hidden_size {H} and intermediate_size {I} must be multiples of {BLOCK}")
+    p = _params(workload)
+    off = _local_offset(workload, E, EL, gen)
+
+    logits = routing_logits(T, E, off, EL, gen, p)
+    bias = torch.randn(E, generator=gen) * float(p["bias_std"])
+
+    # Per-token loudness varies (some tokens have much larger activations), as in real hidden states.
+    act = torch.randn(T, H, generator=gen) * float(p["act_std"]) * torch.exp(torch.randn(T, 1, generator=gen) * 0.5)
+    hs, hs_scale = quantize_fp8_blocks_1d(act, BLOCK)  # [T, H], [T, H/128]
+
+    w13, s13 = quantized_weights(EL, G1, H, float(p["w13_std"]) / math.sqrt(H), gen)
+    w2, s2 = quantized_weights(EL, H, I, float(p["w2_std"]) / math.sqrt(I), gen)
+
+    out = {
+        "routing_logits": logits.float(),
+        "routing_bias": bias.to(torch.bfloat16),
+        "hidden_states": hs,
+        "hidden_states_scale": hs_scale.t().contiguous(),
+        "gemm1_weights": w13,
+        "gemm1_weights_scale": s13,
+        "gemm2_weights": w2,
+        "gemm2_weights_scale": s2,
+        "local_expert_offset": off,
+        "routed_scaling_factor": 2.5,
+    }
+    return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
+
+
+@generator("moe_routing_logits")
+def gen_routing_logits(ctx: GenContext, local_offset: int | None = None, **params: Any) -> torch.Tensor:
+    """Standalone routing logits (the builder normally makes them together with the offset)."""
+    unknown = set(params) - set(MOE_DEFAULTS)
+    if unknown:
+        raise SchemaError(f"{ctx.name}: unknown parameters {sorted(unknown)}")
+    p = {**MOE_DEFAULTS, **params}
+    E, EL = ctx.axes["num_experts"], ctx.axes["num_local_experts"]
+    off = local_offset if local_offset is not None else int(torch.randint(0, E // EL, (1,), generator=ctx.gen)) * EL
+    return routing_logits(ctx.axes["seq_len"], E, off, EL, ctx.gen, p).to(ctx.device, ctx.dtype)
+
+
+@generator("moe_routing_bias")
+def gen_routing_bias(ctx: GenContext, bias_std: float = MOE_DEFAULTS["bias_std"]) -> torch.Tensor:
+    return (torch.randn(ctx.shape, generator=ctx.gen) * bias_std).to(ctx.device, ctx.dtype)
+
+
+# ------------------------------------------------------------------------------ official workloads
+
+
+def official_workloads(path: str | Path, dataset_root: str | Path | None = None) -> list[Workload]:
+    """The official MoE workloads (their axes and scalars), read in place from ``path``.
+
+    Their ``routing_logits`` / ``routing_bias`` come from safetensors blobs that are not shipped with
+    the definitions. Where a blob is missing under ``dataset_root`` the input is replaced by our
+    generator (``generated`` ``routing_logits``; the bias comes from the same builder), so the axes and
+    local offsets are the official ones but the routing data is synthetic. The substitution is
+    recorded in the workload's ``kbot_substituted`` field.
+    """
+    out = []
+    root = Path(dataset_root) if dataset_root else None
+    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        data = json.loads(line)
+        w = Workload.model_validate(data["workload"] if "workload" in data else data)
+        inputs = dict(w.inputs)
+        replaced = []
+        for name, spec in w.inputs.items():
+            if isinstance(spec, SafetensorsInput):
+                blob = (root / spec.path) if root else None
+                if blob is None or not blob.is_file():
+                    replaced.append(name)
+                    inputs[name] = GeneratedInput(generator="moe_routing_logits") if name == "routing_logits" else GeneratedInput(generator="moe_routing_bias")
+        w2 = Workload(uuid=w.uuid, axes=dict(w.axes), inputs=inputs)
+        if replaced:
+            w2.kbot_substituted = sorted(replaced)  # type: ignore[attr-defined]
+        out.append(w2)
+    return out
