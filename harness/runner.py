@@ -374,10 +374,8 @@ def _drive(worker: Worker, pending: list[Workload], cfg: RunConfig, record, repo
 
 
 def static_guard(solution: Solution, definition: Definition) -> list[Finding]:
-    try:
-        from .guard.static import check_solution
-    except ImportError:
-        return []
+    from .guard.static import check_solution
+
     return check_solution(solution, definition)
 
 

@@ -100,7 +100,8 @@ class Evaluator:
     # -------------------------------------------------------------------------------------------
     def build_all(self) -> bool:
         self.solution = Solution.model_validate(self.job["solution"])
-        self.guard = guard_hooks.Runtime(self.solution)
+        self.guard = guard_hooks.Runtime(self.solution, (self.workdir / "candidate" / "src").resolve())
+        self.guard.warm_runtime(self.device)
         self.guard.before_import()
         self.fn, res = build(self.solution, self.workdir / "candidate", device=self.device.type)
         send({"type": "build", "role": "candidate", "result": res.model_dump(mode="json")})
