@@ -86,6 +86,11 @@ def f_ci(pair: Any, digits: int = 3) -> Markup:
     return Markup(f"[{f_num(pair[0], digits)}, {f_num(pair[1], digits)}]")
 
 
+def f_x(x: Any, digits: int = 3) -> Markup:
+    """A speedup: ``1.250x``, or a dash when there is no number."""
+    return Markup(f"{f_num(x, digits)}x") if _is_num(x) else Markup("—")
+
+
 def f_pct(x: Any) -> Markup:
     return Markup(f"{100 * x:.0f}%") if _is_num(x) else Markup("—")
 
@@ -116,7 +121,7 @@ _ENV = jinja2.Environment(
     lstrip_blocks=True,
     keep_trailing_newline=True,
 )
-_ENV.filters.update(num=f_num, ci=f_ci, pct=f_pct, pre=f_pre, cell=f_cell, sha=f_sha)
+_ENV.filters.update(x=f_x, num=f_num, ci=f_ci, pct=f_pct, pre=f_pre, cell=f_cell, sha=f_sha)
 
 
 # --- view model ----------------------------------------------------------------------------------

@@ -1,0 +1,188 @@
+"""Bot commands for the ``kbot`` CLI (``harness/cli.py`` calls ``register``).
+
+    kbot serve                      GitHub App webhook receiver (App mode)
+    kbot bot command                Actions: handle the issue_comment event in $GITHUB_EVENT_PATH
+    kbot bot report                 Actions: publish a bench run's results (review, status, promotion)
+    kbot bot review REPORT.json     print the review Markdown for a report (local preview)
+    kbot bot decide REPORT.json     print the promotion decision for a report (local, no forge)
+    kbot bot leaderboard CHAMPION   print LEADERBOARD.md for a champion.json
+
+Everything that talks to GitHub is imported lazily, so ``kbot eval`` on a runner never needs it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+
+def _fail(msg: str) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(2)
+
+
+def _load_callable(spec: str | None) -> Callable[..., Any] | None:
+    """``module:function`` → the function (used for --campaign and --fetch-results)."""
+    if not spec:
+        return None
+    mod, _, fn = spec.partition(":")
+    if not mod or not fn:
+        _fail(f"{spec!r}: expected module:function")
+    return getattr(importlib.import_module(mod), fn)
+
+
+def _github_forge(repo: str | None):
+    """A GitHubForge from the environment (token or App credentials); see docs/bot.md."""
+    try:
+        from bot.forge import github as gh
+    except ImportError as e:
+        _fail(f"the GitHub forge is unavailable ({e}); install the bot extra: pip install -e '.[bot]'")
+    repo = repo or os.environ.get("GITHUB_REPOSITORY")
+    if not repo:
+        _fail("no repository: pass --repo owner/name or set GITHUB_REPOSITORY")
+    return gh.forge_from_env(repo)  # type: ignore[attr-defined]
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("serve")
+    @click.option("--state-dir", type=click.Path(file_okay=False), default=".kbot-state", show_default=True,
+                  help="sqlite queue, deliveries and rate limits live here")
+    @click.option("--host", default="127.0.0.1", show_default=True)
+    @click.option("--port", type=int, default=8080, show_default=True)
+    @click.option("--repo", help="owner/name served (default: the repository of each event)")
+    @click.option("--campaign", help="module:function called for /optimize with an OptimizeRequest")
+    @click.option("--fetch-results", help="module:function(forge, workflow_run, dest) downloading bench artifacts")
+    def serve_cmd(state_dir: str, host: str, port: int, repo: str | None, campaign: str | None,
+                  fetch_results: str | None) -> None:
+        """Run the GitHub App webhook receiver (secrets from KBOT_WEBHOOK_SECRET[_OLD])."""
+        from bot.app import secrets_from_env, serve
+        from bot.auth import RateLimiter
+        from bot.commands.events import EventRouter
+        from bot.commands.services import ForgeServices
+
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        secrets = secrets_from_env()
+        Path(state_dir).mkdir(parents=True, exist_ok=True)
+        campaign_fn = _load_callable(campaign)
+        forges: dict[str, Any] = {}
+
+        def forge_for(payload: dict) -> Any:
+            name = repo or (payload.get("repository") or {}).get("full_name")
+            if not isinstance(name, str):
+                raise ValueError("event without repository")
+            if name not in forges:
+                forges[name] = _github_forge(name)
+            return forges[name]
+
+        router = EventRouter(forge_for, lambda f: ForgeServices(f, campaign_fn),
+                             RateLimiter(Path(state_dir) / "rate.sqlite3"), _load_callable(fetch_results))
+        serve(state_dir, router.handle, host=host, port=port, secrets=secrets)
+
+    @cli.group("bot")
+    def bot_group() -> None:
+        """GitHub bot: command handling, reports, promotion (Actions and local tools)."""
+
+    @bot_group.command("command")
+    @click.option("--event-path", type=click.Path(exists=True, dir_okay=False), envvar="GITHUB_EVENT_PATH",
+                  required=True, help="the event payload (GitHub sets GITHUB_EVENT_PATH)")
+    @click.option("--repo", envvar="GITHUB_REPOSITORY")
+    @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
+                  help="rate-limit store; without it no per-user rate limit is applied")
+    @click.option("--campaign", help="module:function called for /optimize")
+    def command_cmd(event_path: str, repo: str | None, state_dir: str | None, campaign: str | None) -> None:
+        """Handle one issue_comment event (the command workflow)."""
+        from bot.auth import RateLimiter
+        from bot.commands.dispatch import CommandDispatcher
+        from bot.commands.services import ForgeServices
+
+        payload = json.loads(Path(event_path).read_text())
+        forge = _github_forge(repo)
+        limiter = RateLimiter(Path(state_dir) / "rate.sqlite3") if state_dir else None
+        if state_dir:
+            Path(state_dir).mkdir(parents=True, exist_ok=True)
+        out = CommandDispatcher(forge, ForgeServices(forge, _load_callable(campaign)), limiter).handle_issue_comment(payload)
+        click.echo(json.dumps({"status": out.status, "reason": out.reason, "results": out.results}))
+
+    @bot_group.command("report")
+    @click.option("--results", "results_dir", type=click.Path(exists=True, file_okay=False), required=True)
+    @click.option("--pr", "pr_number", type=int, default=None, help="PR number (default: the open PR of --head-branch)")
+    @click.option("--head-branch", default=None)
+    @click.option("--head-sha", required=True, help="the sha the bench run checked out (from the workflow_run event)")
+    @click.option("--run-url", default=None)
+    @click.option("--repo", envvar="GITHUB_REPOSITORY")
+    @click.option("--no-promote", is_flag=True, help="post the review and status only")
+    def report_cmd(results_dir: str, pr_number: int | None, head_branch: str | None, head_sha: str,
+                   run_url: str | None, repo: str | None, no_promote: bool) -> None:
+        """Publish a bench run: sticky review, kbot/harness status, promotion."""
+        import re
+
+        from bot.review import ResultsError, publish_results
+
+        if not re.fullmatch(r"[0-9a-f]{40}", head_sha):
+            _fail("--head-sha must be a 40-character hex sha")
+        forge = _github_forge(repo)
+        if pr_number is None:
+            if not head_branch:
+                _fail("give --pr or --head-branch")
+            pr = forge.find_open_pr(head_branch)
+            if pr is None:
+                click.echo(f"no open PR for {head_branch}; nothing to report")
+                return
+            pr_number = pr.number
+        try:
+            out = publish_results(forge, pr_number, head_sha, results_dir=results_dir, run_url=run_url,
+                                  promote=not no_promote)
+        except ResultsError as e:
+            _fail(str(e))
+        click.echo(json.dumps({"pr": out.pr, "state": out.state,
+                               "decision": out.decision.to_dict() if out.decision else None,
+                               "merged_sha": out.merged_sha, "closed": out.closed, "problems": out.problems}))
+
+    @bot_group.command("review")
+    @click.argument("report_path", type=click.Path(exists=True, dir_okay=False))
+    @click.option("--champion", type=click.Path(exists=True, dir_okay=False), default=None)
+    def review_cmd(report_path: str, champion: str | None) -> None:
+        """Print the review Markdown for a report JSON."""
+        from bot.review import render_review
+        from harness.report import load_report
+
+        click.echo(render_review(load_report(report_path), load_report(champion) if champion else None))
+
+    @bot_group.command("decide")
+    @click.argument("report_path", type=click.Path(exists=True, dir_okay=False))
+    @click.option("--policy", "policy_path", type=click.Path(exists=True, dir_okay=False),
+                  default=None, help="promotion policy (default: skills/promotion.yaml of this checkout)")
+    @click.option("--champion-hash", default=None, help="solution_hash of the current champion (none: first)")
+    @click.option("--head-sha", default=None)
+    @click.option("--behind", is_flag=True, help="the measured head is behind the default branch")
+    def decide_cmd(report_path: str, policy_path: str | None, champion_hash: str | None, head_sha: str | None,
+                   behind: bool) -> None:
+        """Print the promotion decision for a report (no forge, no merge)."""
+        from bot.policy import REPO_ROOT, PolicyError
+        from bot.promotion import PROMOTION_PATH, Evidence, PromotionPolicy, decide
+        from harness.report import load_report
+
+        path = Path(policy_path) if policy_path else REPO_ROOT / PROMOTION_PATH
+        try:
+            policy = PromotionPolicy.from_yaml(path.read_text(), str(path))
+        except PolicyError as e:
+            _fail(str(e))
+        ev = Evidence.from_report(load_report(report_path), head_sha)
+        d = decide(ev, policy, champion_hash=champion_hash, pr_head_sha=head_sha, up_to_date=not behind)
+        click.echo(json.dumps(d.to_dict(), indent=2))
+        sys.exit(0 if d.action == "promote" else 1)
+
+    @bot_group.command("leaderboard")
+    @click.argument("champion_json", type=click.Path(exists=True, dir_okay=False))
+    def leaderboard_cmd(champion_json: str) -> None:
+        """Print LEADERBOARD.md for a champion.json."""
+        from bot.leaderboard import render_leaderboard
+
+        click.echo(render_leaderboard(json.loads(Path(champion_json).read_text())), nl=False)

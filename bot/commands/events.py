@@ -1,0 +1,107 @@
+"""Webhook event → handler. Shared by the App (``kbot serve``) and the Actions entry points.
+
+* ``issue_comment`` (created) → the command dispatcher;
+* ``pull_request`` (opened / synchronize / reopened) on a kbot branch of this repository → the commit
+  status ``kbot/harness`` goes to pending (the bench workflow itself starts on the same event);
+* ``workflow_run`` (completed) of ``bench.yml`` for a kbot branch → results fetched (injected
+  function: the artifact download needs the App's token), then review, status and promotion.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from bot.auth import RateLimiter
+from bot.commands.context import Services
+from bot.commands.dispatch import CommandDispatcher
+from bot.commands.services import BOT_BRANCH_PREFIX
+from bot.forge.base import Forge
+
+log = logging.getLogger(__name__)
+
+HANDLED = {
+    "issue_comment": {"created"},
+    "pull_request": {"opened", "synchronize", "reopened"},
+    "workflow_run": {"completed"},
+}
+BENCH_WORKFLOW = ".github/workflows/bench.yml"
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+# (forge, workflow_run payload, destination dir) -> True when results were written there
+FetchResults = Callable[[Forge, Mapping[str, Any], Path], bool]
+
+
+def wanted(event: str, payload: Mapping[str, Any]) -> bool:
+    """Should this delivery become a job? (Cheap filter at intake; handlers re-check everything.)"""
+    return payload.get("action") in HANDLED.get(event, set())
+
+
+@dataclass
+class EventRouter:
+    forge_for: Callable[[Mapping[str, Any]], Forge]
+    services_for: Callable[[Forge], Services]
+    limiter: RateLimiter | None = None
+    fetch_results: FetchResults | None = None
+
+    def handle(self, event: str, payload: Mapping[str, Any]) -> str:
+        if not wanted(event, payload):
+            return "ignored"
+        forge = self.forge_for(payload)
+        if event == "issue_comment":
+            out = CommandDispatcher(forge, self.services_for(forge), self.limiter).handle_issue_comment(payload)
+            return out.status
+        if event == "pull_request":
+            return self._pull_request(forge, payload)
+        return self._workflow_run(forge, payload)
+
+    @staticmethod
+    def _same_repo_bot_branch(head: Mapping[str, Any] | None, base_repo: str | None, branch: str | None) -> bool:
+        head_repo = ((head or {}).get("repo") or {}).get("full_name") if head is not None else None
+        return (isinstance(branch, str) and branch.startswith(BOT_BRANCH_PREFIX) and isinstance(head_repo, str)
+                and isinstance(base_repo, str) and head_repo.lower() == base_repo.lower())
+
+    def _pull_request(self, forge: Forge, payload: Mapping[str, Any]) -> str:
+        pr = payload.get("pull_request") or {}
+        head = pr.get("head") or {}
+        base_repo = ((pr.get("base") or {}).get("repo") or {}).get("full_name")
+        if not self._same_repo_bot_branch(head, base_repo, head.get("ref")):
+            return "ignored"
+        sha = head.get("sha")
+        if not isinstance(sha, str) or not _SHA.match(sha):
+            return "ignored"
+        forge.set_status(sha, "pending", context="kbot/harness", description="waiting for the GPU bench")
+        return "done"
+
+    def _workflow_run(self, forge: Forge, payload: Mapping[str, Any]) -> str:
+        from bot.review import publish_results
+
+        run = payload.get("workflow_run") or {}
+        repo = (payload.get("repository") or {}).get("full_name")
+        if run.get("event") != "pull_request" or run.get("path") != BENCH_WORKFLOW:
+            return "ignored"
+        head_repo = (run.get("head_repository") or {}).get("full_name")
+        branch, sha = run.get("head_branch"), run.get("head_sha")
+        if not (isinstance(branch, str) and branch.startswith(BOT_BRANCH_PREFIX) and isinstance(head_repo, str)
+                and isinstance(repo, str) and head_repo.lower() == repo.lower()):
+            return "ignored"
+        if not isinstance(sha, str) or not _SHA.match(sha):
+            return "ignored"
+        pr = forge.find_open_pr(branch)
+        if pr is None:
+            return "ignored"
+        run_url = run.get("html_url") if isinstance(run.get("html_url"), str) else None
+        if self.fetch_results is None:
+            log.warning("workflow_run for %s: no results fetcher configured; review not posted", branch)
+            return "skipped"
+        with tempfile.TemporaryDirectory(prefix="kbot-results-") as tmp:
+            if not self.fetch_results(forge, run, Path(tmp)):
+                forge.set_status(sha, "error", context="kbot/harness",
+                                 description=f"bench run {run.get('conclusion')}: no results", target_url=run_url)
+                return "failed"
+            publish_results(forge, pr.number, sha, results_dir=tmp, run_url=run_url)
+        return "done"

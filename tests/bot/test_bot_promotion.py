@@ -1,0 +1,152 @@
+"""Promotion decisions on constructed reports: each rule can reject (or ask for a re-benchmark)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from reportkit import FINDING, good, report, workload
+
+from bot.policy import PolicyError
+from bot.promotion import Evidence, PromotionPolicy, decide, geomean_ci
+from bot.review import evidence, read_evidence, evidence_block
+from harness.schema import Status
+
+P = PromotionPolicy()
+CH = "b" * 64
+HEAD = "a" * 40
+
+
+def run(rep, *, champion_hash=CH, pr_head=HEAD, measured=HEAD, up_to_date=True, policy=P):
+    return decide(Evidence.from_report(rep, measured), policy, champion_hash=champion_hash,
+                  pr_head_sha=pr_head, up_to_date=up_to_date)
+
+
+def failed_rules(d):
+    return {r.rule for r in d.reasons if not r.ok}
+
+
+def test_promote_when_every_rule_holds():
+    d = run(good())
+    assert d.action == "promote", d.reasons
+    assert d.geomean == pytest.approx(1.10)
+    assert 1.0 < d.ci95[0] < 1.10 < d.ci95[1]
+    assert not failed_rules(d)
+
+
+def test_shipped_policy_file_parses_and_matches_defaults(repo):
+    p = PromotionPolicy.from_yaml((repo / "skills/promotion.yaml").read_text())
+    assert p == PromotionPolicy()
+
+
+def test_policy_typo_is_an_error():
+    with pytest.raises(PolicyError, match="min_speedupp"):
+        PromotionPolicy.from_yaml("min_speedupp: 1.0\n")
+    with pytest.raises(PolicyError):
+        PromotionPolicy.from_yaml("require_all_passed: false\n")  # not optional
+
+
+def test_failed_workload_rejects():
+    rep = report([workload(0), workload(1, status=Status.INCORRECT_NUMERICAL, ratio=None)])
+    d = run(rep)
+    assert d.action == "reject" and "all passed" in failed_rules(d)
+
+
+def test_one_failed_trial_rejects():
+    rep = report([workload(0), workload(1, failed_trials=1)])
+    d = run(rep)
+    assert d.action == "reject" and "all passed" in failed_rules(d)
+
+
+def test_guard_finding_rejects_even_if_fast():
+    d = run(good(ratio=(3.0, 2.9, 3.1), findings=[FINDING]))
+    assert d.action == "reject" and failed_rules(d) == {"guard clean"}
+
+
+def test_workload_finding_rejects():
+    rep = report([workload(0), workload(1, findings=[FINDING])])
+    assert run(rep).action == "reject"
+
+
+def test_below_threshold_rejects():
+    d = run(good(ratio=(1.02, 1.01, 1.03)))
+    assert d.action == "reject" and failed_rules(d) == {"speedup"}
+
+
+def test_interval_must_clear_one():
+    d = run(good(n=1, ratio=(1.05, 0.97, 1.14)))
+    assert d.action == "reject" and failed_rules(d) == {"confidence"}
+
+
+def test_single_regression_rejects():
+    rep = report([workload(0, (1.30, 1.28, 1.32)), workload(1, (1.30, 1.28, 1.32)), workload(2, (0.95, 0.94, 0.96))])
+    d = run(rep)
+    assert d.geomean > 1.03
+    assert d.action == "reject" and failed_rules(d) == {"no regression"}
+
+
+def test_regression_within_tolerance_is_fine():
+    rep = report([workload(0, (1.30, 1.28, 1.32)), workload(1, (0.99, 0.985, 0.995))])
+    assert run(rep).action == "promote"
+
+
+def test_behind_main_asks_for_rebenchmark():
+    d = run(good(), up_to_date=False)
+    assert d.action == "rebenchmark" and failed_rules(d) == {"up to date with the default branch"}
+
+
+def test_moved_head_asks_for_rebenchmark():
+    d = run(good(), pr_head="f" * 40)
+    assert d.action == "rebenchmark"
+
+
+def test_other_champion_asks_for_rebenchmark():
+    d = run(good(), champion_hash="d" * 64)
+    assert d.action == "rebenchmark"
+
+
+def test_correctness_beats_staleness():
+    rep = report([workload(0, failed_trials=2)])
+    assert run(rep, up_to_date=False).action == "reject"
+
+
+def test_missing_paired_ratio_rebenchmarks():
+    rep = report([workload(0), workload(1, ratio=None)])
+    assert run(rep).action == "rebenchmark"
+
+
+def test_first_champion_uses_reference():
+    rep = good(baseline=None, baseline_hash=None)
+    d = run(rep, champion_hash=None)
+    assert d.action == "promote" and d.first_champion
+    slow = report([workload(0, vs_ref=0.5)], baseline=None, baseline_hash=None)
+    assert run(slow, champion_hash=None).action == "reject"
+
+
+def test_empty_report_rejects():
+    assert run(report([])).action == "reject"
+
+
+def test_geomean_ci_math():
+    g, (lo, hi) = geomean_ci([(1.2, 1.1, 1.3), (1.0, 0.9, 1.1)])
+    assert g == pytest.approx(math.sqrt(1.2))
+    assert lo < g < hi
+    # Independent workloads: the interval of the mean is narrower than each one's.
+    g1, (lo1, hi1) = geomean_ci([(1.2, 1.1, 1.3)] * 4)
+    assert (hi1 - lo1) < (1.3 - 1.1)
+
+
+def test_evidence_block_roundtrip_gives_same_decision():
+    rep = good()
+    body = "review text\n" + evidence_block(rep, HEAD)
+    data = read_evidence(body)
+    assert data == evidence(rep, HEAD)
+    d1 = run(rep)
+    d2 = decide(Evidence.from_block(data), P, champion_hash=CH, pr_head_sha=HEAD, up_to_date=True)
+    assert d1 == d2
+
+
+def test_malformed_evidence_is_refused():
+    with pytest.raises(ValueError):
+        Evidence.from_block({"w": [["x"]], "definition": "d"})
+    assert read_evidence("<!-- kbot:evidence not-base64!! -->") is None
