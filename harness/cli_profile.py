@@ -1,0 +1,260 @@
+"""``kbot explain``, ``kbot profile`` and ``kbot ceilings``; registered into the main CLI by ``register``.
+
+Also exports :func:`profile_report`, which ``kbot eval --profile`` calls to fold feedback into a report.
+Exit codes follow harness/cli.py: 0 ok, 2 bad input, 3 the tool itself failed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .profile.pipeline import profile_report  # noqa: F401  (re-exported for harness/cli.py)
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 2, 3
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _fail(msg: str, code: int = EXIT_BAD_INPUT) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(code)
+
+
+def _load_definition(value: str):
+    from .schema import SchemaError, load_definition
+
+    p = Path(value)
+    if not p.exists():
+        ours = REPO / "definitions" / value / "definition.json"
+        if ours.exists():
+            p = ours
+    try:
+        return load_definition(p), p
+    except SchemaError as e:
+        _fail(str(e))
+        raise  # unreachable
+
+
+def _default_workloads(definition_path: Path, name: str) -> Path | None:
+    for c in (definition_path.parent / "workloads.jsonl", REPO / "definitions" / name / "workloads.jsonl",
+              REPO.parent / "shared" / "flashinfer-trace" / "workloads" / definition_path.parent.name / f"{name}.jsonl"):
+        if c.is_file():
+            return c
+    return None
+
+
+def parse_axes(text: str) -> dict[str, int] | None:
+    """``M=128,N=4096`` or a JSON object -> axes; None when ``text`` looks like a UUID instead."""
+    t = text.strip()
+    if t.startswith("{"):
+        try:
+            data = json.loads(t)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"--workload: not valid JSON: {e.msg}") from None
+        if not isinstance(data, dict) or not all(isinstance(v, int) for v in data.values()):
+            raise ValueError("--workload JSON must map axis names to integers")
+        return data
+    if "=" in t:
+        axes = {}
+        for part in re.split(r"[,\s]+", t):
+            if not part:
+                continue
+            k, sep, v = part.partition("=")
+            if not sep or not k.isidentifier():
+                raise ValueError(f"--workload: '{part}' is not NAME=INT")
+            try:
+                axes[k] = int(v)
+            except ValueError:
+                raise ValueError(f"--workload: '{part}': {v!r} is not an integer") from None
+        return axes
+    return None
+
+
+def _resolve_workload(definition, dpath: Path, workload: str, workloads_path: str | None):
+    from .schema import SchemaError, load_workloads
+
+    try:
+        axes = parse_axes(workload)
+    except ValueError as e:
+        _fail(str(e))
+    if axes is not None:
+        try:
+            return definition.resolve_axes(axes), None
+        except SchemaError as e:
+            _fail(str(e))
+    wpath = Path(workloads_path) if workloads_path else _default_workloads(dpath, definition.name)
+    if wpath is None:
+        _fail(f"workload {workload!r} looks like a UUID but no workloads file was found; pass --workloads")
+    try:
+        ws = load_workloads(wpath, definition)
+    except SchemaError as e:
+        _fail(str(e))
+    hits = [w for w in ws if w.uuid == workload] or [w for w in ws if w.uuid.startswith(workload)]
+    if len(hits) != 1:
+        _fail(f"{len(hits)} workloads in {wpath} match {workload!r}" + ("" if hits else f" (first: {[w.uuid for w in ws[:3]]})"))
+    return definition.resolve_axes(hits[0].axes), hits[0]
+
+
+def _ceilings(gpu: str | None, device: str | None):
+    from .ceilings import ceilings_for, load_ceilings
+
+    if gpu:
+        c = load_ceilings(gpu)
+        if c is None:
+            _fail(f"no ceilings for GPU {gpu!r}: measure them there with `kbot ceilings --device cuda`")
+        return c
+    if device == "cpu":
+        return ceilings_for("cpu")
+    return load_ceilings("NVIDIA H200")
+
+
+def _emit(outcome, title: str, as_json: bool, out: str | None, **extra: Any) -> None:
+    data = outcome.to_json(**extra)
+    if out:
+        Path(out).write_text(json.dumps(data, indent=2, default=str) + "\n")
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+    else:
+        click.echo(outcome.markdown(title=title))
+
+
+@click.command("explain")
+@click.option("--ncu-csv", "ncu_csv", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="Recorded `ncu --csv --page raw` output.")
+@click.option("--definition", "-d", "definition_arg", required=True, help="Definition JSON (or the name of one of ours).")
+@click.option("--workload", "-w", "workload", required=True,
+              help="Workload UUID (or unique prefix), or axes as NAME=INT,... or a JSON object.")
+@click.option("--workloads", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL for a UUID.")
+@click.option("--kernel", help="Kernel to diagnose: exact name or regex (default: the longest non-library kernel).")
+@click.option("--cubin", type=click.Path(exists=True, dir_okay=False), multiple=True,
+              help="Cubin / shared object with the kernel's device code, for SASS facts (repeatable).")
+@click.option("--gpu", help="GPU whose ceilings to use (default: cached or documented NVIDIA H200).")
+@click.option("--measured-ms", type=float, help="Measured latency per call; default: the kernels' ncu durations.")
+@click.option("--rules", "rules_dir", type=click.Path(file_okay=False, exists=True), help="Rules folder (default: skills/profiling/rules).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
+@click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON here.")
+def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin, gpu, measured_ms, rules_dir, as_json, out):
+    """Run the rule engine on a recorded Nsight Compute CSV (works anywhere, no GPU needed)."""
+    from .profile.pipeline import explain_csv
+    from .profile.sass import sass_evidence
+
+    definition, dpath = _load_definition(definition_arg)
+    axes, w = _resolve_workload(definition, dpath, workload, workloads_path)
+    ceilings = _ceilings(gpu, None)
+    extra = [sass_evidence(c, None) for c in cubin]
+    text = Path(ncu_csv).read_text(errors="replace")
+    try:
+        outcome = explain_csv(text, definition, axes, ceilings=ceilings, kernel=kernel, extra=extra,
+                              measured_ms=measured_ms, rules_dir=rules_dir)
+    except ValueError as e:
+        _fail(str(e))
+    if outcome.missing.get("ncu") and not as_json:
+        click.echo(f"warning: ncu evidence missing: {outcome.missing['ncu']}", err=True)
+    _emit(outcome, f"{definition.name} {axes if w is None else w.uuid}", as_json, out,
+          definition=definition.name, axes=axes, ncu_csv=str(ncu_csv))
+
+
+@click.command("profile")
+@click.argument("solution_json", type=click.Path(exists=True, dir_okay=False))
+@click.option("--definition", "-d", "definition_arg", required=True, help="Definition JSON (or the name of one of ours).")
+@click.option("--workload", "workload_ids", multiple=True, help="Workload UUID or prefix (repeatable; default: the first).")
+@click.option("--workloads", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".kbot/profile", show_default=True)
+@click.option("--kernel-regex", help="Only profile kernels whose name matches (ncu --kernel-name regex:...).")
+@click.option("--no-energy", is_flag=True, help="Skip the NVML energy run.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
+def profile_cmd(solution_json, definition_arg, workload_ids, workloads_path, out_dir, kernel_regex, no_energy, as_json):
+    """Profile a solution on this machine's GPU (ncu + SASS + NVML) and explain the result."""
+    from .ceilings import ceilings_for
+    from .profile.pipeline import analyze, profile_workload
+    from .schema import SchemaError, load_solution, load_workloads
+
+    definition, dpath = _load_definition(definition_arg)
+    try:
+        solution = load_solution(solution_json)
+    except SchemaError as e:
+        _fail(str(e))
+    wpath = Path(workloads_path) if workloads_path else _default_workloads(dpath, definition.name)
+    if wpath is None:
+        _fail("no workloads file found next to the definition; pass --workloads")
+    workloads = load_workloads(wpath, definition)
+    chosen = [w for w in workloads if any(w.uuid.startswith(i) for i in workload_ids)] if workload_ids else workloads[:1]
+    if not chosen:
+        _fail(f"no workload in {wpath} matches {list(workload_ids)}")
+    try:
+        import torch
+
+        ceilings = ceilings_for("cuda") if torch.cuda.is_available() else None
+    except Exception as e:  # noqa: BLE001
+        click.echo(f"warning: no ceilings: {e}", err=True)
+        ceilings = None
+    results = []
+    for w in chosen:
+        wdir = Path(out_dir) / definition.name / w.uuid
+        collected, files = profile_workload(solution, definition, w, wdir, definition_path=dpath,
+                                            kernel_regex=kernel_regex, energy=not no_energy)
+        outcome = analyze(definition, definition.resolve_axes(w.axes), collected, ceilings=ceilings)
+        outcome.files = files
+        data = outcome.to_json(definition=definition.name, workload=w.uuid)
+        (wdir / "feedback.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+        md = outcome.markdown(title=f"{solution.name} on {definition.name} / {w.uuid}")
+        (wdir / "feedback.md").write_text(md)
+        results.append(data)
+        if not as_json:
+            click.echo(md)
+    if as_json:
+        click.echo(json.dumps(results if len(results) > 1 else results[0], indent=2, default=str))
+
+
+@click.command("ceilings")
+@click.option("--device", type=click.Choice(["cuda", "cpu"]), default="cuda", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the ceilings JSON.")
+@click.option("--force", is_flag=True, help="Measure again even if a cached measurement exists.")
+@click.option("--quick", is_flag=True, help="Smaller sizes (a smoke test; do not cache these numbers).")
+def ceilings_cmd(device, as_json, force, quick):
+    """Measure (or show the cached) copy bandwidth and matmul peaks of this machine."""
+    from .ceilings import cache_dir, ceilings_for, describe, dumps, measure_ceilings, save_ceilings
+
+    try:
+        if device == "cuda":
+            import torch
+
+            if not torch.cuda.is_available():
+                _fail("no CUDA device visible; use --device cpu here, or run this on a GPU runner")
+        if force or quick:
+            c = measure_ceilings(device, quick=quick)
+            if not quick:
+                path = save_ceilings(c)
+                click.echo(f"saved {path}", err=True)
+        else:
+            c = ceilings_for(device, measure_if_missing=True)
+    except RuntimeError as e:
+        _fail(str(e), EXIT_HARNESS)
+    if as_json:
+        click.echo(dumps(c))
+    else:
+        click.echo(describe(c))
+        click.echo(f"\n(cache: {cache_dir()})")
+
+
+def register(cli: click.Group) -> None:
+    """Add ``explain``, ``profile`` and ``ceilings`` to the kbot CLI."""
+    for cmd in (explain_cmd, profile_cmd, ceilings_cmd):
+        if cmd.name not in cli.commands:
+            cli.add_command(cmd)
+
+
+@click.group()
+def _standalone() -> None:
+    """kbot profiling commands (standalone entry: python -m harness.cli_profile)."""
+
+
+register(_standalone)
+
+if __name__ == "__main__":
+    _standalone()

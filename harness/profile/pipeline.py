@@ -1,0 +1,241 @@
+"""From a solution (or a recorded ncu CSV) to roofline + prioritized feedback.
+
+* :func:`analyze` -- collectors' output + definition + axes + ceilings -> roofline and feedback items.
+* :func:`explain_csv` -- the same from recorded ``ncu --csv --page raw`` text (works anywhere).
+* :func:`profile_workload` -- on a GPU runner: run ncu on the driver for one workload, gather SASS of
+  the kernels it compiled, measure NVML energy.
+* :func:`profile_report` -- what ``kbot eval --profile`` calls: folds roofline, feedback, profile and
+  energy into every passing ``WorkloadResult`` of a report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..ceilings import Ceilings, ceilings_for, documented_ceilings
+from ..feedback.engine import FeedbackResult, run_rules
+from ..feedback.render import render_markdown, to_json
+from ..report import Report, Roofline, WorkloadResult
+from ..roofline import roofline as compute_roofline
+from ..schema import Definition, Solution, Status, Workload
+from . import Collected
+from .ncu import METRICS, find_ncu, ncu_command, ncu_evidence
+from .sass import find_tool, parse_sass, _facts_evidence
+
+__all__ = ["ProfileOutcome", "analyze", "explain_csv", "profile_report", "profile_workload", "sass_from_dirs"]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ProfileOutcome:
+    roofline: Roofline | None
+    feedback: FeedbackResult
+    collected: list[Collected] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def missing(self) -> dict[str, str]:
+        return {c.source: c.missing for c in self.collected if c.missing}
+
+    def profile_dict(self) -> dict[str, Any]:
+        """The report's ``profile`` field: evidence per source, what was missing, where files are."""
+        return {
+            "evidence": {c.source: c.evidence for c in self.collected if c.ok},
+            "missing": self.missing,
+            "not_evaluated": [n.to_dict() for n in self.feedback.not_evaluated],
+            "stop": self.feedback.stop,
+            "files": self.files,
+        }
+
+    def markdown(self, title: str | None = None) -> str:
+        return render_markdown(self.feedback, self.roofline, title=title, missing=self.missing)
+
+    def to_json(self, **extra: Any) -> dict[str, Any]:
+        return to_json(self.feedback, self.roofline, missing=self.missing, files=self.files, **extra)
+
+
+def analyze(definition: Definition, axes: dict[str, int], collected: Iterable[Collected], *, ceilings: Ceilings | None,
+            measured_ms: float | None = None, kernel: str | None = None, rules_dir: str | Path | None = None) -> ProfileOutcome:
+    """Roofline + rule engine over whatever the collectors produced (``axes`` already resolved)."""
+    collected = list(collected)
+    evidence: dict[str, Any] = {}
+    for c in collected:
+        if c.ok:
+            for k, v in c.evidence.items():
+                evidence.setdefault(k, v)
+    roof = None
+    if ceilings is not None:
+        if measured_ms is None and evidence.get("kernel_time_us"):
+            measured_ms = evidence["kernel_time_us"] / 1e3
+        roof = compute_roofline(definition, axes, ceilings, measured_ms)
+    missing = {c.source: c.missing for c in collected if c.missing}
+    if ceilings is None:
+        missing["roofline"] = "no device ceilings (run `kbot ceilings` on the runner)"
+    if measured_ms is None:
+        missing.setdefault("timing", "no measured time (neither ncu durations nor a latency measurement)")
+    result = run_rules(evidence, roof, rules_dir, kernel=kernel, missing=missing)
+    return ProfileOutcome(roofline=roof, feedback=result, collected=collected)
+
+
+def explain_csv(csv_text: str, definition: Definition, axes: dict[str, int], *, ceilings: Ceilings | None,
+                kernel: str | None = None, extra: Iterable[Collected] = (), measured_ms: float | None = None,
+                rules_dir: str | Path | None = None) -> ProfileOutcome:
+    """Run the engine on recorded ncu raw CSV (+ optional SASS/Triton evidence)."""
+    ncu = ncu_evidence(csv_text, kernel)
+    return analyze(definition, axes, [ncu, *extra], ceilings=ceilings, measured_ms=measured_ms,
+                   kernel=ncu.evidence.get("kernel_name") if ncu.ok else kernel, rules_dir=rules_dir)
+
+
+# ------------------------------------------------------------------------------------- GPU runner
+
+
+def sass_from_dirs(dirs: Iterable[Path], function: str | None = None) -> Collected:
+    """SASS facts for ``function`` from cubins / shared objects under ``dirs`` (Triton cache, build dir)."""
+    exe = find_tool("cuobjdump")
+    if exe is None:
+        return Collected.unavailable("sass", "cuobjdump not found")
+    funcs: dict[str, dict[str, Any]] = {}
+    for d in dirs:
+        if not Path(d).is_dir():
+            continue
+        for f in sorted(Path(d).rglob("*")):
+            if f.suffix not in (".cubin", ".so", ".o") or not f.is_file():
+                continue
+            p = subprocess.run([exe, "--dump-sass", str(f)], capture_output=True, text=True, timeout=120)
+            if p.returncode == 0:
+                funcs.update(parse_sass(p.stdout))
+    if not funcs:
+        return Collected.unavailable("sass", "no device code found in the Triton cache or the build folder")
+    if function and function in funcs:
+        name = function
+    elif function:
+        # ncu prints demangled names with parameters; match on the bare identifier.
+        bare = function.split("(")[0].split("<")[0].split()[-1].split("::")[-1]
+        name = next((n for n in funcs if bare and bare in n), max(funcs, key=lambda n: funcs[n]["instructions"]))
+    else:
+        name = max(funcs, key=lambda n: funcs[n]["instructions"])
+    ev = _facts_evidence(funcs[name])
+    ev["sass_function"] = name
+    return Collected(source="sass", evidence=ev, raw={"functions": sorted(funcs)})
+
+
+def profile_workload(solution: Solution, definition: Definition, workload: Workload, workdir: Path, *,
+                     definition_path: Path | None = None, seed: int = 0, kernel_regex: str | None = None,
+                     metrics: Iterable[str] = METRICS, energy: bool = True, timeout_s: int = 600,
+                     python: str | None = None) -> tuple[list[Collected], dict[str, str]]:
+    """Collect ncu, SASS and NVML evidence for one workload on this machine's GPU."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    python = python or sys.executable
+    env = {**os.environ, "TRITON_CACHE_DIR": str(workdir / "triton_cache")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    files: dict[str, str] = {}
+    collected: list[Collected] = []
+
+    def job(name: str, **kw: Any) -> Path:
+        p = workdir / f"{name}.job.json"
+        p.write_text(json.dumps({
+            "solution": solution.model_dump(mode="json", exclude_unset=True),
+            "definition": definition.model_dump(mode="json", exclude_unset=True),
+            "workload": workload.model_dump(mode="json", exclude_unset=True),
+            "definition_path": str(definition_path) if definition_path else None,
+            "workdir": str(workdir / name), "seed": seed, "result": str(workdir / f"{name}.result.json"), **kw,
+        }))
+        return p
+
+    ncu = find_ncu()
+    if ncu is None:
+        collected.append(Collected.unavailable("ncu", "ncu (Nsight Compute) not found on PATH or in /usr/local/cuda/bin"))
+    else:
+        jp = job("ncu", warmup=3, calls=1, energy=False)
+        cmd = ncu_command([python, "-m", "harness.profile.driver", str(jp)], metrics=metrics, ncu=ncu,
+                          kernel_regex=kernel_regex)
+        files["ncu_command"] = " ".join(cmd[:12]) + " ..."
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=str(REPO))
+            csv_path = workdir / "ncu.csv"
+            csv_path.write_text(p.stdout)
+            (workdir / "ncu.log").write_text(p.stderr[-20000:])
+            files["ncu_csv"] = str(csv_path)
+            ev = ncu_evidence(p.stdout)
+            if not ev.ok and p.returncode != 0:
+                ev = Collected.unavailable("ncu", f"ncu exited {p.returncode}: {(p.stderr or p.stdout).strip()[-400:]}")
+            collected.append(ev)
+        except subprocess.TimeoutExpired:
+            collected.append(Collected.unavailable("ncu", f"ncu did not finish in {timeout_s} s"))
+    main_kernel = next((c.evidence.get("kernel_name") for c in collected if c.source == "ncu" and c.ok), None)
+    collected.append(sass_from_dirs([workdir / "triton_cache", workdir / "ncu" / "build"], main_kernel))
+    if energy:
+        jp = job("energy", warmup=3, calls=10, energy=True)
+        try:
+            p = subprocess.run([python, "-m", "harness.profile.driver", str(jp)], capture_output=True, text=True,
+                               timeout=timeout_s, env=env, cwd=str(REPO))
+            rp = workdir / "energy.result.json"
+            res = json.loads(rp.read_text()) if rp.is_file() else {"error": p.stderr[-400:]}
+            e = res.get("energy") or {}
+            if res.get("ok") and "energy_j_per_call" in e:
+                collected.append(Collected(source="nvml", evidence=e, raw=res.get("energy_raw") or {}))
+            else:
+                collected.append(Collected.unavailable("nvml", e.get("missing") or res.get("error") or "energy run failed"))
+        except subprocess.TimeoutExpired:
+            collected.append(Collected.unavailable("nvml", f"energy run did not finish in {timeout_s} s"))
+    return collected, files
+
+
+def profile_report(report: Report, out: Path, definition: Definition, solution: Solution, workloads: list[Workload], *,
+                   ceilings: Ceilings | None = None, definition_path: Path | None = None, profile: bool = True,
+                   rules_dir: str | Path | None = None) -> None:
+    """Fold roofline, feedback items, profile evidence and energy into each PASSED workload of ``report``.
+
+    Writes ``<out>/profile/<uuid>/{ncu.csv, feedback.json, feedback.md}``. With ``profile=False`` only
+    the roofline and the rules that need no profiler run (useful on a machine without ncu).
+    """
+    out = Path(out)
+    if ceilings is None:
+        ceilings = _ceilings_for_report(report)
+    by_uuid = {w.uuid: w for w in workloads}
+    for wr in report.workloads:
+        if wr.status is not Status.PASSED or wr.uuid not in by_uuid:
+            continue
+        w = by_uuid[wr.uuid]
+        axes = definition.resolve_axes(w.axes)
+        wdir = out / "profile" / wr.uuid
+        collected: list[Collected] = []
+        files: dict[str, str] = {}
+        if profile:
+            collected, files = profile_workload(solution, definition, w, wdir, definition_path=definition_path)
+        measured = wr.latency_ms.median if wr.latency_ms else None
+        outcome = analyze(definition, axes, collected, ceilings=ceilings, measured_ms=measured, rules_dir=rules_dir)
+        outcome.files = files
+        _fold(wr, outcome)
+        wdir.mkdir(parents=True, exist_ok=True)
+        (wdir / "feedback.json").write_text(json.dumps(outcome.to_json(workload=wr.uuid), indent=2, default=str))
+        (wdir / "feedback.md").write_text(outcome.markdown(title=f"{definition.name} / {wr.uuid}"))
+
+
+def _fold(wr: WorkloadResult, outcome: ProfileOutcome) -> None:
+    if outcome.roofline is not None:
+        wr.roofline = outcome.roofline
+    wr.feedback = list(outcome.feedback)
+    prof = dict(wr.profile or {})
+    prof.update(outcome.profile_dict())
+    wr.profile = prof
+    nvml = next((c for c in outcome.collected if c.source == "nvml" and c.ok), None)
+    if nvml is not None:
+        wr.energy_j_per_call = nvml.evidence.get("energy_j_per_call")
+
+
+def _ceilings_for_report(report: Report) -> Ceilings | None:
+    if report.device.kind == "cuda":
+        try:
+            return ceilings_for("cuda")
+        except Exception:
+            return documented_ceilings(report.device.name)
+    return ceilings_for("cpu")
