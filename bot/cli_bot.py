@@ -39,15 +39,26 @@ def _load_callable(spec: str | None) -> Callable[..., Any] | None:
 
 
 def _github_forge(repo: str | None):
-    """A GitHubForge from the environment (token or App credentials); see docs/bot.md."""
+    """A GitHubForge from the environment (App credentials or a token; see docs/bot.md).
+
+    ``KBOT_BOT_LOGIN`` names the account the bot writes as when it cannot be asked (an installation
+    token made by actions/create-github-app-token may not call GET /user), e.g. ``kbot[bot]``.
+    """
     try:
-        from bot.forge import github as gh
+        from bot.forge.github import GitHubForge
+        from bot.forge.base import ForgeError
     except ImportError as e:
         _fail(f"the GitHub forge is unavailable ({e}); install the bot extra: pip install -e '.[bot]'")
-    repo = repo or os.environ.get("GITHUB_REPOSITORY")
+    env = dict(os.environ)
+    repo = repo or env.get("GITHUB_REPOSITORY")
     if not repo:
         _fail("no repository: pass --repo owner/name or set GITHUB_REPOSITORY")
-    return gh.forge_from_env(repo)  # type: ignore[attr-defined]
+    env["GITHUB_REPOSITORY"] = repo
+    kwargs = {"bot_login": env["KBOT_BOT_LOGIN"]} if env.get("KBOT_BOT_LOGIN") else {}
+    try:
+        return GitHubForge.from_env(env, **kwargs)
+    except ForgeError as e:
+        _fail(str(e))
 
 
 def register(cli: click.Group) -> None:
