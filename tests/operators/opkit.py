@@ -1,0 +1,92 @@
+"""Small helpers for the operator tests: load our and the official definitions, shrink, run, compare."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+import harness.operators  # noqa: F401  (registers generators and comparators)
+from harness.compare import CompareResult, compare, normalize_outputs
+from harness.defconfig import DefinitionConfig, load_config
+from harness.inputs import _load_trusted_fn, make_inputs
+from harness.schema import AxisConst, Definition, Workload, load_definition
+
+REPO = Path(__file__).resolve().parents[2]
+OFFICIAL_DIRS = {"moe": "moe", "dsa": "dsa_paged", "gdn": "gdn"}
+
+MOE = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
+INDEXER = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
+ATTENTION = "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"
+DECODE = "gdn_decode_qk4_v8_d128_k_last"
+PREFILL = "gdn_prefill_qk4_v8_d128_k_last"
+ALL = (MOE, INDEXER, ATTENTION, DECODE, PREFILL)
+
+
+def ours(name: str) -> tuple[Definition, DefinitionConfig]:
+    path = REPO / "definitions" / name / "definition.json"
+    return load_definition(path), load_config(name, path)
+
+
+def official_path(shared: Path, name: str) -> Path:
+    return shared / "flashinfer-trace" / "definitions" / OFFICIAL_DIRS[name.split("_")[0]] / f"{name}.json"
+
+
+def official(shared: Path, name: str) -> Definition:
+    return load_definition(official_path(shared, name))
+
+
+def exec_reference(source: str, subs: dict[str, str] | None = None) -> Callable[..., Any]:
+    """``run`` of a reference string, after exact text substitutions (each must occur)."""
+    for old, new in (subs or {}).items():
+        if old not in source:
+            raise AssertionError(f"substitution '{old}' does not occur in the reference")
+        source = source.replace(old, new)
+    ns: dict[str, Any] = {}
+    exec(compile(source, "<official reference>", "exec"), ns)  # noqa: S102  (trusted: the shared official file)
+    return ns["run"]
+
+
+def our_run(name: str) -> Callable[..., Any]:
+    _, cfg = ours(name)
+    return _load_trusted_fn(cfg.reference_fn, cfg.root)
+
+
+def shrink(defn: Definition, **consts: int) -> Definition:
+    """A copy of ``defn`` with some const axes changed (for CPU-sized tests of the math)."""
+    d = copy.deepcopy(defn)
+    for k, v in consts.items():
+        assert isinstance(d.axes[k], AxisConst), k
+        d.axes[k] = AxisConst(type="const", value=v)
+    return d
+
+
+def workload(axes: dict[str, int], **inputs: Any) -> Workload:
+    return Workload.model_validate({"uuid": "test", "axes": axes, "inputs": inputs})
+
+
+def gen(name: str, **params: Any) -> dict[str, Any]:
+    return {"type": "generated", "generator": name, "params": params}
+
+
+def scalar(v: Any) -> dict[str, Any]:
+    return {"type": "scalar", "value": v}
+
+
+def make(defn: Definition, cfg: DefinitionConfig, w: Workload, seed: int) -> dict[str, Any]:
+    return make_inputs(defn, w, seed=seed, config=cfg)
+
+
+def clone(inputs: dict[str, Any]) -> dict[str, Any]:
+    return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+
+
+def outputs_of(defn: Definition, result: Any) -> dict[str, Any]:
+    return normalize_outputs(result, defn)
+
+
+def judge(defn: Definition, cfg: DefinitionConfig, w: Workload, inputs: dict[str, Any], got: Any, expected: Any) -> CompareResult:
+    axes = defn.resolve_axes(w.axes)
+    return compare(outputs_of(defn, got), outputs_of(defn, expected), definition=defn, axes=axes, config=cfg, inputs=inputs)
