@@ -1,0 +1,205 @@
+"""The webhook receiver and the durable queue: signatures, rotation, deduplication, restart, leases."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+from eventkit import comment_event, example
+
+from bot.app import WebhookApp, Worker, make_server, secrets_from_env, sign, verify_signature
+from bot.queue import JobQueue
+
+NEW, OLD = b"new-secret", b"old-secret"
+
+
+class Clock:
+    def __init__(self):
+        self.t = 1_000_000.0
+
+    def __call__(self):
+        return self.t
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def queue(tmp_path, clock):
+    return JobQueue(tmp_path / "queue.sqlite3", clock=clock, max_attempts=3)
+
+
+@pytest.fixture
+def app(queue):
+    return WebhookApp(queue, [NEW, OLD])
+
+
+def post(app, body: bytes, *, secret=NEW, delivery="d-1", event="issue_comment", sig=None, ctype="application/json"):
+    headers = {"X-GitHub-Event": event, "X-GitHub-Delivery": delivery, "Content-Type": ctype,
+               "X-Hub-Signature-256": sig if sig is not None else sign(secret, body)}
+    return app.handle("POST", "/webhook", headers, body)
+
+
+def raw(payload) -> bytes:
+    return json.dumps(payload).encode()
+
+
+def test_valid_signature_queues_a_job(shared, app, queue):
+    r = post(app, raw(comment_event(shared, body="/status")))
+    assert r.status == 202 and r.body["queued"]
+    assert queue.counts() == {"queued": 1}
+
+
+def test_forged_signatures_are_401(shared, app, queue):
+    body = raw(comment_event(shared, body="/promote"))
+    assert post(app, body, secret=b"guess").status == 401
+    assert post(app, body, sig="").status == 401
+    assert post(app, body, sig="sha1=" + "0" * 40).status == 401
+    assert post(app, body, sig=sign(NEW, body).upper()).status == 401
+    # signature of the same JSON serialized differently: the raw bytes are what is signed
+    other = json.dumps(json.loads(body), indent=1).encode()
+    assert post(app, other, sig=sign(NEW, body)).status == 401
+    assert queue.counts() == {}
+
+
+def test_old_secret_accepted_during_rotation(shared, app):
+    assert post(app, raw(comment_event(shared, body="/status")), secret=OLD).status == 202
+    assert verify_signature([NEW], b"x", sign(OLD, b"x")) is False
+
+
+def test_replayed_delivery_makes_no_second_job(shared, app, queue):
+    body = raw(comment_event(shared, body="/optimize d"))
+    assert post(app, body).status == 202
+    r = post(app, body)
+    assert r.status == 200 and r.body["duplicate"] == "duplicate delivery id"
+    r = post(app, body, delivery="d-2")  # same body, fresh delivery id: a replay
+    assert r.status == 200 and r.body["duplicate"] == "duplicate body"
+    assert queue.counts() == {"queued": 1}
+
+
+def test_bad_requests(shared, app):
+    body = raw(comment_event(shared, body="/status"))
+    assert post(app, body, delivery="../x").status == 400
+    assert post(app, body, event="Issue Comment").status == 400
+    assert post(app, body, ctype="application/x-www-form-urlencoded").status == 415
+    assert post(app, b"[1,2]").status == 400
+    assert post(app, b"{not json").status == 400
+    assert app.handle("GET", "/webhook", {}, b"").status == 405
+    assert app.handle("GET", "/nope", {}, b"").status == 404
+
+
+def test_ping_and_unhandled_events(shared, app, queue):
+    assert post(app, raw(example(shared, "ping")), event="ping").status == 200
+    star = raw(example(shared, "star"))
+    assert post(app, star, event="star", delivery="s1").status == 202
+    edited = raw(comment_event(shared, body="/promote", action="edited"))
+    r = post(app, edited, delivery="e1")
+    assert r.status == 202 and "ignored" in r.body
+    assert queue.counts() == {}
+
+
+def test_handled_event_kinds(shared, app, queue):
+    assert post(app, raw(example(shared, "pull_request", "opened")), event="pull_request", delivery="p1").body["queued"]
+    assert post(app, raw(example(shared, "pull_request", "synchronize")), event="pull_request", delivery="p2").body["queued"]
+    assert post(app, raw(example(shared, "workflow_run", "completed")), event="workflow_run", delivery="w1").body["queued"]
+    assert "ignored" in post(app, raw(example(shared, "workflow_run", "requested")), event="workflow_run", delivery="w2").body
+    assert queue.counts() == {"queued": 3}
+
+
+def test_healthz(app):
+    r = app.handle("GET", "/healthz", {}, b"")
+    assert r.status == 200 and r.body["ok"] is True
+
+
+def test_queue_survives_restart(shared, app, tmp_path, clock):
+    post(app, raw(comment_event(shared, body="/status")))
+    again = JobQueue(tmp_path / "queue.sqlite3", clock=clock)
+    job = again.claim()
+    assert job is not None and job.payload["event"] == "issue_comment"
+    # and the dedup record survived too
+    assert post(WebhookApp(again, [NEW]), raw(comment_event(shared, body="/status"))).status == 200
+
+
+def test_crashed_worker_job_is_redelivered_once_finished_never(queue, clock):
+    queue.enqueue("k1", "test", {"event": "x", "payload": {}})
+    first = queue.claim(lease_seconds=60)
+    assert queue.claim(lease_seconds=60) is None  # leased
+    clock.t += 61  # the worker died without finishing
+    second = queue.claim(lease_seconds=60)
+    assert second.id == first.id and second.attempts == 2
+    assert queue.complete(first) is False  # the stale worker cannot finish it
+    assert queue.complete(second) is True
+    clock.t += 10_000
+    assert queue.claim() is None  # done is never run again
+    assert queue.enqueue("k1", "test", {}).queued is False
+
+
+def test_failures_retry_with_backoff_then_park(queue, clock):
+    queue.enqueue("k", "test", {})
+    for attempt in range(1, 4):
+        job = queue.claim()
+        assert job.attempts == attempt
+        state = queue.fail(job, "boom")
+        assert queue.claim() is None  # backoff: not immediately
+        clock.t += 1000
+    assert state == "dead" and queue.counts() == {"dead": 1}
+
+
+def test_expired_lease_after_last_attempt_is_parked(queue, clock):
+    queue.enqueue("k", "test", {})
+    for _ in range(3):
+        assert queue.claim(lease_seconds=5) is not None
+        clock.t += 6
+    assert queue.claim() is None and queue.counts() == {"dead": 1}
+
+
+def test_worker_runs_and_retries(queue, clock):
+    seen = []
+
+    def handle(event, payload):
+        seen.append(event)
+        if len(seen) == 1:
+            raise RuntimeError("transient")
+
+    queue.enqueue("k", "test", {"event": "issue_comment", "payload": {}})
+    w = Worker(queue, handle, lease_seconds=30)
+    assert w.run_once() is True
+    clock.t += 100
+    assert w.run_once() is True
+    assert seen == ["issue_comment", "issue_comment"] and queue.counts() == {"done": 1}
+    assert w.run_once() is False
+
+
+def test_real_http_server(shared, app):
+    server = make_server(app, "127.0.0.1", 0)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        body = raw(comment_event(shared, body="/status"))
+        req = urllib.request.Request(url + "/webhook", data=body, method="POST", headers={
+            "X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "h-1", "Content-Type": "application/json",
+            "X-Hub-Signature-256": sign(NEW, body)})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.status == 202
+        req.remove_header("X-hub-signature-256")
+        req.add_header("X-Hub-Signature-256", sign(b"forged", body))
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(req, timeout=5)
+        assert e.value.code == 401
+        with urllib.request.urlopen(url + "/healthz", timeout=5) as resp:
+            assert json.loads(resp.read())["jobs"] == {"queued": 1}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_secrets_from_env():
+    assert secrets_from_env({"KBOT_WEBHOOK_SECRET": "a", "KBOT_WEBHOOK_SECRET_OLD": "b"}) == [b"a", b"b"]
+    with pytest.raises(SystemExit):
+        secrets_from_env({})
