@@ -1,0 +1,172 @@
+"""On the H200: ceilings, then ncu on each flawed kernel and the good one, then the rule engine.
+
+Writes under $OUT (at most 8 files, flat):
+  <case>.csv        raw `ncu --csv --page raw` output, one per case (5)  -> commit to tests/fixtures/ncu/
+  ceilings.json     measured ceilings of this GPU                        -> commit to tests/fixtures/ncu/
+  feedback.json     per case: top item, expected rule, pass/fail, Markdown, engine JSON, ncu command
+  logs.tar.gz       ncu stderr per case, metric filtering, query-metrics output
+
+Usage: python scripts/gpu/profile_flawed.py [--out DIR] [--cases a,b] [--skip-ceilings]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness.ceilings import Ceilings, documented_ceilings, measure_ceilings  # noqa: E402
+from harness.profile.ncu import METRICS, command_text, find_ncu, ncu_command  # noqa: E402
+from harness.profile.pipeline import explain_csv  # noqa: E402
+from harness.schema import load_definition  # noqa: E402
+
+FIXTURE_DEFS = REPO / "tests" / "fixtures" / "ncu" / "definitions"
+ALWAYS_KEEP = ("launch__", "device__")  # not always listed by --query-metrics, but valid on every GPU
+
+
+def base_name(metric: str) -> str:
+    return metric.split(".", 1)[0]
+
+
+def filter_metrics(ncu: str, logs: dict[str, str]) -> list[str]:
+    """Keep the curated metrics whose base name this ncu knows (unknown names make ncu refuse to run)."""
+    try:
+        p = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=120)
+        text = p.stdout
+        logs["query-metrics.txt"] = text[-200000:] + "\n" + p.stderr[-4000:]
+    except Exception as e:  # noqa: BLE001
+        logs["query-metrics.txt"] = f"failed: {e}"
+        return list(METRICS)
+    known = set(re.findall(r"^\s*([a-z0-9_]+__[A-Za-z0-9_]+)", text, re.M))
+    if len(known) < 50:  # the query did not work; do not throw the list away on a parse problem
+        return list(METRICS)
+    kept = [m for m in METRICS if m.startswith(ALWAYS_KEEP) or base_name(m) in known]
+    dropped = [m for m in METRICS if m not in kept]
+    logs["metrics-dropped.txt"] = "\n".join(dropped) + "\n"
+    return kept
+
+
+def run_ncu(ncu: str, case: str, metrics: list[str], logs: dict[str, str], timeout: int = 150) -> tuple[str, str]:
+    """Profile one case; on 'unknown metric' errors drop the named metric and retry (at most 5 times)."""
+    metrics = list(metrics)
+    prog = [sys.executable, str(Path(__file__).resolve().parent / "profile_flawed_kernels.py"), case]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd: list[str] = []
+    for attempt in range(6):
+        cmd = ncu_command(prog, metrics=metrics, ncu=ncu, launch_count=5)
+        t0 = time.time()
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(REPO))
+        logs[f"{case}.attempt{attempt}.log"] = f"$ {command_text(cmd)}\n# rc={p.returncode} {time.time() - t0:.1f}s\n{p.stderr[-30000:]}"
+        if '"ID"' in p.stdout:
+            return p.stdout, command_text(cmd)
+        bad = re.findall(r"[Ff]ailed to (?:find|resolve) metric[s]?\s*'?([A-Za-z0-9_.]+)", p.stdout + p.stderr)
+        bad = [b for b in bad if b in metrics]
+        if not bad:
+            break
+        metrics = [m for m in metrics if m not in bad]
+    return "", command_text(cmd)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "profile_out"))
+    ap.add_argument("--cases", default="uncoalesced,small_grid,matmul_no_dot,spill,good")
+    ap.add_argument("--skip-ceilings", action="store_true")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    from profile_flawed_kernels import CASES
+
+    logs: dict[str, str] = {}
+    summary: dict[str, object] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    import torch
+
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+    summary["gpu"] = gpu
+    summary["torch"] = torch.__version__
+    try:
+        import triton
+
+        summary["triton"] = triton.__version__
+    except ImportError:
+        pass
+    ceilings: Ceilings | None = None
+    if not args.skip_ceilings and torch.cuda.is_available():
+        t0 = time.time()
+        try:
+            ceilings = measure_ceilings("cuda")
+            (out / "ceilings.json").write_text(ceilings.model_dump_json(indent=2) + "\n")
+            summary["ceilings_seconds"] = round(time.time() - t0, 1)
+        except Exception as e:  # noqa: BLE001
+            summary["ceilings_error"] = f"{type(e).__name__}: {e}"
+    if ceilings is None:
+        ceilings = documented_ceilings(gpu) or documented_ceilings("H200")
+    ncu = find_ncu()
+    summary["ncu"] = ncu
+    if ncu:
+        v = subprocess.run([ncu, "--version"], capture_output=True, text=True)
+        summary["ncu_version"] = v.stdout.strip().splitlines()[-1] if v.stdout.strip() else v.stderr.strip()
+    metrics = filter_metrics(ncu, logs) if ncu else list(METRICS)
+    summary["metrics"] = len(metrics)
+    results = {}
+    for name in [c for c in args.cases.split(",") if c]:
+        case = CASES[name]
+        t0 = time.time()
+        entry: dict[str, object] = {"expect_top": case.expect_top, "accept_top": list(case.accept_top)}
+        if not ncu:
+            entry["error"] = "ncu not found"
+            results[name] = entry
+            continue
+        try:
+            csv_text, cmd = run_ncu(ncu, name, metrics, logs)
+        except subprocess.TimeoutExpired:
+            csv_text, cmd = "", "timeout"
+        entry["ncu_command"] = cmd
+        entry["seconds"] = round(time.time() - t0, 1)
+        if not csv_text:
+            entry["error"] = "ncu produced no CSV (see logs.tar.gz)"
+            results[name] = entry
+            continue
+        (out / f"{name}.csv").write_text(csv_text)
+        d = load_definition(FIXTURE_DEFS / f"{case.definition}.json")
+        outcome = explain_csv(csv_text, d, d.resolve_axes(case.axes), ceilings=ceilings)
+        items = list(outcome.feedback)
+        top = items[0].rule if items else None
+        ok_top = (top in (case.expect_top, *case.accept_top)) if case.expect_top else \
+            not any(i.severity in ("critical", "high") for i in items)
+        entry.update(top=top, top_severity=items[0].severity if items else None, passed=ok_top,
+                     items=[(i.severity, i.rule, i.title) for i in items],
+                     markdown=outcome.markdown(title=f"{name}: {case.definition} {case.axes}"),
+                     engine=outcome.to_json())
+        results[name] = entry
+        print(f"== {name}: top={top} expected={case.expect_top} passed={ok_top} ({entry['seconds']}s)", flush=True)
+        print(entry["markdown"], flush=True)
+    summary["cases"] = results
+    summary["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    (out / "feedback.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for fname, text in logs.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name=f"logs/{fname}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    (out / "logs.tar.gz").write_bytes(buf.getvalue())
+    passed = [n for n, r in results.items() if r.get("passed")]
+    print(f"passed {len(passed)}/{len(results)}: {passed}")
+    return 0 if len(passed) == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

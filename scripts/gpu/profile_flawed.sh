@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On the H200 (about 3-5 minutes): measure ceilings, profile three flawed Triton kernels (+ a spilling
+# one) and one good kernel with ncu (--clock-control none, curated metrics), run the rule engine.
+# Outputs under $OUT: <case>.csv x5, ceilings.json, feedback.json, logs.tar.gz (8 files).
+# Afterwards commit $OUT/*.csv and $OUT/ceilings.json to tests/fixtures/ncu/ (tests/profile reads them).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-$PWD/profile_out}"
+mkdir -p "$OUT"
+PY="${PYTHON:-}"
+if [ -z "$PY" ]; then
+  if [ -x .venv/bin/python ] && .venv/bin/python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+    PY=.venv/bin/python
+  else
+    PY=python3
+  fi
+fi
+export PATH="$PATH:/usr/local/cuda/bin"
+"$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.cuda.is_available())"
+# The harness needs pyyaml, pydantic and click (the device has no network: install them beforehand).
+"$PY" -c "import yaml, pydantic, click" || { echo "missing harness dependencies for $PY" >&2; exit 3; }
+exec "$PY" scripts/gpu/profile_flawed.py --out "$OUT" "$@"
