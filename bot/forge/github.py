@@ -536,7 +536,14 @@ class GitHubForge:
             yield self._comment(c)
 
     def get_comment(self, comment_id: int) -> Comment:
-        return self._read(f"comment {comment_id}", lambda: self._comment(self._repo().get_issue_comment(comment_id)))
+        return self._read(f"comment {comment_id}", lambda: self._comment(self._issue_comment(comment_id, lazy=False)))
+
+    def _issue_comment(self, comment_id: int, lazy: bool = True) -> Any:
+        """A handle on an issue comment by id (PyGithub only offers one through an issue)."""
+        from github.IssueComment import IssueComment
+
+        requester = self.lazy.requester if lazy else self.gh.requester
+        return IssueComment(requester, url=f"{self.lazy.url}/issues/comments/{int(comment_id)}")
 
     def create_comment(self, number: int, body: str) -> Comment:
         return self._write(f"comment on #{number}",
@@ -571,13 +578,13 @@ class GitHubForge:
         def gone(exc: GithubException) -> bool | None:
             return True if exc.status == 404 else None
 
-        self._write(f"delete comment {comment_id}", lambda: self._repo().get_issue_comment(comment_id).delete(),
+        self._write(f"delete comment {comment_id}", lambda: self._issue_comment(comment_id).delete(),
                     on_error=gone)
 
     def add_reaction(self, comment_id: int, reaction: str) -> None:
         # POST answers 200 for an existing reaction: retries are harmless.
         self._write(f"react to {comment_id}",
-                    lambda: self.lazy.get_issue_comment(comment_id).create_reaction(reaction))
+                    lambda: self._issue_comment(comment_id).create_reaction(reaction))
 
     @staticmethod
     def _review(r: Any) -> Review:

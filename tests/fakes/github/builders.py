@@ -265,3 +265,23 @@ def error(message: str, status: int, errors: list | None = None) -> dict[str, An
     if errors is not None:
         out["errors"] = errors
     return out
+
+
+def issue(repo_full: str, i: dict, labels: list[dict], comments: int, pull: dict | None) -> dict[str, Any]:
+    """The ``issue`` schema; PRs are issues too (then ``pull_request`` links to the PR)."""
+    r = f"{API}/repos/{repo_full}"
+    n = i["number"]
+    out: dict[str, Any] = {
+        "id": i["id"], "node_id": node_id("I", i["id"]), "url": f"{r}/issues/{n}", "repository_url": r,
+        "labels_url": f"{r}/issues/{n}/labels{{/name}}", "comments_url": f"{r}/issues/{n}/comments",
+        "events_url": f"{r}/issues/{n}/events", "html_url": f"{WEB}/{repo_full}/{'pull' if pull else 'issues'}/{n}",
+        "number": n, "state": i["state"], "title": i["title"], "body": i["body"], "user": i["user_obj"],
+        "labels": labels, "assignee": None, "assignees": [], "milestone": None, "locked": False,
+        "comments": comments, "created_at": i["created_at"], "updated_at": i["updated_at"],
+        "closed_at": i["closed_at"], "author_association": i["author_association"],
+    }
+    if pull is not None:
+        out["pull_request"] = {"url": f"{r}/pulls/{n}", "html_url": f"{WEB}/{repo_full}/pull/{n}",
+                               "diff_url": f"{WEB}/{repo_full}/pull/{n}.diff",
+                               "patch_url": f"{WEB}/{repo_full}/pull/{n}.patch", "merged_at": pull["merged_at"]}
+    return out

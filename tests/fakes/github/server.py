@@ -218,10 +218,15 @@ class FakeGitHub:
 
     def create_issue(self, title: str, *, author: str, body: str = "") -> int:
         with self.lock:
-            number = len(self.issues) + 1
-            self.issues[number] = {"number": number, "title": title, "body": body, "is_pull": False,
-                                   "user": self.add_account(author).login, "labels": [], "state": "open"}
-            return number
+            return self._new_issue(title, body, self.add_account(author), is_pull=False)["number"]
+
+    def _new_issue(self, title: str, body: str | None, author: Account, *, is_pull: bool) -> dict:
+        number = len(self.issues) + 1
+        stamp = now_iso()
+        self.issues[number] = {"number": number, "id": next(self._ids), "title": title, "body": body,
+                               "is_pull": is_pull, "user": author.login, "labels": [], "state": "open",
+                               "created_at": stamp, "updated_at": stamp, "closed_at": None}
+        return self.issues[number]
 
     def comments_on(self, number: int) -> list[dict]:
         return [c for c in self.comments.values() if c["issue"] == number]
@@ -265,7 +270,8 @@ class FakeGitHub:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-github", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="fake-github", daemon=True)
         self._thread.start()
         return self
 
@@ -334,10 +340,11 @@ class FakeGitHub:
         if self.spec is None or template is None:
             return
         problems = self.spec.validate(method, path, status, payload, template=template)
-        # GitHub answers 401/403/404/5xx on any route, though the description lists them only on some.
+        # GitHub answers 401/403/404/422/5xx on any route, though the description lists them only on some:
+        # such undocumented errors must still be GitHub's standard error object.
         if problems and status >= 400 and any("does not document status" in p for p in problems):
-            problems = self.spec.validate("GET", "/repos/{owner}/{repo}", 404, payload,
-                                          template="/repos/{owner}/{repo}")
+            problems = [f"{method} {path} -> {status}: {e.message}"
+                        for e in self.spec.error_validator().iter_errors(payload)]
         self.validation_errors.extend(problems)
 
     def _take_fault(self, method: str, path: str) -> Fault | None:
@@ -433,6 +440,7 @@ class FakeGitHub:
             ("GET", R + "/pulls/{pull_number}/reviews", self.h_list_reviews),
             ("POST", R + "/pulls/{pull_number}/reviews", self.h_create_review),
             ("PUT", R + "/pulls/{pull_number}/reviews/{review_id}", self.h_update_review),
+            ("GET", R + "/issues/{issue_number}", self.h_get_issue),
             ("GET", R + "/issues/{issue_number}/comments", self.h_list_comments),
             ("POST", R + "/issues/{issue_number}/comments", self.h_create_comment),
             ("GET", R + "/issues/comments/{comment_id}", self.h_get_comment),
@@ -960,7 +968,7 @@ class FakeGitHub:
         if head_sha == base_sha or self.git.is_ancestor(head_sha, base_sha):
             raise HTTPError(422, "Validation Failed", [{"resource": "PullRequest", "code": "custom",
                                                         "message": f"No commits between {base} and {head}"}])
-        number = len(self.issues) + 1
+        number = self._new_issue(title, data.get("body"), caller.account, is_pull=True)["number"]
         stamp = now_iso()
         pr = {"id": next(self._ids), "number": number, "title": title, "body": data.get("body"),
               "user": caller.account.obj(), "head_ref": head, "head_sha": head_sha, "base_ref": base,
@@ -968,8 +976,6 @@ class FakeGitHub:
               "created_at": stamp, "updated_at": stamp, "closed_at": None, "merged_at": None,
               "merge_commit_sha": None, "merged": False, "merged_by": None}
         self.pulls[number] = pr
-        self.issues[number] = {"number": number, "title": title, "body": data.get("body"), "is_pull": True,
-                               "user": caller.account.login, "labels": [], "state": "open"}
         return 201, self._pull_obj(pr, full=True), {}
 
     def h_get_pull(self, caller: Caller, params: dict, query: dict, data: Any):
@@ -990,7 +996,8 @@ class FakeGitHub:
                                                             "message": "Cannot reopen a merged pull request"}])
             if data["state"] != pr["state"]:
                 pr["state"] = self.issues[pr["number"]]["state"] = data["state"]
-                pr["closed_at"] = now_iso() if data["state"] == "closed" else None
+                pr["closed_at"] = self.issues[pr["number"]]["closed_at"] = (
+                    now_iso() if data["state"] == "closed" else None)
         pr["updated_at"] = now_iso()
         return 200, self._pull_obj(pr, full=True), {}
 
@@ -1030,7 +1037,7 @@ class FakeGitHub:
         self.git.update_ref(f"refs/heads/{pr['base_ref']}", sha, pr["base_sha"])
         pr.update(state="closed", merged=True, merged_at=when, closed_at=when, merge_commit_sha=sha,
                   merged_by=merger.obj(), updated_at=when)
-        self.issues[n]["state"] = "closed"
+        self.issues[n].update(state="closed", closed_at=when, updated_at=when)
         return 200, {"sha": sha, "merged": True, "message": "Pull Request successfully merged"}, {}
 
     # ------------------------------------------------------------------------------------------
@@ -1086,6 +1093,13 @@ class FakeGitHub:
         if issue is None:
             raise HTTPError(404, "Not Found")
         return issue
+
+    def h_get_issue(self, caller: Caller, params: dict, query: dict, data: Any):
+        i = self._issue(params)
+        author = self.accounts[i["user"]]
+        rec = dict(i, user_obj=author.obj(), author_association=self._association(author.login))
+        return 200, B.issue(self.full_name, rec, self._labels_of(i["number"]), len(self.comments_on(i["number"])),
+                            self.pulls.get(i["number"])), {}
 
     def _comment(self, params: dict) -> dict:
         self._check_repo(params)
@@ -1172,7 +1186,7 @@ class FakeGitHub:
             raise HTTPError(422, "Invalid request.\n\n\"labels\" must be a list of names.")
         for name in names:
             if name not in self.labels:  # GitHub creates unknown labels on the fly
-                self.labels[name] = B.label(self.full_name, next(self._ids), name, "ededed", None)
+                self.labels[name] = B.label(self.full_name, next(self._ids), name, "ededed", "")
             if name not in issue["labels"]:
                 issue["labels"].append(name)
         return 200, self._labels_of(issue["number"]), {}
