@@ -197,3 +197,19 @@ def register(cli: click.Group) -> None:
         from bot.leaderboard import render_leaderboard
 
         click.echo(render_leaderboard(json.loads(Path(champion_json).read_text())), nl=False)
+
+
+def main() -> None:
+    """``python -m bot.cli_bot ...``: the bot commands alone, without the harness CLI (and without torch),
+    for the trusted report/command workflow jobs."""
+
+    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    def cli() -> None:
+        """kbot bot commands."""
+
+    register(cli)
+    cli()
+
+
+if __name__ == "__main__":
+    main()

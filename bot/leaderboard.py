@@ -13,7 +13,7 @@ from typing import Any, Mapping
 from bot.review import _ENV
 
 MAX_HISTORY = 200
-ENTRY_KEYS = ("solution", "solution_hash", "pr", "sha", "merge_sha", "promoted_at", "summary")
+ENTRY_KEYS = ("solution", "solution_hash", "solution_path", "pr", "sha", "merge_sha", "promoted_at", "summary")
 
 
 def updated_champion(old: Mapping[str, Any] | None, definition: str, entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -286,8 +286,10 @@ class PromotionOutcome:
 
 
 def execute(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decision, policy: PromotionPolicy,
-            *, summary: Mapping[str, Any] | None = None, losers: list[tuple[PullRequest, str]] = ()) -> PromotionOutcome:
-    """Carry out a promote decision. ``losers``: (PR, one-line result) to close with a summary."""
+            *, summary: Mapping[str, Any] | None = None, losers: list[tuple[PullRequest, str]] = (),
+            solution_path: str | None = None) -> PromotionOutcome:
+    """Carry out a promote decision. ``losers``: (PR, one-line result) to close with a summary;
+    ``solution_path``: the solution JSON in the repository (the next bench uses it as the baseline)."""
     from bot.leaderboard import render_leaderboard, updated_champion
 
     out = PromotionOutcome(decision)
@@ -307,6 +309,7 @@ def execute(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decision, pol
     entry = {
         "solution": ev.solution,
         "solution_hash": ev.solution_hash,
+        "solution_path": solution_path,
         "pr": pr.number,
         "sha": ev.head_sha,
         "merge_sha": merged.sha,

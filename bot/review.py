@@ -343,6 +343,25 @@ def load_results(directory: str | Path) -> tuple[list[Report], list[str]]:
     return reports, problems
 
 
+BENCH_SIDECAR = "kbot-bench.json"
+_SOLUTION_PATH = re.compile(r"^kernels/[A-Za-z0-9_.-]+/(?:[A-Za-z0-9_.-]+/)*[A-Za-z0-9_.-]+\.json$")
+
+
+def bench_solution_path(directory: str | Path, solution: str) -> str | None:
+    """The repository path of ``solution`` as the bench job recorded it (``kbot-bench.json``), validated."""
+    for path in sorted(Path(directory).rglob(BENCH_SIDECAR)):
+        if path.is_symlink() or path.stat().st_size > 4096:
+            continue
+        try:
+            data = json.loads(path.read_text())
+        except (ValueError, UnicodeDecodeError):
+            continue
+        p = data.get("solution_path") if isinstance(data, dict) else None
+        if data.get("solution") == solution and isinstance(p, str) and _SOLUTION_PATH.match(p) and ".." not in p:
+            return p
+    return None
+
+
 def pick_reports(reports: list[Report], meta: dict[str, Any] | None) -> tuple[Report | None, Report | None]:
     """(candidate report, champion report) among the results of one bench run."""
     candidate = None
@@ -418,7 +437,9 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
     out = Published(pr_number, state, decision, review.id, problems=problems)
     if promote and decision.action == "promote":
         losers = find_losers(forge, pr_number, ev.definition) if policy.close_losers else []
-        result = execute(forge, current, ev, decision, policy, summary=report.summary(), losers=losers)
+        path = bench_solution_path(results_dir, report.solution) if results_dir is not None else None
+        result = execute(forge, current, ev, decision, policy, summary=report.summary(), losers=losers,
+                         solution_path=path)
         out.merged_sha, out.closed = result.merged_sha, result.closed
         if result.decision is not decision:  # e.g. the head moved during the merge
             out.decision = result.decision

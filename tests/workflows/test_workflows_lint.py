@@ -1,0 +1,123 @@
+"""The workflows pass actionlint, zizmor (offline, no findings) and GitHub's workflow JSON schema, and
+keep the security properties the design depends on (checked structurally, so a later edit that drops
+one fails here even if the linters have no rule for it)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+WF = REPO / ".github" / "workflows"
+FILES = sorted(WF.glob("*.yml"))
+BIN = Path(sys.executable).parent
+SHA_PIN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
+
+
+def tool(name: str) -> str:
+    path = BIN / name
+    if not path.exists():
+        pytest.skip(f"{name} is not installed in {BIN} (pip install -e '.[dev]')")
+    return str(path)
+
+
+def load(path: Path) -> dict:
+    data = yaml.safe_load(path.read_text())
+    data["on"] = data.pop(True, data.get("on"))  # YAML 1.1 reads the key `on` as True
+    return data
+
+
+def test_expected_workflows_exist():
+    assert {p.name for p in FILES} >= {"bench.yml", "report.yml", "command.yml", "ci.yml"}
+
+
+def test_actionlint():
+    r = subprocess.run([tool("actionlint"), "-no-color", *map(str, FILES)], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_zizmor_offline_no_findings():
+    r = subprocess.run([tool("zizmor"), "--offline", "--persona=pedantic", "--no-progress", str(WF)], cwd=REPO,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "No findings to report" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_workflow_schema(path):
+    r = subprocess.run([tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_least_privilege_and_pinning(path):
+    wf = load(path)
+    assert wf["permissions"] == {}, "top-level permissions must be {}"
+    assert "concurrency" in wf
+    for name, job in wf["jobs"].items():
+        assert "permissions" in job, f"{name}: job without explicit permissions"
+        assert not any(v == "write" for v in (job["permissions"] or {}).values()), f"{name}: write permission"
+        for step in job.get("steps", []):
+            if "uses" in step:
+                assert SHA_PIN.match(step["uses"]), f"{name}: {step['uses']} is not pinned by full SHA"
+                if step["uses"].startswith("actions/checkout@"):
+                    assert step.get("with", {}).get("persist-credentials") is False, f"{name}: persist-credentials"
+            if "run" in step:
+                assert "${{" not in step["run"], f"{name}: expression inside run: (use env:)"
+
+
+def test_bench_is_gated_read_only_and_secret_free():
+    text = (WF / "bench.yml").read_text()
+    wf = load(WF / "bench.yml")
+    assert list(wf["on"]) == ["pull_request"]
+    assert "secrets." not in text and "pull_request_target" not in text
+    gate = wf["jobs"]["plan"]["if"]
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in gate
+    assert "startsWith(github.event.pull_request.head.ref, 'kbot/')" in gate
+    assert "github.event.pull_request.user.login" in gate
+    bench = wf["jobs"]["bench"]
+    assert bench["needs"] == "plan"  # inherits the gate: it cannot start if plan was skipped
+    assert bench["runs-on"] == ["self-hosted", "linux", "gpu", "h200"]
+    assert bench["permissions"] == {"contents": "read"}
+    assert "matrix" in bench["strategy"]
+    uploads = [s for s in bench["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert uploads and uploads[0]["with"]["path"] == "results/"
+    assert wf["concurrency"]["cancel-in-progress"] is True
+
+
+def test_report_runs_trusted_code_only():
+    wf = load(WF / "report.yml")
+    assert list(wf["on"]) == ["workflow_run"] and wf["on"]["workflow_run"]["workflows"] == ["bench"]
+    assert wf["concurrency"]["cancel-in-progress"] is False  # merges are never cancelled half-way
+    job = wf["jobs"]["report"]
+    checkouts = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert len(checkouts) == 1 and checkouts[0]["with"]["ref"] == "${{ github.event.repository.default_branch }}"
+    assert "startsWith(github.event.workflow_run.head_branch, 'kbot/')" in job["if"]
+    assert "head_repository.full_name == github.repository" in job["if"]
+    text = (WF / "report.yml").read_text()
+    assert "head_sha }}" not in "".join(str(s.get("with", "")) for s in job["steps"])  # never checked out
+    assert "bot.cli_bot bot report" in text
+
+
+def test_command_reads_the_comment_only_from_the_event_file():
+    wf = load(WF / "command.yml")
+    assert wf["on"] == {"issue_comment": {"types": ["created"]}}
+    job = wf["jobs"]["command"]
+    checkouts = [s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@")]
+    assert checkouts[0]["with"]["ref"] == "${{ github.event.repository.default_branch }}"
+    for step in job["steps"]:
+        for value in (step.get("env") or {}).values():
+            assert "comment.body" not in str(value)
+    assert "GITHUB_EVENT_PATH" in (WF / "command.yml").read_text()
+
+
+def test_ci_runs_the_cpu_checks():
+    wf = load(WF / "ci.yml")
+    assert set(wf["on"]) == {"push", "pull_request"}
+    assert any(s.get("run") == ".ci/run" for s in wf["jobs"]["ci"]["steps"])
