@@ -90,11 +90,17 @@ class _SpecFile:
     definitions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-@lru_cache(maxsize=64)
 def _read_spec_file(path: str) -> _SpecFile | None:
     p = Path(path)
     if not p.is_file():
         return None
+    st = p.stat()
+    return _parse_spec_file(path, st.st_mtime_ns, st.st_size)  # re-read when the file changes
+
+
+@lru_cache(maxsize=64)
+def _parse_spec_file(path: str, _mtime: int, _size: int) -> _SpecFile:
+    p = Path(path)
     data = yaml.safe_load(p.read_text()) or {}
     if not isinstance(data, dict):
         raise ValueError(f"{p}: must be a mapping")
@@ -142,7 +148,8 @@ def _env(definition: Definition, axes: dict[str, int]) -> tuple[dict[str, Any], 
             numel = 1
             for s in shape or ():
                 numel *= s
-            nbytes = numel * DTYPE_BYTES[spec.dtype]
+            # A python scalar (shape null) travels as a kernel argument, not through memory.
+            nbytes = numel * DTYPE_BYTES[spec.dtype] if shape is not None else 0.0
             env[f"numel_{name}"] = numel
             env[f"bytes_{name}"] = nbytes
             if group == "inputs":

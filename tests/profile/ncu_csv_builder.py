@@ -18,7 +18,7 @@ def fmt(v: Any) -> str:
     if v is None:
         return "n/a"
     if isinstance(v, float):
-        return f"{v:,.2f}"
+        return f"{v:,.2f}" if abs(v) >= 1000 else f"{v:.6g}"
     if isinstance(v, int):
         return f"{v:,}"
     return str(v)

@@ -1,0 +1,117 @@
+"""Roofline counts, floors and classes; formulas as data; every official definition evaluates."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness.ceilings import Ceilings
+from harness.roofline import counts, load_spec, roofline
+from harness.schema import load_definition, parse_definition
+
+H200 = Ceilings(gpu_name="NVIDIA H200", device="cuda", copy_bandwidth_gbs=4000.0,
+                matmul_tflops={"bf16": 800.0, "fp16": 800.0, "fp8": 1600.0, "fp32": 50.0}, sm_count=132)
+
+
+def d(name, op_type, axes, inputs, outputs):
+    return parse_definition({"name": name, "op_type": op_type, "axes": axes, "inputs": inputs, "outputs": outputs,
+                             "reference": "def run(**kw):\n    pass\n"})
+
+
+GEMM = d("gemm_n4096_k4096", "gemm", {"M": {"type": "var"}, "N": {"type": "const", "value": 4096}, "K": {"type": "const", "value": 4096}},
+         {"A": {"shape": ["M", "K"], "dtype": "float16"}, "B": {"shape": ["N", "K"], "dtype": "float16"}},
+         {"C": {"shape": ["M", "N"], "dtype": "float16"}})
+
+
+def test_gemm_counts_and_compute_bound():
+    axes = GEMM.resolve_axes({"M": 4096})
+    c = counts(GEMM, axes)
+    assert c["flops"] == 2 * 4096**3
+    assert c["bytes"] == 3 * 4096 * 4096 * 2
+    assert c["peak_key"] == "fp16"
+    r = roofline(GEMM, axes, H200, measured_ms=0.25)
+    assert r.floor_ms == pytest.approx(2 * 4096**3 / 800e12 * 1e3)
+    assert r.bound == "compute"
+    assert r.fraction == pytest.approx(r.floor_ms / 0.25)
+    assert r.model_extra["compute_unit"] == "tensor"
+    assert r.ceilings["gpu_name"] == "NVIDIA H200"
+
+
+def test_small_gemm_is_latency_bound():
+    tiny = d("gemm_n256_k256", "gemm", {"M": {"type": "var"}, "N": {"type": "const", "value": 256}, "K": {"type": "const", "value": 256}},
+             {"A": {"shape": ["M", "K"], "dtype": "float16"}, "B": {"shape": ["N", "K"], "dtype": "float16"}},
+             {"C": {"shape": ["M", "N"], "dtype": "float16"}})
+    r = roofline(tiny, tiny.resolve_axes({"M": 1}), H200)
+    assert r.bound == "latency" and r.model_extra["intrinsic_bound"] == "memory"
+    assert "launch overhead" in r.model_extra["bound_reason"]
+
+
+def test_measured_far_above_floor_is_latency_bound():
+    big = {"M": 8192}
+    r = roofline(GEMM, GEMM.resolve_axes(big), H200, measured_ms=100.0)
+    assert r.bound == "latency" and r.model_extra["intrinsic_bound"] == "compute"
+    assert roofline(GEMM, GEMM.resolve_axes(big), H200, measured_ms=0.5).bound == "compute"
+
+
+def test_default_bytes_use_dtype_sizes_fp8_and_fp4():
+    dd = d("x", "something_new", {"N": {"type": "var"}},
+           {"a": {"shape": ["N"], "dtype": "float8_e4m3fn"}, "b": {"shape": ["N"], "dtype": "float4_e2m1"},
+            "s": {"shape": None, "dtype": "float32"}},
+           {"o": {"shape": ["N"], "dtype": "bfloat16"}})
+    c = counts(dd, {"N": 1000})
+    assert c["bytes"] == 1000 * 1 + 1000 * 0.5 + 1000 * 2
+    assert c["flops"] == 1000  # default: one per output element
+    assert c["peak_key"] == "fp32"  # no spec: CUDA cores
+    assert load_spec(dd).source.startswith("default")
+
+
+def test_rmsnorm_and_fused_variant(shared):
+    rms = load_definition(shared / "flashinfer-trace/definitions/rmsnorm/rmsnorm_h4096.json")
+    fused = load_definition(shared / "flashinfer-trace/definitions/rmsnorm/fused_add_rmsnorm_h4096.json")
+    a = counts(rms, rms.resolve_axes({"batch_size": 8}))
+    b = counts(fused, fused.resolve_axes({"batch_size": 8}))
+    assert a["flops"] == 4 * 8 * 4096 and b["flops"] == 5 * 8 * 4096
+    assert a["bytes"] == (2 * 8 * 4096 + 4096) * 2
+    assert "variant fused_add_rmsnorm_*" in b["spec"]
+
+
+def test_paged_decode_reads_only_listed_pages(shared):
+    g = load_definition(shared / "flashinfer-trace/definitions/gqa_paged/gqa_paged_decode_h32_kv8_d128_ps1.json")
+    small = counts(g, g.resolve_axes({"batch_size": 1, "num_pages": 1000, "len_indptr": 2, "num_kv_indices": 10}))
+    full = counts(g, g.resolve_axes({"batch_size": 1, "num_pages": 10, "len_indptr": 2, "num_kv_indices": 10}))
+    # A 1000-page pool with 10 pages in use costs the same bytes as a 10-page pool: only used pages move.
+    assert small["bytes"] == pytest.approx(full["bytes"])
+    assert small["flops"] == 4 * 32 * 128 * 10
+
+
+def test_every_official_definition_evaluates(shared):
+    defs = sorted((shared / "flashinfer-trace/definitions").glob("*/*.json"))
+    assert len(defs) > 100
+    for p in defs:
+        dfn = load_definition(p)
+        axes = {a: 64 for a in dfn.var_axes}
+        if "len_indptr" in axes:
+            axes["len_indptr"] = 5
+        values = {**dfn.const_axes, **axes}
+        r = roofline(dfn, values, H200, measured_ms=1.0)
+        assert r.bytes > 0 and r.flops > 0 and r.floor_ms > 0, p.name
+
+
+def test_per_definition_override_and_bad_formula(tmp_path):
+    (tmp_path / "gemm.yaml").write_text(
+        "op_type: gemm\ncompute: tensor\nflops: '2 * M * N * K'\n"
+        "definitions:\n  gemm_n4096_k4096: {flops: '3 * M * N * K', note: test}\n")
+    c = counts(GEMM, GEMM.resolve_axes({"M": 2}), spec_dir=tmp_path)
+    assert c["flops"] == 3 * 2 * 4096 * 4096 and "definition gemm_n4096_k4096" in c["spec"]
+    (tmp_path / "gemm.yaml").write_text("op_type: gemm\nflops: 'M * nonexistent'\n")
+    with pytest.raises(ValueError, match="nonexistent"):
+        counts(GEMM, GEMM.resolve_axes({"M": 2}), spec_dir=tmp_path)
+    (tmp_path / "gemm.yaml").write_text("op_type: gemm\nflops: '__import__(\"os\")'\n")
+    with pytest.raises(Exception, match="may be called|not allowed"):
+        counts(GEMM, GEMM.resolve_axes({"M": 2}), spec_dir=tmp_path)
+
+
+def test_measured_must_be_positive():
+    with pytest.raises(ValueError):
+        roofline(GEMM, GEMM.resolve_axes({"M": 16}), H200, measured_ms=0)
