@@ -442,6 +442,10 @@ class ModuleScan(ast.NodeVisitor):
         if isinstance(target, ast.Name):
             if aug and f is not None and self.ctx.module_state and target.id in f.globals_declared:
                 self.hit("module-state", target, f"updates module-level {target.id}")
+            if aug and f is not None and not f.is_device and self.ctx.host_check and self._is_tensor(target, f):
+                self.hit("host-compute", target, "does in-place tensor arithmetic on the host")
+                if self.except_depth:
+                    self.hit("try-fallback", target, "an except handler does tensor arithmetic on the host")
             return
         if isinstance(target, ast.Attribute):
             if target.attr in self.ctx.attributes:
@@ -636,7 +640,8 @@ class ModuleScan(ast.NodeVisitor):
                 self._is_module_container(s, f) or self._names_module_level(s, f) for s in sides
             ):
                 self.hit("output-cache", node, "compares a tensor fingerprint with module-level state")
-            if self.ctx.host_check and f is not None and any(self._is_tensor(s, f) for s in sides):
+            arith = any(isinstance(op, (ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE)) for op in node.ops)
+            if self.ctx.host_check and f is not None and arith and any(self._is_tensor(s, f) for s in sides):
                 self.hit("host-compute", node, "compares tensors on the host")
         self.generic_visit(node)
 

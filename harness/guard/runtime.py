@@ -46,6 +46,9 @@ _len_td_stack = getattr(torch._C, "_len_torch_dispatch_stack", None)
 _WHY = dict(load_rules())
 
 _MISSING = object()
+# Wrappers the harness itself installed (LaunchCounter), by id -> the original they wrap. verify()
+# accepts these in place of the original, so the counter and the snapshot work in either order.
+_OUR_WRAPPERS: dict[int, tuple[Any, Any]] = {}
 
 # What the harness depends on. Names that do not exist in this build (no CUDA, older torch) are skipped.
 DEFAULT_TARGETS: tuple[str, ...] = (
@@ -233,7 +236,7 @@ class IntegritySnapshot:
             now = resolve_dotted(name, import_missing=False)
             if now is _MISSING:
                 out.append(_finding("runtime-patch", f"{name} was deleted"))
-            elif now is not e.value:
+            elif now is not e.value and not _is_our_wrapper_of(now, e.value):
                 out.append(_finding("runtime-patch", f"{name} was replaced (by {_describe(now)})"))
         if _type(_Tensor) is not self.tensor_meta or _getattr(_Tensor, "__class__", None) is not self.tensor_meta:
             out.append(_finding("runtime-patch", "torch.Tensor's metaclass (__class__) was replaced"))
@@ -256,6 +259,11 @@ class IntegritySnapshot:
         if tf != self.tf_stack or td != self.td_stack:
             out.append(_finding("runtime-torch-mode", f"torch function/dispatch mode stacks went from {self.tf_stack}/{self.td_stack} to {tf}/{td}"))
         return out
+
+
+def _is_our_wrapper_of(now: Any, original: Any) -> bool:
+    entry = _OUR_WRAPPERS.get(_id(now))
+    return entry is not None and entry[0] is now and entry[1] is original
 
 
 def _describe(obj: Any) -> str:
@@ -460,6 +468,7 @@ class LaunchCounter:
             orig = _vars(klass)["run"]
             wrapper = self._make_wrapper(orig)
             klass.run = wrapper
+            _OUR_WRAPPERS[_id(wrapper)] = (wrapper, orig)
             self._originals.append((klass, orig))
             self._wrappers.append((klass, wrapper))
         return self
@@ -467,6 +476,8 @@ class LaunchCounter:
     def uninstall(self) -> None:
         for klass, orig in self._originals:
             klass.run = orig
+        for _, w in self._wrappers:
+            _OUR_WRAPPERS.pop(_id(w), None)
         self._originals.clear()
         self._wrappers.clear()
 
@@ -485,11 +496,13 @@ class LaunchCounter:
         counter = self
 
         def run(kernel, *args, **kwargs):  # noqa: ANN001 — same signature as the wrapped method
+            result = orig(kernel, *args, **kwargs)
+            # Counted only once it returned: a launch that raised (and was papered over by a fallback
+            # in an except handler) computed nothing.
             if not kwargs.get("warmup", False):
                 counter._record(kernel)
-            return orig(kernel, *args, **kwargs)
+            return result
 
-        run.__wrapped_by_kbot__ = True  # type: ignore[attr-defined]
         return run
 
     def _record(self, kernel: Any) -> None:
