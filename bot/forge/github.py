@@ -373,6 +373,8 @@ class GitHubForge:
         )
 
     def delete_branch(self, branch: str) -> None:
+        if self.branch_head(branch) is None:
+            return
         def gone(exc: GithubException) -> bool | None:
             return True if exc.status == 422 and self.branch_head(branch) is None else None
 

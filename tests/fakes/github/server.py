@@ -453,6 +453,7 @@ class FakeGitHub:
             ("POST", R + "/statuses/{sha}", self.h_create_status),
             ("POST", R + "/check-runs", self.h_create_check_run),
             ("PATCH", R + "/check-runs/{check_run_id}", self.h_update_check_run),
+            ("GET", R + "/check-runs/{check_run_id}", self.h_get_check_run),
             ("GET", R + "/collaborators/{username}/permission", self.h_permission),
         ]
         routes = []
@@ -883,14 +884,15 @@ class FakeGitHub:
             raise HTTPError(404, "Not Found")
         return pr
 
-    def _refresh(self, pr: dict) -> None:
+    def _refresh(self, pr: dict, heads: dict[str, str] | None = None) -> None:
         """Head/base shas follow the branches while the PR is open, as on GitHub."""
         if pr["state"] == "open":
-            head = self.git.ref_sha(f"refs/heads/{pr['head_ref']}")
+            heads = heads if heads is not None else self.git.refs("refs/heads/")
+            head = heads.get(f"refs/heads/{pr['head_ref']}")
             if head and head != pr["head_sha"]:
                 pr["head_sha"] = head
                 pr["updated_at"] = now_iso()
-            pr["base_sha"] = self.git.ref_sha(f"refs/heads/{pr['base_ref']}") or pr["base_sha"]
+            pr["base_sha"] = heads.get(f"refs/heads/{pr['base_ref']}") or pr["base_sha"]
 
     def _touch_pulls_for(self, ref: str) -> None:
         for pr in self.pulls.values():
@@ -900,8 +902,8 @@ class FakeGitHub:
     def _labels_of(self, number: int) -> list[dict]:
         return [self.labels[n] for n in self.issues[number]["labels"]]
 
-    def _pull_obj(self, pr: dict, full: bool) -> dict:
-        self._refresh(pr)
+    def _pull_obj(self, pr: dict, full: bool, heads: dict[str, str] | None = None) -> dict:
+        self._refresh(pr, heads)
         rec = dict(pr, labels=self._labels_of(pr["number"]),
                    comments=len(self.comments_on(pr["number"])), author_association=self._association(pr["user"]["login"]))
         if full:
@@ -938,12 +940,13 @@ class FakeGitHub:
                 head = "\0no-such-branch"
         pulls = sorted(self.pulls.values(), key=lambda p: p["number"],
                        reverse=query.get("direction", "desc") == "desc")
+        heads = self.git.refs("refs/heads/")
         for p in pulls:
-            self._refresh(p)
+            self._refresh(p, heads)
         pulls = [p for p in pulls if (state == "all" or p["state"] == state)
                  and (not head or p["head_ref"] == head) and (not query.get("base") or p["base_ref"] == query["base"])]
         chunk, headers = self._paginate(pulls, query, f"/repos/{self.full_name}/pulls")
-        return 200, [self._pull_obj(p, full=False) for p in chunk], headers
+        return 200, [self._pull_obj(p, full=False, heads=heads) for p in chunk], headers
 
     def h_create_pull(self, caller: Caller, params: dict, query: dict, data: Any):
         self._require(caller, params, "write")
@@ -1283,6 +1286,13 @@ class FakeGitHub:
         if c is None or c["app_id"] != app["id"]:
             raise HTTPError(404, "Not Found")
         self._apply_check_fields(c, data)
+        return 200, self._check_obj(c), {}
+
+    def h_get_check_run(self, caller: Caller, params: dict, query: dict, data: Any):
+        self._check_repo(params)
+        c = self.check_runs.get(int(params["check_run_id"])) if params["check_run_id"].isdigit() else None
+        if c is None:
+            raise HTTPError(404, "Not Found")
         return 200, self._check_obj(c), {}
 
     def h_list_check_runs(self, caller: Caller, params: dict, query: dict, data: Any):
