@@ -16,3 +16,5 @@ if ROOT not in sys.path:
 _mod = sys.modules.get("bot")
 if _mod is not None and getattr(_mod, "__file__", None) is None:
     del sys.modules["bot"]  # a namespace package made of tests/bot: drop it so the real one loads
+
+from fakes.github_server import github_server  # noqa: E402,F401  (fixture for the end-to-end tests)
