@@ -210,6 +210,17 @@ class GitHubForge:
                     return None
         return None
 
+    @staticmethod
+    def _until_reset(exc: GithubException) -> float | None:
+        """Seconds until a primary rate limit resets (X-RateLimit-Reset is an epoch time)."""
+        for k, v in (exc.headers or {}).items():
+            if k.lower() == "x-ratelimit-reset":
+                try:
+                    return max(0.0, float(v) - time.time())
+                except ValueError:
+                    return None
+        return None
+
     def _transient(self, exc: Exception) -> bool:
         if isinstance(exc, GithubException):
             return exc.status >= 500 or self._is_rate_limit(exc)
@@ -248,7 +259,11 @@ class GitHubForge:
                     return found
             if attempt + 1 < self.attempts:
                 wait = self._retry_after(last) if isinstance(last, GithubException) else None
-                self._sleep(min(self.max_wait, wait if wait is not None else self.backoff * 2 ** attempt))
+                if wait is None and isinstance(last, GithubException) and self._is_rate_limit(last):
+                    wait = self._until_reset(last)
+                if wait is not None and wait > self.max_wait:
+                    raise RateLimitedError(f"{what}: rate limited for {wait:.0f}s more", wait) from last
+                self._sleep(wait if wait is not None else min(self.max_wait, self.backoff * 2 ** attempt))
         raise self._translate(last, what) from last  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------------------------------

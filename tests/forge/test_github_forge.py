@@ -17,6 +17,7 @@ from bot.forge.base import (
     HeadMovedError,
     NotMergeableError,
     Permission,
+    RateLimitedError,
     UnsupportedError,
 )
 from bot.forge.markers import REVIEW_MARKER, decode_meta, encode_meta, sticky_marker
@@ -323,3 +324,17 @@ def test_read_file_and_errors(github_server, forge):
     outsider = make_forge(github_server, token=github_server.outsider_token)
     with pytest.raises(ForgePermissionError):
         outsider.commit_files("kbot/x/n1", forge.branch_head("main"), {"a": "b"}, "nope")
+
+
+def test_primary_rate_limit_is_reported_not_slept_through(github_server):
+    waits = []
+    forge = make_forge(github_server, sleep=waits.append, max_wait=60)
+    number = github_server.create_issue("x", author="maint")
+    forge.default_branch()
+    github_server.set_rate_limit(0, reset_in=3600)
+    with pytest.raises(RateLimitedError) as err:
+        forge.create_comment(number, "hello")
+    assert err.value.retry_after > 3000 and waits == []
+    with pytest.raises(RateLimitedError):
+        forge.read_file("README.md")
+    assert github_server.comments_on(number) == []

@@ -67,6 +67,7 @@ class Caller:
     account: Account | None
     installation: int | None = None   # set for App installation tokens
     app: bool = False                 # authenticated with the App's JWT
+    app_id: int | None = None
 
 
 @dataclass
@@ -118,6 +119,7 @@ class FakeGitHub:
         self.validation_errors: list[str] = []
         self.rate_used: dict[str, int] = {}
         self.rate_limit = 5000
+        self.rate_reset = int(time.time()) + 3600
         self.created_at = now_iso()
         owner_acct = self.add_account(owner, kind="Organization")
         self.repo_id = next(self._ids)
@@ -190,6 +192,13 @@ class FakeGitHub:
         fault = Fault(method.upper() if method != ".*" else "*", re.compile(path_regex), status, n, False,
                       SECONDARY_LIMIT_MESSAGE, {"Retry-After": str(retry_after)})
         self.faults.append(fault)
+
+    def set_rate_limit(self, remaining: int, *, limit: int = 5000, reset_in: int = 3600) -> None:
+        """Primary rate limit: every caller has ``remaining`` requests left until ``reset_in`` seconds from now."""
+        self.rate_limit = limit
+        self.rate_used = {k: limit - remaining for k in list(self.rate_used) + ["anonymous"]}
+        self._rate_default_used = limit - remaining
+        self.rate_reset = int(time.time()) + reset_in
 
     def mergeable_pending(self, number: int, n: int = 1) -> None:
         """The next ``n`` reads of PR ``number`` report ``mergeable: null`` (still computing)."""
@@ -317,7 +326,11 @@ class FakeGitHub:
                 if route is None:
                     raise HTTPError(404, "Not Found")
                 caller = self._authenticate(headers, path)
-                out_headers.update(self._rate_headers(caller))
+                rate = self._rate_headers(caller)
+                out_headers.update(rate)
+                if int(rate["X-RateLimit-Used"]) > self.rate_limit:
+                    who = caller.account.id if caller.account else 0
+                    raise HTTPError(403, f"API rate limit exceeded for user ID {who}.")
                 try:
                     data = json.loads(body) if body else {}
                 except ValueError:
@@ -390,14 +403,12 @@ class FakeGitHub:
             raise HTTPError(401, f"A JSON web token could not be decoded ({exc})")
         except ValueError:
             raise HTTPError(401, "A JSON web token could not be decoded")
-        caller = Caller(None, app=True)
-        caller.app_id = app["id"]  # type: ignore[attr-defined]
-        return caller
+        return Caller(None, app=True, app_id=app["id"])
 
     def _rate_headers(self, caller: Caller) -> dict:
         key = caller.account.login if caller.account else "anonymous"
-        used = self.rate_used[key] = self.rate_used.get(key, 0) + 1
-        reset = int(time.time()) + 3600
+        used = self.rate_used[key] = self.rate_used.get(key, getattr(self, "_rate_default_used", 0)) + 1
+        reset = self.rate_reset
         return {"X-RateLimit-Limit": str(self.rate_limit), "X-RateLimit-Remaining": str(max(0, self.rate_limit - used)),
                 "X-RateLimit-Used": str(used), "X-RateLimit-Reset": str(reset), "X-RateLimit-Resource": "core"}
 
@@ -566,7 +577,7 @@ class FakeGitHub:
     def _require_app(self, caller: Caller) -> dict:
         if not caller.app:
             raise HTTPError(401, "A JSON web token could not be decoded")
-        return self.apps[caller.app_id]  # type: ignore[attr-defined]
+        return self.apps[caller.app_id]
 
     def h_app(self, caller: Caller, params: dict, query: dict, data: Any):
         app = self._require_app(caller)
