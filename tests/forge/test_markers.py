@@ -99,3 +99,11 @@ def test_sticky_markers():
     for bad in ("meta", "Review", "a b", "x-->", ""):
         with pytest.raises(MarkerError):
             sticky_marker(bad)
+
+
+def test_pr_meta_only_from_the_bot():
+    from bot.forge.markers import pr_meta
+
+    body = encode_meta(META)
+    assert pr_meta(body, "kbot[bot]", "kbot[bot]") == META
+    assert pr_meta(body, "mallory", "kbot[bot]") is None
