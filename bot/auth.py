@@ -17,6 +17,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -117,7 +118,7 @@ class RateLimiter:
     def __init__(self, db_path: str | Path):
         self.db_path = str(db_path)
         self._lock = threading.Lock()
-        with self._connect() as db:
+        with closing(self._connect()) as db:
             db.execute(
                 "CREATE TABLE IF NOT EXISTS rate_events (login TEXT NOT NULL, command TEXT NOT NULL, ts REAL NOT NULL)"
             )
@@ -134,7 +135,7 @@ class RateLimiter:
         rl = policy.rate_limit
         since = now - rl.window_seconds
         key = login.lower()
-        with self._lock, self._connect() as db:
+        with self._lock, closing(self._connect()) as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 db.execute("DELETE FROM rate_events WHERE ts < ?", (now - 7 * 86400,))

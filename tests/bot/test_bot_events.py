@@ -1,0 +1,155 @@
+"""Event routing (pull_request, workflow_run) and reading bench artifacts strictly as data."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from eventkit import example
+from memforge import MemForge
+from reportkit import good
+
+from bot.commands.events import EventRouter
+from bot.commands.services import ForgeServices
+from bot.forge.markers import with_meta
+from bot.review import (MAX_REPORT_BYTES, ResultsError, bench_solution_path, load_results, pick_reports,
+                        publish_results)
+
+DEF = "gdn_decode_qk4_v8_d128_k_last"
+
+
+@pytest.fixture
+def forge():
+    return MemForge()
+
+
+def router(forge, fetch=None):
+    return EventRouter(lambda p: forge, lambda f: ForgeServices(f), None, fetch)
+
+
+def pr_event(shared, forge, branch, *, fork=False, action="opened"):
+    p = example(shared, "pull_request", action)
+    pr = p["pull_request"]
+    pr["head"]["ref"] = branch
+    pr["head"]["sha"] = "c" * 40
+    pr["base"]["repo"]["full_name"] = forge.info.repo
+    pr["head"]["repo"]["full_name"] = "evil/fork" if fork else forge.info.repo
+    return p
+
+
+def test_pull_request_on_bot_branch_sets_pending(shared, forge):
+    assert router(forge).handle("pull_request", pr_event(shared, forge, f"kbot/{DEF}/n1")) == "done"
+    assert forge.combined_status("c" * 40).get("kbot/harness").state == "pending"
+    assert router(forge).handle("pull_request", pr_event(shared, forge, "kbot/x", action="synchronize")) == "done"
+
+
+@pytest.mark.parametrize("branch,fork", [("feature/x", False), (f"kbot/{DEF}/n1", True)])
+def test_pull_request_elsewhere_is_ignored(shared, forge, branch, fork):
+    assert router(forge).handle("pull_request", pr_event(shared, forge, branch, fork=fork)) == "ignored"
+    assert not forge.statuses
+
+
+def run_event(shared, forge, branch, sha, **over):
+    p = example(shared, "workflow_run", "completed")
+    p["workflow_run"].update(event="pull_request", path=".github/workflows/bench.yml", head_branch=branch,
+                             head_sha=sha, conclusion="success", html_url="https://github.com/o/r/actions/runs/1")
+    p["workflow_run"]["head_repository"]["full_name"] = forge.info.repo
+    p["repository"]["full_name"] = forge.info.repo
+    p["workflow_run"].update(over)
+    return p
+
+
+def candidate(forge, n=1):
+    branch = f"kbot/{DEF}/n{n}"
+    forge.commit_files(branch, forge.branches["main"], {f"kernels/{DEF}/c{n}.json": "{}"}, "c")
+    return forge.open_pr(branch, "c", with_meta("b", {"definition": DEF, "solution": "cand_v2"}))
+
+
+def test_workflow_run_publishes_review(shared, forge):
+    pr = candidate(forge)
+
+    def fetch(f, run, dest):
+        good(baseline=None, baseline_hash=None, definition=DEF).dump(dest / "r.json")
+        return True
+
+    r = router(forge, fetch)
+    assert r.handle("workflow_run", run_event(shared, forge, pr.head_branch, pr.head_sha)) == "done"
+    assert len(forge.reviews[pr.number]) == 1
+    # first champion: promoted (no champion.json yet) -> merged and pointer written
+    assert forge.get_pr(pr.number).merged
+    assert json.loads(forge.read_file(f"kernels/{DEF}/champion.json"))["pr"] == pr.number
+
+
+@pytest.mark.parametrize("over", [{"path": ".github/workflows/ci.yml"}, {"event": "push"},
+                                  {"head_branch": "main"}, {"head_sha": "not-a-sha"}])
+def test_workflow_run_filters(shared, forge, over):
+    pr = candidate(forge)
+    calls = []
+    r = router(forge, lambda *a: calls.append(a) or False)
+    assert r.handle("workflow_run", run_event(shared, forge, pr.head_branch, pr.head_sha, **over)) == "ignored"
+    assert calls == []
+
+
+def test_workflow_run_from_a_fork_is_ignored(shared, forge):
+    pr = candidate(forge)
+    p = run_event(shared, forge, pr.head_branch, pr.head_sha)
+    p["workflow_run"]["head_repository"]["full_name"] = "evil/fork"
+    assert router(forge, lambda *a: True).handle("workflow_run", p) == "ignored"
+
+
+def test_missing_results_mark_error(shared, forge):
+    pr = candidate(forge)
+    assert router(forge, lambda *a: False).handle("workflow_run", run_event(shared, forge, pr.head_branch, pr.head_sha)) == "failed"
+    assert forge.combined_status(pr.head_sha).get("kbot/harness").state == "error"
+    assert router(forge).handle("workflow_run", run_event(shared, forge, pr.head_branch, pr.head_sha)) == "skipped"
+
+
+def test_load_results_reads_only_valid_reports(tmp_path):
+    good().dump(tmp_path / "ok.json")
+    (tmp_path / "trace.json").write_text(json.dumps({"definition": "x"}))  # other JSON: skipped silently
+    (tmp_path / "broken.json").write_text("{" * 10)
+    (tmp_path / "invalid.json").write_text(json.dumps({"kbot_report": 1, "workloads": "nope"}))
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (tmp_path / "big.json").write_bytes(b" " * (MAX_REPORT_BYTES + 1))
+    os.symlink("/etc/passwd", tmp_path / "link.json")
+    reports, problems = load_results(tmp_path)
+    assert [r.solution for r in reports] == ["cand_v2"]
+    text = "\n".join(problems)
+    for name in ("broken.json", "invalid.json", "deep.json", "big.json", "link.json: symlink refused"):
+        assert name in text
+
+
+def test_load_results_limits(tmp_path):
+    with pytest.raises(ResultsError):
+        load_results(tmp_path / "absent")
+    for i in range(70):
+        (tmp_path / f"{i}.json").write_text("{}")
+    with pytest.raises(ResultsError, match="more than"):
+        load_results(tmp_path)
+
+
+def test_pick_reports_and_sidecar(tmp_path):
+    cand = good(solution="cand_v2", solution_hash="c" * 64, baseline_hash="b" * 64)
+    champ = good(solution="champ_v1", solution_hash="b" * 64, baseline=None, baseline_hash=None)
+    c, ch = pick_reports([champ, cand], {"solution_hash": "c" * 64})
+    assert c is cand and ch is champ
+    assert pick_reports([champ, cand], None)[0] is cand  # the one measured against a baseline
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "kbot-bench.json").write_text(json.dumps({"solution": "cand_v2", "solution_path": f"kernels/{DEF}/s/cand_v2.json"}))
+    (tmp_path / "kbot-bench.json").write_text(json.dumps({"solution": "evil", "solution_path": "kernels/../../etc/x.json"}))
+    assert bench_solution_path(tmp_path, "cand_v2") == f"kernels/{DEF}/s/cand_v2.json"
+    assert bench_solution_path(tmp_path, "evil") is None
+
+
+def test_publish_refuses_non_candidate_pr(forge):
+    forge.commit_files("feature/x", forge.branches["main"], {"a": "b"}, "x")
+    pr = forge.open_pr("feature/x", "t", "b")
+    with pytest.raises(ResultsError):
+        publish_results(forge, pr.number, pr.head_sha, reports=[good()])
+
+
+def test_publish_without_usable_report(forge):
+    pr = candidate(forge)
+    out = publish_results(forge, pr.number, pr.head_sha, reports=[])
+    assert out.state == "error" and forge.combined_status(pr.head_sha).get("kbot/harness").state == "error"
