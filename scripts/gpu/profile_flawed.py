@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness.ceilings import Ceilings, documented_ceilings, measure_ceilings  # noqa: E402
 from harness.profile.ncu import METRICS, command_text, find_ncu, ncu_command  # noqa: E402
-from harness.profile.pipeline import explain_csv  # noqa: E402
+from harness.profile.pipeline import explain_csv, sass_from_dirs  # noqa: E402
 from harness.schema import load_definition  # noqa: E402
 
 FIXTURE_DEFS = REPO / "tests" / "fixtures" / "ncu" / "definitions"
@@ -57,11 +57,13 @@ def filter_metrics(ncu: str, logs: dict[str, str]) -> list[str]:
     return kept
 
 
-def run_ncu(ncu: str, case: str, metrics: list[str], logs: dict[str, str], timeout: int = 150) -> tuple[str, str]:
+def run_ncu(ncu: str, case: str, metrics: list[str], logs: dict[str, str], cache: Path,
+            timeout: int = 150) -> tuple[str, str]:
     """Profile one case; on 'unknown metric' errors drop the named metric and retry (at most 5 times)."""
     metrics = list(metrics)
     prog = [sys.executable, str(Path(__file__).resolve().parent / "profile_flawed_kernels.py"), case]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # A private Triton cache per case: afterwards it holds exactly this case's cubin, for SASS facts.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TRITON_CACHE_DIR": str(cache)}
     cmd: list[str] = []
     for attempt in range(6):
         cmd = ncu_command(prog, metrics=metrics, ncu=ncu, launch_count=5)
@@ -120,6 +122,9 @@ def main() -> int:
     metrics = filter_metrics(ncu, logs) if ncu else list(METRICS)
     summary["metrics"] = len(metrics)
     results = {}
+    import tempfile
+
+    tmp = tempfile.mkdtemp(prefix="kbot_flawed_")
     for name in [c for c in args.cases.split(",") if c]:
         case = CASES[name]
         t0 = time.time()
@@ -129,7 +134,7 @@ def main() -> int:
             results[name] = entry
             continue
         try:
-            csv_text, cmd = run_ncu(ncu, name, metrics, logs)
+            csv_text, cmd = run_ncu(ncu, name, metrics, logs, Path(tmp) / name)
         except subprocess.TimeoutExpired:
             csv_text, cmd = "", "timeout"
         entry["ncu_command"] = cmd
@@ -140,11 +145,23 @@ def main() -> int:
             continue
         (out / f"{name}.csv").write_text(csv_text)
         d = load_definition(FIXTURE_DEFS / f"{case.definition}.json")
-        outcome = explain_csv(csv_text, d, d.resolve_axes(case.axes), ceilings=ceilings)
+        axes = d.resolve_axes(case.axes)
+
+        def judge(items):
+            top = items[0].rule if items else None
+            if case.expect_top:
+                return top, top in (case.expect_top, *case.accept_top)
+            return top, not any(i.severity in ("critical", "high") for i in items)
+
+        # What CI checks: the CSV alone. Also reported: CSV + SASS of the cubin this run compiled.
+        outcome = explain_csv(csv_text, d, axes, ceilings=ceilings)
         items = list(outcome.feedback)
-        top = items[0].rule if items else None
-        ok_top = (top in (case.expect_top, *case.accept_top)) if case.expect_top else \
-            not any(i.severity in ("critical", "high") for i in items)
+        top, ok_top = judge(items)
+        kname = outcome.feedback.evidence.get("kernel_name")
+        sass = sass_from_dirs([Path(tmp) / name], kname if isinstance(kname, str) else None)
+        with_sass = explain_csv(csv_text, d, axes, ceilings=ceilings, extra=[sass])
+        entry["sass"] = sass.evidence if sass.ok else {"missing": sass.missing}
+        entry["top_with_sass"], entry["passed_with_sass"] = judge(list(with_sass.feedback))
         entry.update(top=top, top_severity=items[0].severity if items else None, passed=ok_top,
                      items=[(i.severity, i.rule, i.title) for i in items],
                      markdown=outcome.markdown(title=f"{name}: {case.definition} {case.axes}"),

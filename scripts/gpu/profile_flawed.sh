@@ -7,14 +7,22 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-$PWD/profile_out}"
 mkdir -p "$OUT"
+# Interpreter: $PYTHON, else the first of .venv/bin/python, python3 whose torch sees a GPU, else any
+# that has torch at all (then the script reports that there is no GPU instead of crashing).
 PY="${PYTHON:-}"
 if [ -z "$PY" ]; then
-  if [ -x .venv/bin/python ] && .venv/bin/python -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-    PY=.venv/bin/python
-  else
-    PY=python3
-  fi
+  for cand in .venv/bin/python python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+      PY="$cand"; break
+    fi
+  done
 fi
+if [ -z "$PY" ]; then
+  for cand in .venv/bin/python python3; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c "import torch" 2>/dev/null; then PY="$cand"; break; fi
+  done
+fi
+[ -n "$PY" ] || { echo "no python with torch found; set PYTHON=" >&2; exit 3; }
 export PATH="$PATH:/usr/local/cuda/bin"
 "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.cuda.is_available())"
 # The harness needs pyyaml, pydantic and click (the device has no network: install them beforehand).

@@ -50,6 +50,7 @@ CASES = {
     "l2_hit_rate_low": (MEM, {"l2_hit_rate_pct": 20, "dram_bytes": 2e8}, {"l2_hit_rate_pct": 80, "dram_bytes": 2e8}, "medium"),
     "register_spills": (MEM, {"local_memory_bytes": 1e6, "global_load_bytes": 1e6, "global_store_bytes": 1e6}, {"local_memory_bytes": 0, "global_load_bytes": 1e6, "global_store_bytes": 1e6}, "critical"),
     "register_spills_sass": (MEM, {"sass_stl": 10, "sass_ldl": 12}, {"sass_stl": 0, "sass_ldl": 0}, "critical"),
+    "register_spill_instructions": (MEM, {"spill_instructions": 4096.0}, {"spill_instructions": 0.0}, "critical"),
     "register_spills_triton": (MEM, {"triton_spill_bytes": 3432}, {"triton_spill_bytes": 0}, "critical"),
     "tensor_cores_unused": (COMPUTE_TENSOR, {"tensor_pipe_pct": 0.0}, {"tensor_pipe_pct": 60.0}, "critical"),
     "tensor_cores_unused_sass": (COMPUTE_TENSOR, {"sass_tensor_instructions": 0, "sass_ffma": 64}, {"sass_tensor_instructions": 16, "sass_ffma": 0}, "critical"),
