@@ -121,3 +121,12 @@ def test_ci_runs_the_cpu_checks():
     wf = load(WF / "ci.yml")
     assert set(wf["on"]) == {"push", "pull_request"}
     assert any(s.get("run") == ".ci/run" for s in wf["jobs"]["ci"]["steps"])
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_run_scripts_parse_as_bash(path):
+    for name, job in load(path)["jobs"].items():
+        for step in job.get("steps", []):
+            if "run" in step:
+                r = subprocess.run(["bash", "-n"], input=step["run"], capture_output=True, text=True)
+                assert r.returncode == 0, f"{path.name}/{name}: {r.stderr}"
