@@ -581,8 +581,8 @@ class GitHubForge:
         existing = self._find_own_comment(number, marker)
         if existing is not None:
             if existing.body != body:
-                self._write(f"edit comment {existing.id}", lambda: existing.edit(body))
-            return self.get_comment(existing.id)
+                self._write(f"edit comment {existing.id}", lambda: existing.edit(body))  # updates `existing`
+            return self._comment(existing)
 
         def recover() -> Comment | None:
             c = self._find_own_comment(number, marker)
@@ -627,9 +627,8 @@ class GitHubForge:
         existing = self._find_own_review(number, marker)
         if existing is not None:
             if existing.body != body:
-                self._write(f"edit review {existing.id}", lambda: existing.edit(body))
-            found = self._find_own_review(number, marker)
-            return self._review(found)
+                self._write(f"edit review {existing.id}", lambda: existing.edit(body))  # updates `existing`
+            return self._review(existing)
 
         def create() -> Review:
             pull = self.lazy.get_pull(number)

@@ -252,3 +252,21 @@ def test_validator_rejects_what_github_would_not_send(shared):
     assert spec.validate("PUT", "/repos/o/r/pulls/7/merge", 200, {"merged": True, "sha": "x", "message": "m"}) == []
     assert spec.validate("DELETE", "/repos/o/r/issues/comments/1", 204, None) == []
     assert spec.validate("GET", "/repos/o/r/pulls/7", 299, {})  # undocumented status
+
+
+def test_malformed_requests_get_github_errors(github_server):
+    gh = make_client(github_server, github_server.bot_token, retry=None)
+    with pytest.raises(github.GithubException) as err:
+        gh.requester.requestJsonAndCheck("POST", f"/repos/{github_server.full_name}/git/refs", input=["not", "an", "object"])
+    assert err.value.status == 422
+    with pytest.raises(github.GithubException) as err:
+        gh.requester.requestJsonAndCheck("POST", f"/repos/{github_server.full_name}/git/trees",
+                                         input={"tree": [{"path": "../x", "mode": "100644", "type": "blob",
+                                                          "content": "x"}]})
+    assert err.value.status == 422
+    with pytest.raises(github.GithubException) as err:
+        gh.requester.requestJsonAndCheck("GET", f"/repos/{github_server.owner}/other-repo")
+    assert err.value.status == 404
+    with pytest.raises(github.GithubException) as err:
+        gh.requester.requestJsonAndCheck("GET", "/not/a/github/route")
+    assert err.value.status == 404

@@ -335,6 +335,8 @@ class FakeGitHub:
                     data = json.loads(body) if body else {}
                 except ValueError:
                     raise HTTPError(400, "Problems parsing JSON")
+                if not isinstance(data, dict) and route.handler != self.h_add_labels:
+                    raise HTTPError(422, "Invalid request.\n\nA JSON object is required.")
                 status, payload, extra = route.handler(caller, params, query, data)
                 out_headers.update(extra)
                 if fault:  # it took effect; now the client sees a failure anyway
@@ -342,6 +344,11 @@ class FakeGitHub:
             except HTTPError as err:
                 status, payload = err.status, B.error(err.message, err.status, err.errors)
                 out_headers.update(err.headers)
+            except Exception:  # a bug in the fake: answer 500 and make the test fail at teardown
+                import traceback
+
+                status, payload = 500, B.error("Server Error", 500)
+                self.validation_errors.append(f"{method} {path}: fake server crashed:\n{traceback.format_exc()}")
             self.requests.append((method, path, status))
             self._validate(method, path, template, status, payload)
             encoded = b"" if payload is None else json.dumps(self._rewrite(payload)).encode()
@@ -397,8 +404,10 @@ class FakeGitHub:
             app = self.apps.get(int(claims.get("iss", -1)))
             if app is None:
                 raise HTTPError(401, "'Issuer' claim ('iss') must be an Integer")
-            jwt.decode(token, app["key"], algorithms=["RS256"], options={"require": ["exp", "iat", "iss"]},
-                       leeway=60)
+            verified = jwt.decode(token, app["key"], algorithms=["RS256"],
+                                  options={"require": ["exp", "iat", "iss"]}, leeway=60)
+            if verified["exp"] - verified["iat"] > 660:  # GitHub: at most 10 minutes (+ clock drift)
+                raise HTTPError(401, "'Expiration time' claim ('exp') is too far in the future")
         except jwt.PyJWTError as exc:
             raise HTTPError(401, f"A JSON web token could not be decoded ({exc})")
         except ValueError:
@@ -733,8 +742,9 @@ class FakeGitHub:
         changes: dict[str, TreeEntry | None] = {}
         for item in items:
             path, mode, typ = item.get("path"), item.get("mode"), item.get("type")
-            if not path or path.startswith("/") or path.endswith("/") or "//" in path:
-                raise HTTPError(422, f"tree.path {path!r} is invalid")
+            if not isinstance(path, str) or not path or any(
+                    part in ("", ".", "..") or part.lower() == ".git" for part in path.split("/")):
+                raise HTTPError(422, f"tree.path {path!r} contains a malformed path component")
             if mode not in ("100644", "100755", "040000", "160000", "120000") or typ not in ("blob", "tree", "commit"):
                 raise HTTPError(422, f"tree.mode/type invalid for {path}")
             if "content" in item and item["content"] is not None:
