@@ -25,7 +25,7 @@ from harness.schema import Solution
 from . import hints
 from .base import Agent, AgentContext, Mode, Proposal
 from .registry import register
-from .tunables import Tunable, TunableError, apply, config_key, configuration, solution_tunables
+from .tunables import Tunable, TunableError, apply, configuration, solution_tunables, structure_hash
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_SEEDS_DIR = REPO / "skills" / "seeds"
@@ -74,12 +74,23 @@ class OfflineAgent(Agent):
         if n <= 0:
             return []
         out: list[Proposal] = []
-        for sol, why in self._candidates(ctx):
-            try:
-                key = config_key(sol)
-            except TunableError:
-                continue
+        bases: dict[str, tuple[str, dict[str, Any]]] = {}  # content hash -> (structure hash, configuration)
+        for base, changes, why in self._candidates(ctx):
+            # The key is computed before the variant is built: most candidates are already tried, and
+            # building (rewrite + parse) is what costs.
+            h = base.content_hash()
+            if h not in bases:
+                try:
+                    ts = solution_tunables(base)
+                except TunableError:
+                    continue
+                bases[h] = (structure_hash(base, ts), configuration(ts))
+            struct, cfg = bases[h]
+            key = f"{struct}:{json.dumps({**cfg, **changes}, sort_keys=True)}"
             if key in self._proposed or self._tried(ctx, key):
+                continue
+            sol = base if not changes else self._build(base, changes, ctx.definition.name, {**cfg, **changes})
+            if sol is None:
                 continue
             self._proposed.add(key)
             sol = sol.model_copy(update={"description": why})
@@ -88,22 +99,30 @@ class OfflineAgent(Agent):
                 break
         return out
 
+    @staticmethod
+    def _build(base: Solution, changes: dict[str, Any], definition: str, full: dict[str, Any]) -> Solution | None:
+        h = hashlib.sha256(json.dumps(full, sort_keys=True).encode()).hexdigest()[:8]
+        try:
+            return apply(base, changes, name=f"{definition}_offline_{h}")
+        except (TunableError, ValueError):
+            return None
+
     def _tried(self, ctx: AgentContext, key: str) -> bool:
         mem = ctx.memory
         return bool(mem is not None and hasattr(mem, "has_tried") and mem.has_tried(key))
 
     # -- candidate streams (lazy: stops as soon as n new ones are found) ---------------------------
-    def _candidates(self, ctx: AgentContext) -> Iterator[tuple[Solution, str]]:
+    def _candidates(self, ctx: AgentContext) -> Iterator[tuple[Solution, dict[str, Any], str]]:
         seeds = load_seeds(ctx.definition.name, self.seeds_dir, self._spec_of(ctx.parent)) if self.use_seeds else []
         if ctx.parent is None:
             for s in seeds:
-                yield s, f"seed structure {s.name} at its default configuration"
+                yield s, {}, f"seed structure {s.name} at its default configuration"
             for s in seeds:
                 yield from self._moves(s, ctx, base_why=f"seed {s.name}: ")
             return
         yield from self._moves(ctx.parent, ctx)
         for s in seeds:
-            yield s, f"parent's neighbourhood is exhausted: try seed structure {s.name}"
+            yield s, {}, f"parent's neighbourhood is exhausted: try seed structure {s.name}"
         for s in seeds:
             yield from self._moves(s, ctx, base_why=f"seed {s.name}: ")
 
@@ -113,7 +132,7 @@ class OfflineAgent(Agent):
         spec = parent.spec.model_dump(mode="json", exclude_none=True)
         return {k: v for k, v in spec.items() if k in ("language", "target_hardware", "entry_point", "dependencies")}
 
-    def _moves(self, parent: Solution, ctx: AgentContext, base_why: str = "") -> Iterator[tuple[Solution, str]]:
+    def _moves(self, parent: Solution, ctx: AgentContext, base_why: str = "") -> Iterator[tuple[Solution, dict[str, Any], str]]:
         try:
             ts = solution_tunables(parent)
         except TunableError:
@@ -128,14 +147,9 @@ class OfflineAgent(Agent):
                 votes[role] = votes.get(role, 0.0) - 1.0
         fired = hints.explain(ctx.feedback)
         rng = random.Random(_seed_of(ctx.seed, parent))
-        name_base = ctx.definition.name
 
-        def make(changes: dict[str, Any], why: str) -> tuple[Solution, str] | None:
-            h = hashlib.sha256(json.dumps({**configuration(ts), **changes}, sort_keys=True).encode()).hexdigest()[:8]
-            try:
-                return apply(parent, changes, name=f"{name_base}_offline_{h}"), base_why + why
-            except (TunableError, ValueError):
-                return None
+        def make(changes: dict[str, Any], why: str) -> tuple[Solution, dict[str, Any], str]:
+            return parent, changes, base_why + why
 
         singles = []
         for t in ts:
@@ -150,9 +164,7 @@ class OfflineAgent(Agent):
             why = f"{t.key}: {t.value!r} -> {v!r}"
             if neg < 0 and fired:
                 why += " (profiler: " + "; ".join(fired) + ")"
-            r = make({t.key: v}, why)
-            if r:
-                yield r
+            yield make({t.key: v}, why)
 
         pairs = []
         for t1, t2 in itertools.combinations(ts, 2):
@@ -162,15 +174,13 @@ class OfflineAgent(Agent):
                     pairs.append((-score, rng.random(), t1, v1, t2, v2))
         pairs.sort(key=lambda x: x[:2])
         for _, _, t1, v1, t2, v2 in pairs[: self.max_pair_moves]:
-            r = make({t1.key: v1, t2.key: v2}, f"{t1.key}: {t1.value!r} -> {v1!r}, {t2.key}: {t2.value!r} -> {v2!r}")
-            if r:
-                yield r
+            yield make({t1.key: v1, t2.key: v2}, f"{t1.key}: {t1.value!r} -> {v1!r}, {t2.key}: {t2.value!r} -> {v2!r}")
 
         for _ in range(self.random_tries):
             changes = {t.key: rng.choice(t.options) for t in ts}
-            r = make(changes, "random point of the tunable space (neighbourhood exhausted)")
-            if r:
-                yield r
+            changes = {k: v for k, v in changes.items() if v != configuration(ts)[k]}
+            if changes:
+                yield make(changes, "random point of the tunable space (neighbourhood exhausted)")
 
 
 def _adjacent(t: Tunable) -> list[Any]:

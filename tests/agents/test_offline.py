@@ -1,0 +1,198 @@
+"""The tunable convention and the offline agent on the real tunable Triton seeds in skills/seeds/."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.agents.base import AgentContext, Mode
+from bot.agents.offline import OfflineAgent, load_seeds
+from bot.agents.registry import AgentError, available, create_agent, get_agent_class, register
+from bot.agents.tunables import TunableError, apply, config_key, configuration, find_tunables, solution_tunables, space_size
+from bot.controller.memory import SearchMemory
+from harness.report import FeedbackItem
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def seed(stem: str, definition: str = "rmsnorm_h4096"):
+    [s] = [s for s in load_seeds(definition) if s.name.endswith(stem)]
+    return s
+
+
+def test_seeds_declare_their_tunables():
+    ts = {t.key: t for t in solution_tunables(seed("single_pass"))}
+    assert set(ts) == {"ROWS", "NUM_WARPS"}
+    assert ts["NUM_WARPS"].options == (1, 2, 4, 8, 16, 32) and ts["NUM_WARPS"].value == 8
+    assert ts["NUM_WARPS"].role == "warps" and ts["ROWS"].role == "block"
+    g = {t.key: t.role for t in solution_tunables(seed("tiled", "gemm_n4096_k4096"))}
+    assert g == {"BLOCK_M": "block", "BLOCK_N": "block", "BLOCK_K": "block", "GROUP_M": "group",
+                 "NUM_WARPS": "warps", "NUM_STAGES": "stages"}
+
+
+def test_marks_in_docstrings_are_not_tunables_and_bad_marks_are_errors():
+    assert find_tunables("a.py", '"""Mark knobs with ``# kbot: tunable [1, 2]``."""\nX = 1\n') == []
+    src = "f(a, num_warps=4, num_stages=2)  # kbot: tunable [2, 3] role=stages\n"
+    with pytest.raises(TunableError, match="exactly one"):
+        find_tunables("a.py", src)
+    with pytest.raises(TunableError, match="a.py:1: current value 3 is not among"):
+        find_tunables("a.py", "X = 3  # kbot: tunable [1, 2]\n")
+    with pytest.raises(TunableError, match="malformed"):
+        find_tunables("a.py", "X = 3  # kbot: tunable 1, 2, 3\n")
+    with pytest.raises(TunableError, match="unknown role"):
+        find_tunables("a.py", "X = 1  # kbot: tunable [1, 2] role=speed\n")
+    [t] = find_tunables("a.py", "    kernel[grid](x, BLOCK=B, num_warps=4)  # kbot: tunable [2, 4, 8]\n")
+    assert (t.name, t.value, t.role) == ("num_warps", 4, "warps")
+
+
+def test_apply_rewrites_only_the_literals():
+    s = seed("chunked")
+    v = apply(s, {"BLOCK": 256, "NUM_WARPS": 16})
+    assert configuration(solution_tunables(v)) == {"BLOCK": 256, "NUM_WARPS": 16}
+    before, after = s.source("main.py").splitlines(), v.source("main.py").splitlines()
+    assert sum(a != b for a, b in zip(before, after)) == 2 and len(before) == len(after)
+    ast.parse(v.source("main.py"))
+    with pytest.raises(TunableError, match="not among the options"):
+        apply(s, {"BLOCK": 384})
+    with pytest.raises(TunableError, match="no tunables named"):
+        apply(s, {"BLOCK_SIZE": 256})
+    # Same structure, different values: keys differ only in the configuration part.
+    assert config_key(s).split(":", 1)[0] == config_key(v).split(":", 1)[0] and config_key(s) != config_key(v)
+
+
+def test_offline_agent_exhausts_the_space_without_repeating(rmsnorm_def):
+    agent = OfflineAgent()
+    mem = SearchMemory(rmsnorm_def.name)
+    ctx = AgentContext(definition=rmsnorm_def, mode=Mode.INITIAL, memory=mem)
+    total = sum(space_size(solution_tunables(s)) for s in load_seeds(rmsnorm_def.name))
+    keys, contents = [], set()
+    for _ in range(100):
+        ps = agent.propose(ctx, 7)
+        if not ps:
+            break
+        for p in ps:
+            assert p.ok and p.config_key == config_key(p.solution)
+            ast.parse(p.solution.source("main.py"))
+            keys.append(p.config_key)
+            contents.add(p.solution.content_hash())
+            mem.note_proposed(p.config_key, p.solution.content_hash()[:12])
+    assert len(keys) == len(set(keys)) == len(contents) == total == 49
+    # A fresh agent reading the same memory has nothing new either.
+    assert OfflineAgent().propose(ctx, 5) == []
+
+
+def test_offline_agent_respects_memory_across_instances(rmsnorm_def):
+    parent = seed("single_pass")
+    mem = SearchMemory(rmsnorm_def.name)
+    ctx = AgentContext(definition=rmsnorm_def, mode=Mode.OPTIMIZE, parent=parent, memory=mem)
+    first = OfflineAgent().propose(ctx, 3)
+    for p in first:
+        mem.note_proposed(p.config_key, "n")
+    second = OfflineAgent().propose(ctx, 3)
+    assert not {p.config_key for p in first} & {p.config_key for p in second}
+
+
+def _first_change(parent, feedback, rmsnorm_def):
+    ctx = AgentContext(definition=rmsnorm_def, mode=Mode.OPTIMIZE, parent=parent, feedback=feedback)
+    [p] = OfflineAgent().propose(ctx, 1)
+    before = configuration(solution_tunables(parent))
+    after = configuration(solution_tunables(p.solution))
+    return {k: (before[k], after[k]) for k in before if before[k] != after[k]}, p.rationale
+
+
+def test_feedback_orders_the_moves(rmsnorm_def):
+    sp, ch = seed("single_pass"), seed("chunked")
+    spill = [FeedbackItem(rule="register_spills", severity="high", title="Register spills: 512 bytes")]
+    change, why = _first_change(sp, spill, rmsnorm_def)
+    assert change == {"NUM_WARPS": (8, 4)} and "registers" in why
+    small_grid = [FeedbackItem(rule="grid_too_small", severity="high", title="Grid of 16 blocks for 132 SMs")]
+    assert _first_change(ch, small_grid, rmsnorm_def)[0] == {"BLOCK": (1024, 512)}
+    narrow = [FeedbackItem(rule="narrow_global_loads", severity="medium", title="Narrow global loads")]
+    assert _first_change(ch, narrow, rmsnorm_def)[0] == {"BLOCK": (1024, 2048)}
+    # Items from another source are matched by their words.
+    other = [FeedbackItem(rule="x", severity="high", title="heavy local memory spill traffic")]
+    assert _first_change(sp, other, rmsnorm_def)[0] == {"NUM_WARPS": (8, 4)}
+    latency = [FeedbackItem(rule="stall_long_scoreboard", severity="high", title="Warps wait on global memory")]
+    assert _first_change(sp, latency, rmsnorm_def)[0] == {"NUM_WARPS": (8, 16)}
+
+
+def test_debug_mode_prefers_fewer_resources(rmsnorm_def):
+    g = seed("tiled", "gemm_n4096_k4096")
+    ctx = AgentContext(definition=rmsnorm_def.model_copy(update={"name": "gemm_n4096_k4096"}), mode=Mode.DEBUG, parent=g)
+    ps = OfflineAgent({"use_seeds": False}).propose(ctx, 4)
+    for p in ps:
+        before = configuration(solution_tunables(g))
+        after = configuration(solution_tunables(p.solution))
+        [(k, (a, b))] = [(k, (before[k], after[k])) for k in before if before[k] != after[k]]
+        assert b < a, f"{k}: {a} -> {b} asks for more resources after a failure"
+
+
+def test_variants_run_correctly_in_the_triton_interpreter(rmsnorm_def, tmp_path):
+    """Three variants of each rmsnorm seed, run on CPU through TRITON_INTERPRET=1 against the reference."""
+    ctx = AgentContext(definition=rmsnorm_def, mode=Mode.INITIAL)
+    ps = OfflineAgent().propose(ctx, 6)
+    for i, p in enumerate(ps):
+        (tmp_path / f"v{i}.py").write_text(p.solution.source("main.py"))
+    script = (
+        "import importlib.util, sys, torch\n"
+        "torch.manual_seed(0)\n"
+        "x = torch.randn(5, 4096, dtype=torch.bfloat16); w = torch.randn(4096, dtype=torch.bfloat16)\n"
+        "xf = x.float(); ref = (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5) * w.float())\n"
+        "for path in sys.argv[1:]:\n"
+        "    spec = importlib.util.spec_from_file_location('v', path); m = importlib.util.module_from_spec(spec)\n"
+        "    spec.loader.exec_module(m)\n"
+        "    out = torch.empty_like(x); m.run(hidden_states=x, weight=w, output=out)\n"
+        "    err = ((out.float() - ref).abs() - 1e-2 - 1e-2 * ref.abs()).max().item()\n"
+        "    assert err <= 0, (path, err)\n"
+        "print('ok', len(sys.argv) - 1)\n"
+    )
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, "-c", script, *sorted(map(str, tmp_path.glob("v*.py")))],
+                       capture_output=True, text=True, env=env, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip() == f"ok {len(ps)}"
+
+
+def test_registry_builtin_unknown_and_plugin(monkeypatch):
+    assert {"anthropic", "openai", "offline", "replay"} <= set(available())
+    assert isinstance(create_agent("offline"), OfflineAgent)
+    with pytest.raises(AgentError, match="no agent named 'nope'"):
+        get_agent_class("nope")
+
+    class EP:
+        name, value, group = "myplug", "plug:Agent", "kbot.agents"
+
+        def load(self):
+            from bot.agents.base import Agent
+
+            class Plug(Agent):
+                def propose(self, ctx, n):
+                    return []
+
+                def __init__(self, config=None):
+                    self.config = config
+
+            return Plug
+
+    import bot.agents.registry as reg
+
+    monkeypatch.setattr(reg, "entry_points", lambda group: [EP()] if group == "kbot.agents" else [])
+    a = create_agent("myplug", {"x": 1})
+    assert a.config == {"x": 1} and "myplug" in available()
+    with pytest.raises(TypeError):
+        register("bad")(dict)  # type: ignore[arg-type]
+
+
+def test_seed_definitions_in_skills_are_valid_json_free_python():
+    for folder in (REPO / "skills" / "seeds").iterdir():
+        for f in folder.glob("*.py"):
+            ast.parse(f.read_text())
+            sol = [s for s in load_seeds(folder.name) if s.name.endswith(f.stem)][0]
+            assert solution_tunables(sol), f"{f} declares no tunables"
+            json.dumps(configuration(solution_tunables(sol)))
