@@ -31,20 +31,26 @@ def _run(cmd: list[str]) -> str | None:
     return r.stdout.strip() if r.returncode == 0 else None
 
 
+def cuda_visible() -> bool:
+    """Whether an NVIDIA GPU is visible, decided without importing torch (which costs seconds): the
+    driver's control device or nvidia-smi, and CUDA_VISIBLE_DEVICES not set to empty. The worker then
+    confirms with torch and fails clearly if torch cannot use it."""
+    import os
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
+        return False
+    return Path("/dev/nvidiactl").exists() or Path("/proc/driver/nvidia/gpus").is_dir()
+
+
 def resolve_device(device: str) -> str:
     """``auto`` becomes ``cuda`` when a CUDA device is visible, else ``cpu``."""
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be auto, cpu or cuda, not '{device}'")
-    if device != "auto":
-        if device == "cuda":
-            import torch
-
-            if not torch.cuda.is_available():
-                raise RuntimeError("--device cuda asked for, but torch sees no CUDA device here")
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "auto":
+        return "cuda" if cuda_visible() else "cpu"
+    if device == "cuda" and not cuda_visible():
+        raise RuntimeError("--device cuda asked for, but no NVIDIA GPU is visible here")
+    return device
 
 
 def hardware_name(device: str) -> str:

@@ -25,7 +25,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from .env import environment, hardware_name
 from .report import BuildResult, DeviceInfo, Finding, Report, WorkloadResult
 from .schema import Definition, Evaluation, Solution, Status, Trace, Workload
 
@@ -219,15 +218,16 @@ def evaluate(
     """Evaluate ``solution`` on ``workloads``; writes traces.jsonl and report.json into ``out_dir``."""
     out_dir.mkdir(parents=True, exist_ok=True)
     traces_path = out_dir / "traces.jsonl"
-    env = environment(cfg.device)
+    # Filled from the worker's first message: the parent never imports torch (seconds saved per run).
+    env: dict[str, Any] = {"hardware": "unknown", "libs": {}}
     started = datetime.now(timezone.utc).isoformat()
     report = Report(
         run_id=out_dir.name if resume else uuidlib.uuid4().hex[:12],
         definition=definition.name, solution=solution.name, solution_hash=solution.content_hash(),
         baseline=baseline.name if baseline else None, baseline_hash=baseline.content_hash() if baseline else None,
-        device=DeviceInfo(kind=cfg.device, name=hardware_name(cfg.device), timer="cuda_events" if cfg.device == "cuda" else "cpu_monotonic",
+        device=DeviceInfo(kind=cfg.device, name="unknown", timer="cuda_events" if cfg.device == "cuda" else "cpu_monotonic",
                           note="" if cfg.device == "cuda" else "CPU timing (monotonic clock); Triton runs through its interpreter. Not a GPU measurement."),
-        environment=env, config={"trials": cfg.trials, "seed": cfg.seed, "timeout_s": cfg.timeout_s, "timing": cfg.timing, "overrides": cfg.config_overrides},
+        config={"trials": cfg.trials, "seed": cfg.seed, "timeout_s": cfg.timeout_s, "timing": cfg.timing, "overrides": cfg.config_overrides},
         started=started,
     )
     (out_dir / "solution.json").write_text(solution.to_json(indent=2))
@@ -287,13 +287,13 @@ def evaluate(
             break
         worker = Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ)
         try:
-            pending = _drive(worker, pending, cfg, record, report, total_deadline, progress)
+            pending = _drive(worker, pending, cfg, record, report, total_deadline, progress, env)
         finally:
             worker.kill()
     return _finish(report, workloads, results, out_dir)
 
 
-def _drive(worker: Worker, pending: list[Workload], cfg: RunConfig, record, report: Report, total_deadline: float, progress) -> list[Workload]:
+def _drive(worker: Worker, pending: list[Workload], cfg: RunConfig, record, report: Report, total_deadline: float, progress, env: dict[str, Any]) -> list[Workload]:
     """Feed one worker until it finishes or fails; returns the workloads still to do."""
     remaining = list(pending)
     deadline = min(time.monotonic() + cfg.startup_timeout_s, total_deadline)
@@ -332,7 +332,12 @@ def _drive(worker: Worker, pending: list[Workload], cfg: RunConfig, record, repo
             for w in remaining:
                 record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message=f"harness error: {msg.get('message')}", log=str(msg.get("log", ""))))
             return []
-        if kind == "build":
+        if kind == "env":
+            env.clear()
+            env.update(msg.get("env") or {})
+            report.environment = dict(env)
+            report.device.name = str(env.get("hardware", "unknown")).replace("_", " ")
+        elif kind == "build":
             res = BuildResult.model_validate(msg["result"])
             if msg.get("role") == "candidate":
                 report.build = res

@@ -53,6 +53,21 @@ def summarize(samples: Sequence[float]) -> LatencyStats:
     )
 
 
+def relative_median_halfwidth(samples: Sequence[float]) -> float:
+    """Half the width of the median's 95% interval, relative to the median.
+
+    The stopping rule uses this rather than the standard error of the mean: GPU timings have rare
+    large outliers (a preempted host, a clock change), which inflate the SEM without moving the median.
+    """
+    n = len(samples)
+    if n < 6:
+        return float("inf")
+    xs = sorted(samples)
+    lo, hi = median_ci_indices(n)
+    med = statistics.median(xs)
+    return (xs[hi] - xs[lo]) / 2 / med if med > 0 else float("inf")
+
+
 def relative_sem(samples: Sequence[float]) -> float:
     n = len(samples)
     if n < 3:
