@@ -336,6 +336,8 @@ OFFICIAL_STATUSES = {s for s in Status if s is not Status.REJECTED}
 
 
 class Correctness(_Model):
+    # NaN errors (a NaN output) must survive a JSON round trip: written as "NaN", not null.
+    model_config = ConfigDict(extra="allow", populate_by_name=True, ser_json_inf_nan="strings")
     max_relative_error: float = 0.0
     max_absolute_error: float = 0.0
     extra: dict[str, Any] | None = None
