@@ -1,0 +1,130 @@
+"""End to end: every corpus solution through ``kbot eval --device cpu`` (the harness CLI).
+
+Hostile solutions must not be PASSED (REJECTED / RUNTIME_ERROR / TIMEOUT / INCORRECT_*), honest ones
+must be PASSED, the CLI exits 0 only when every workload passed, and every workload has a trace line
+whatever happened. A second test switches the static guard off (through the runner's RunConfig) and
+checks that the runtime layer alone still stops the solutions expected.yaml marks with ``runtime:``.
+
+Slow by nature (one CLI process per solution, a worker process per evaluation); both tests run the
+solutions a few at a time.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from harness.schema import Status, Trace, load_definition, load_solution, load_workloads
+
+from conftest import CORPUS, WORKLOADS
+
+sys.path.insert(0, str(CORPUS))
+import make_corpus  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+EXPECTED = make_corpus.expected()
+PARALLEL = 3
+HAS_CLI = importlib.util.find_spec("harness.cli") is not None
+needs_cli = pytest.mark.skipif(not HAS_CLI, reason="harness.cli (the `kbot eval` CLI, issue 2) does not exist yet")
+
+pytestmark = [pytest.mark.slow, needs_cli]
+
+
+def _definition_path(shared: Path) -> Path:
+    return shared / "flashinfer-trace" / "definitions" / "rmsnorm" / "rmsnorm_h4096.json"
+
+
+def _run_cli(name: str, definition: Path, out: Path) -> dict:
+    # `python -m harness.cli` is what the `kbot` console script runs; it works without an installed script.
+    cmd = [sys.executable, "-m", "harness.cli", "eval", str(CORPUS / f"{name}.json"),
+           "--definition", str(definition), "--workloads", str(WORKLOADS), "--device", "cpu",
+           "--out", str(out), "--json", "--trials", "2", "--timeout", "20", "--budget", "0.2"]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=REPO)
+    except subprocess.TimeoutExpired:
+        return {"name": name, "rc": None, "out": out, "stderr": "the CLI itself did not finish in 240 s"}
+    return {"name": name, "rc": p.returncode, "out": out, "stderr": p.stderr[-3000:]}
+
+
+@pytest.fixture(scope="module")
+def cli_runs(shared, tmp_path_factory):
+    base = tmp_path_factory.mktemp("guard_e2e")
+    definition = _definition_path(shared)
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        runs = list(pool.map(lambda n: _run_cli(n, definition, base / n), sorted(EXPECTED)))
+    return {r["name"]: r for r in runs}
+
+
+def _statuses(out: Path, n_workloads: int, name: str) -> list[str]:
+    traces_path = out / "traces.jsonl"
+    assert traces_path.exists(), f"{name}: no traces.jsonl"
+    lines = [ln for ln in traces_path.read_text().splitlines() if ln.strip()]
+    traces = [Trace.model_validate_json(ln) for ln in lines]
+    assert len(traces) == n_workloads, f"{name}: {len(traces)} trace lines for {n_workloads} workloads"
+    assert all(t.evaluation is not None for t in traces), f"{name}: a trace without an evaluation"
+    return [t.evaluation.status.value for t in traces]
+
+
+def test_every_corpus_solution_through_the_cli(cli_runs, shared):
+    definition = load_definition(_definition_path(shared))
+    n = len(load_workloads(WORKLOADS, definition))
+    problems = []
+    for name, meta in sorted(EXPECTED.items()):
+        r = cli_runs[name]
+        honest = meta["static"] == "honest"
+        if r["rc"] is None:
+            problems.append(f"{name}: {r['stderr']}")
+            continue
+        try:
+            statuses = _statuses(r["out"], n, name)
+            report = json.loads((r["out"] / "report.json").read_text())
+        except (AssertionError, FileNotFoundError, ValueError) as e:
+            problems.append(f"{name}: {e} (rc={r['rc']}, stderr: {r['stderr'][-400:]})")
+            continue
+        report_statuses = sorted(w["status"] for w in report["workloads"])
+        if report_statuses != sorted(statuses):
+            problems.append(f"{name}: report.json statuses {report_statuses} differ from traces {sorted(statuses)}")
+        if honest:
+            if statuses != [Status.PASSED.value] * n or r["rc"] != 0:
+                msgs = [w.get("message", "")[:200] for w in report["workloads"]]
+                problems.append(f"{name} (honest): statuses {statuses}, rc {r['rc']}: {msgs}")
+        else:
+            if Status.PASSED.value in statuses or r["rc"] == 0:
+                problems.append(f"{name} (hostile): statuses {statuses}, rc {r['rc']} — a cheat passed")
+            unexpected = set(statuses) - set(meta["e2e"])
+            if unexpected:
+                problems.append(f"{name}: statuses {sorted(unexpected)} not among the expected {meta['e2e']}")
+    assert not problems, "\n".join(problems)
+
+
+RUNTIME_ONLY = sorted(n for n, m in EXPECTED.items() if "runtime" in m)
+
+
+def test_runtime_layer_alone(shared, tmp_path):
+    """The same hostile solutions with the static guard off: the runtime layer must still stop them."""
+    from harness.runner import RunConfig, evaluate  # the lead's runner; RunConfig.guard switches the static guard
+
+    definition = load_definition(_definition_path(shared))
+    workloads = load_workloads(WORKLOADS, definition)
+    cfg = RunConfig(device="cpu", trials=2, timeout_s=10, startup_timeout_s=120, timing={"budget_s": 0.2}, guard=False)
+
+    def one(name: str):
+        report = evaluate(definition, load_solution(CORPUS / f"{name}.json"), workloads, tmp_path / name, cfg)
+        return name, [w.status.value for w in report.workloads], [w.message[:160] for w in report.workloads]
+
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        results = list(pool.map(one, RUNTIME_ONLY))
+    problems = []
+    for name, statuses, msgs in results:
+        if len(statuses) != len(workloads):
+            problems.append(f"{name}: {len(statuses)} results for {len(workloads)} workloads")
+        bad = [s for s in statuses if s not in EXPECTED[name]["runtime"]]
+        if bad:
+            problems.append(f"{name}: runtime-only statuses {statuses} (expected {EXPECTED[name]['runtime']}): {msgs}")
+    assert not problems, "\n".join(problems)
