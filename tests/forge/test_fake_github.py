@@ -70,7 +70,7 @@ def test_ref_update_refuses_non_fast_forward(github_server):
 def test_pulls_duplicate_filters_and_pagination(github_server):
     repo = _repo(github_server, per_page=5)
     for i in range(12):
-        _branch_with_file(repo, f"kbot/d/n{i}", f"f{i}.txt", str(i))
+        github_server.push_commit(f"kbot/d/n{i}", {f"f{i}.txt": str(i)}, author="kbot-bot")
         repo.create_pull(title=f"n{i}", body="", head=f"kbot/d/n{i}", base="main")
     with pytest.raises(github.GithubException) as err:
         repo.create_pull(title="again", body="", head="kbot/d/n0", base="main")

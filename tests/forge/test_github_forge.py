@@ -134,10 +134,9 @@ def test_commit_files_survives_5xx_on_every_step(github_server, forge):
 
 def test_list_prs_paginates_and_filters(github_server):
     forge = make_forge(github_server, per_page=4)
-    _, main = forge.default_head()
     for i in range(10):
         branch = f"kbot/{'gemm' if i % 2 else 'norm'}/n{i}"
-        forge.commit_files(branch, main, {f"f{i}": str(i)}, f"n{i}")
+        github_server.push_commit(branch, {f"f{i}": str(i)}, author="kbot-bot")
         forge.open_pr(branch, f"n{i}", "", labels=["kbot"] + (["winner"] if i in (3, 4) else []))
     forge.close_pr(1)
     assert len(list(forge.list_prs())) == 9
@@ -194,8 +193,8 @@ def test_sticky_review_across_pages_and_edited(github_server, forge):
     for i in range(3):
         pull.create_review(body=f"looks fine {i}", event="COMMENT")
     review = forge.upsert_review(pr.number, REVIEW_MARKER, f"{REVIEW_MARKER}\n## Report v1", commit_sha=sha)
-    for i in range(105):
-        pull.create_review(body=f"{REVIEW_MARKER}\nnot the bot {i}", event="COMMENT")
+    for i in range(105):  # people's reviews, quoting the marker: none of them is the bot's
+        github_server.add_review(pr.number, f"{REVIEW_MARKER}\nnot the bot {i}", author="alice")
     again = forge.upsert_review(pr.number, REVIEW_MARKER, f"{REVIEW_MARKER}\n## Report v2", commit_sha=sha)
     assert again.id == review.id and again.body.endswith("Report v2") and again.commit_sha == sha
     bot_reviews = [r for r in github_server.reviews_on(pr.number) if r["user"]["login"] == "kbot-bot"]

@@ -1073,6 +1073,18 @@ class FakeGitHub:
         chunk, headers = self._paginate(items, query, f"/repos/{self.full_name}/pulls/{pr['number']}/reviews")
         return 200, chunk, headers
 
+    def add_review(self, number: int, body: str, *, author: str, state: str = "COMMENTED") -> dict:
+        """Record a submitted review (used by the POST handler and by tests reviewing as a person)."""
+        with self.lock:
+            pr = self.pulls[number]
+            self._refresh(pr)
+            acct = self.add_account(author)
+            rv = {"id": next(self._ids), "pull": number, "user": acct.obj(), "body": body, "state": state,
+                  "commit_id": pr["head_sha"], "submitted_at": now_iso(),
+                  "author_association": self._association(acct.login)}
+            self.reviews[rv["id"]] = rv
+            return rv
+
     def h_create_review(self, caller: Caller, params: dict, query: dict, data: Any):
         pr = self._pull(params)
         self._require(caller, params, "read")
@@ -1085,14 +1097,12 @@ class FakeGitHub:
             raise HTTPError(422, "Unprocessable Entity", ["Review body is required for this event"])
         if event in ("APPROVE", "REQUEST_CHANGES") and caller.account.login == pr["user"]["login"]:
             raise HTTPError(422, "Unprocessable Entity", ["Can not approve/request changes on your own pull request"])
-        self._refresh(pr)
-        commit_id = data.get("commit_id") or pr["head_sha"]
-        if self.git.object_type(commit_id) != "commit":
+        commit_id = data.get("commit_id")
+        if commit_id is not None and self.git.object_type(str(commit_id)) != "commit":
             raise HTTPError(422, "Unprocessable Entity", ["commit_id is not part of the pull request"])
-        rv = {"id": next(self._ids), "pull": pr["number"], "user": caller.account.obj(), "body": body,
-              "state": states[event], "commit_id": commit_id, "submitted_at": now_iso(),
-              "author_association": self._association(caller.account.login)}
-        self.reviews[rv["id"]] = rv
+        rv = self.add_review(pr["number"], body, author=caller.account.login, state=states[event])
+        if commit_id:
+            rv["commit_id"] = commit_id
         return 200, B.review(self.full_name, rv), {}
 
     def h_update_review(self, caller: Caller, params: dict, query: dict, data: Any):
