@@ -18,122 +18,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from eventkit import comment_event, example
+from e2ekit import CHAMP_HASH, DEF, Env
 from reportkit import good, report, workload
 
-from bot.app import WebhookApp, Worker, sign
-from bot.auth import RateLimiter
-from bot.commands.events import EventRouter
-from bot.commands.services import ForgeServices
-from bot.forge.github import GitHubForge
-from bot.forge.markers import REVIEW_MARKER, decode_meta, with_meta
-from bot.policy import POLICY_PATH
-from bot.promotion import PROMOTION_PATH
-from bot.queue import JobQueue
-
-DEF = "gdn_decode_qk4_v8_d128_k_last"
-SECRET = b"e2e-secret"
-CHAMP_HASH = "b" * 64
-
-
-class Generator:
-    """Candidate PRs the way the controller opens them (idempotent by branch name)."""
-
-    def __init__(self, forge):
-        self.forge = forge
-        self.calls = 0
-
-    def __call__(self, req):
-        self.calls += 1
-        prs = []
-        for i in range(req.candidates):
-            branch = f"kbot/{req.definition}/n{i}"
-            pr = self.forge.find_open_pr(branch)
-            if pr is None:
-                if self.forge.branch_head(branch) is None:
-                    _, base = self.forge.default_head()
-                    sol = {"name": f"cand_{i}", "definition": req.definition}
-                    self.forge.commit_files(branch, base, {f"kernels/{req.definition}/solutions/cand_{i}.json":
-                                                           json.dumps(sol)}, f"kbot: candidate n{i}")
-                meta = {"definition": req.definition, "node": f"n{i}", "solution": f"cand_{i}",
-                        "solution_hash": f"{i}" * 64, "agent": req.agent}
-                pr = self.forge.open_pr(branch, f"kbot: {req.definition} candidate n{i}",
-                                        with_meta(f"Candidate n{i} for `{req.definition}`.", meta))
-            prs.append(pr.number)
-        return prs
-
-
-class Env:
-    def __init__(self, server, shared, tmp_path, repo_root):
-        self.server, self.shared = server, shared
-        server.set_permission("alice", "write")
-        server.add_user("alice")
-        server.push_commit("main", {POLICY_PATH: (repo_root / POLICY_PATH).read_text(),
-                                    PROMOTION_PATH: (repo_root / PROMOTION_PATH).read_text(),
-                                    f"kernels/{DEF}/champion.json": json.dumps(
-                                        {"definition": DEF, "solution": "champ_v1", "solution_hash": CHAMP_HASH,
-                                         "pr": None, "history": []})},
-                           author=server.maintainer, message="policy and first champion")
-        self.forge = GitHubForge(server.full_name, token=server.bot_token, base_url=server.base_url,
-                                 seconds_between_requests=None, seconds_between_writes=None, sleep=lambda s: None,
-                                 backoff=0.0)
-        self.generator = Generator(self.forge)
-        self.queue = JobQueue(tmp_path / "queue.sqlite3")
-        self.app = WebhookApp(self.queue, [SECRET])
-        self.results: dict[str, object] = {}  # head sha -> Report the "bench" produced
-        router = EventRouter(lambda p: self.forge, lambda f: ForgeServices(f, self.generator),
-                             RateLimiter(tmp_path / "rate.sqlite3"), self.fetch)
-        self.worker = Worker(self.queue, router.handle, lease_seconds=60)
-        self.n = 0
-
-    def fetch(self, forge, run, dest):
-        rep = self.results.get(run["head_sha"])
-        if rep is None:
-            return False
-        rep.dump(dest / "report.json")
-        return True
-
-    def deliver(self, event, payload, *, delivery=None, secret=SECRET):
-        self.n += 1
-        body = json.dumps(payload).encode()
-        resp = self.app.handle("POST", "/webhook", {
-            "X-GitHub-Event": event, "X-GitHub-Delivery": delivery or f"delivery-{self.n}",
-            "Content-Type": "application/json", "X-Hub-Signature-256": sign(secret, body)}, body)
-        while self.worker.run_once():
-            pass
-        return resp
-
-    def comment(self, number, body, author="alice", association="MEMBER"):
-        c = self.server.add_comment(number, body, author=author)
-        payload = comment_event(self.shared, body=body, login=author, number=number, comment_id=c["id"],
-                                repo=self.server.full_name, is_pr=self.server.issues[number]["is_pull"],
-                                association=association)
-        return c, payload
-
-    def bench_done(self, pr_number, rep):
-        pr = self.forge.get_pr(pr_number)
-        self.results[pr.head_sha] = rep
-        p = example(self.shared, "workflow_run", "completed")
-        run = p["workflow_run"]
-        run.update(event="pull_request", path=".github/workflows/bench.yml", head_branch=pr.head_branch,
-                   head_sha=pr.head_sha, conclusion="success", html_url=f"https://github.com/{self.server.full_name}/actions/runs/1")
-        run["head_repository"]["full_name"] = self.server.full_name
-        p["repository"]["full_name"] = self.server.full_name
-        return self.deliver("workflow_run", p)
-
-    def pulls(self):
-        return sorted(n for n, i in self.server.issues.items() if i["is_pull"])
-
-    def bot_comments(self, number):
-        return [c for c in self.server.comments_on(number) if c["user"]["login"] == self.server.bot_login]
-
-    def reactions(self, comment):
-        return [r["content"] for r in self.server.comments[comment["id"]]["reactions"]]
+from bot.forge.markers import REVIEW_MARKER, decode_meta
 
 
 @pytest.fixture
 def env(github_server, shared, tmp_path, repo):
-    return Env(github_server, shared, tmp_path, repo)
+    champion = {f"kernels/{DEF}/champion.json": json.dumps(
+        {"definition": DEF, "solution": "champ_v1", "solution_hash": CHAMP_HASH, "pr": None, "history": []})}
+    return Env(github_server, shared, tmp_path, repo, files=champion)
 
 
 def test_optimize_to_promotion(env):

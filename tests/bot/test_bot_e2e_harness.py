@@ -1,0 +1,104 @@
+"""End to end with the REAL harness on the CPU (Triton through its interpreter): signed `/optimize` →
+candidate PR (a variant of our Triton rmsnorm) → the bench step as bench.yml does it (solution read
+from the PR head, champion from main, `harness.runner.evaluate`, report + sidecar in the artifact
+folder) → workflow_run → sticky review with measured numbers → promotion merge → champion pointer
+and leaderboard on main.
+
+CPU timings say nothing about GPU speed (the Triton interpreter is far slower than the torch
+reference), so the policy on main here accepts a first champion at any speedup over the reference;
+the paired rules are covered with constructed reports in test_bot_e2e.py / test_bot_promotion.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from e2ekit import Env
+
+from bot.forge.markers import REVIEW_MARKER, with_meta
+from bot.promotion import PROMOTION_PATH, read_champion
+from harness.runner import RunConfig, evaluate
+from harness.schema import load_definition, load_workloads, parse_solution
+
+pytestmark = pytest.mark.slow
+
+DEF = "rmsnorm_h4096"
+SEED = "kernels/rmsnorm_h4096/triton_rows/solution.json"
+
+
+class TunableGenerator:
+    """Candidates = the shipped Triton rmsnorm with another NUM_WARPS (what the offline agent tunes)."""
+
+    def __init__(self, forge):
+        self.forge = forge
+
+    def __call__(self, req):
+        seed = json.loads(self.forge.read_file(SEED))
+        prs = []
+        for i, warps in enumerate((4, 16)[: req.candidates]):
+            sol = json.loads(json.dumps(seed))
+            sol["name"] = f"rmsnorm_h4096_triton_rows_w{warps}"
+            src = sol["sources"][0]
+            src["content"] = src["content"].replace("NUM_WARPS = 8", f"NUM_WARPS = {warps}")
+            path = f"kernels/{DEF}/triton_rows_w{warps}/solution.json"
+            branch = f"kbot/{DEF}/w{warps}"
+            pr = self.forge.find_open_pr(branch)
+            if pr is None:
+                if self.forge.branch_head(branch) is None:
+                    _, base = self.forge.default_head()
+                    self.forge.commit_files(branch, base, {path: json.dumps(sol, indent=2)}, f"kbot: {sol['name']}")
+                meta = {"definition": DEF, "node": f"w{warps}", "solution": sol["name"], "solution_path": path}
+                pr = self.forge.open_pr(branch, f"kbot: {sol['name']}", with_meta("NUM_WARPS variant.", meta))
+            prs.append(pr.number)
+        return prs
+
+
+def bench(repo):
+    """What bench.yml's evaluate step does, in-process: data from git, the harness from this checkout."""
+    definition = load_definition(repo / "definitions" / DEF / "definition.json")
+    workloads = load_workloads(repo / "definitions" / DEF / "workloads.small.jsonl", definition)
+
+    def fetch(forge, run, dest):
+        pr = forge.find_open_pr(run["head_branch"])
+        changed = [c for c in (f"kernels/{DEF}/triton_rows_w{w}/solution.json" for w in (4, 16))
+                   if forge.read_file(c, ref=run["head_sha"]) is not None]
+        (path,) = changed
+        solution = parse_solution(json.loads(forge.read_file(path, ref=run["head_sha"])))
+        champ = read_champion(forge, DEF)
+        baseline = None
+        if champ and champ.get("solution_path"):
+            baseline = parse_solution(json.loads(forge.read_file(champ["solution_path"])))
+        cfg = RunConfig(device="cpu", trials=1, timing={"budget_s": 0.05}, timeout_s=120)
+        evaluate(definition, solution, workloads, dest / "run", cfg, baseline=baseline)
+        (dest / "kbot-bench.json").write_text(json.dumps({"solution": solution.name, "solution_path": path}))
+        assert pr is not None
+        return True
+
+    return fetch
+
+
+def test_real_harness_cpu_to_leaderboard(github_server, shared, tmp_path, repo):
+    permissive = (repo / PROMOTION_PATH).read_text().replace(
+        "first_champion_min_speedup_vs_reference: 1.0", "first_champion_min_speedup_vs_reference: 0.0")
+    env = Env(github_server, shared, tmp_path, repo, generator=TunableGenerator, fetch=bench(repo),
+              files={PROMOTION_PATH: permissive, SEED: (repo / SEED).read_text()})
+    issue = env.server.create_issue("rmsnorm", author="alice")
+    _, payload = env.comment(issue, f"/optimize {DEF} --candidates 1")
+    env.deliver("issue_comment", payload)
+    (pr,) = env.pulls()
+    head = env.forge.get_pr(pr).head_sha
+    env.bench_done(pr, None)  # results come from the real harness through `fetch`
+
+    (review,) = [r for r in env.server.reviews_on(pr) if REVIEW_MARKER in r["body"]]
+    body = review["body"]
+    assert "Decision: PROMOTE" in body and "3 / 3" in body and "cpu\\_monotonic" in body
+    assert body.count("| PASSED |") == 3
+    assert env.forge.combined_status(head).get("kbot/harness").state == "success"
+    assert env.forge.get_pr(pr).merged
+    champ = read_champion(env.forge, DEF)
+    assert champ["solution"] == "rmsnorm_h4096_triton_rows_w4" and champ["sha"] == head
+    assert champ["solution_path"] == f"kernels/{DEF}/triton_rows_w4/solution.json"
+    assert env.forge.read_file(champ["solution_path"]) is not None  # the squash merge brought it to main
+    board = env.forge.read_file(f"kernels/{DEF}/LEADERBOARD.md").decode()
+    assert "rmsnorm\\_h4096\\_triton\\_rows\\_w4" in board and "(champion)" in board
