@@ -1,0 +1,508 @@
+"""A forge on this machine: a real bare git repository plus a JSON store for PRs, reviews and statuses.
+
+This is what ``kbot optimize`` runs on when there is no GitHub. It implements the same ``Forge``
+protocol as ``GitHubForge`` so the promotion code (``bot.promotion``), the review publisher
+(``bot.review.publish_results``) and the leaderboard run unchanged on it.
+
+* Code lives in a bare repository (``repo.git``): commits are written with git plumbing
+  (``hash-object``, a private index, ``write-tree``, ``commit-tree``) and branches move with
+  ``update-ref <new> <old>``, git's own compare-and-swap. Nothing is ever checked out, so no working
+  tree (the user's or any other) is touched.
+* A merge is sha-guarded like GitHub's: it refuses (``HeadMovedError``) when the PR head is not the
+  sha that was benchmarked, and writes a real squash commit on the default branch (tree from
+  ``git merge-tree --write-tree``; a conflict is ``NotMergeableError``).
+* Pull requests, comments, reviews, labels and statuses are one JSON document (``forge.json``),
+  rewritten atomically (temp file + fsync + rename) under an exclusive ``flock``, so it survives
+  restarts and two processes never interleave writes. Closed and merged PRs are kept forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from bot.forge.base import (
+    BranchMovedError,
+    BranchTouchedByHumansError,
+    CheckRun,
+    CombinedStatus,
+    Comment,
+    CommitInfo,
+    CommitStatus,
+    FileChange,
+    FilesArg,
+    ForgeError,
+    ForgeInfo,
+    HeadMovedError,
+    MergeMethod,
+    MergeResult,
+    NotFoundError,
+    NotMergeableError,
+    Permission,
+    PullRequest,
+    Review,
+    UnsupportedError,
+)
+from bot.forge.markers import has_marker
+
+BOT_LOGIN = "kbot"
+BOT_EMAIL = "kbot@localhost"
+DEFAULT_BRANCH = "main"
+ZERO = "0" * 40
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _dt(s: str | None) -> datetime | None:
+    return datetime.fromisoformat(s) if s else None
+
+
+@dataclass
+class _Git:
+    git_dir: Path
+
+    def __call__(self, *args: str, input: bytes | None = None, env: dict[str, str] | None = None,
+                 check: bool = True) -> subprocess.CompletedProcess:
+        # Only our variables: a GIT_WORK_TREE or GIT_INDEX_FILE inherited from a hook must not leak in.
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+        full_env.update({"GIT_DIR": str(self.git_dir), "GIT_CONFIG_NOSYSTEM": "1",
+                         "GIT_AUTHOR_NAME": BOT_LOGIN, "GIT_AUTHOR_EMAIL": BOT_EMAIL,
+                         "GIT_COMMITTER_NAME": BOT_LOGIN, "GIT_COMMITTER_EMAIL": BOT_EMAIL, **(env or {})})
+        p = subprocess.run(["git", *args], input=input, env=full_env, capture_output=True)
+        if check and p.returncode != 0:
+            raise ForgeError(f"git {' '.join(args[:3])}: {p.stderr.decode(errors='replace').strip()[:500]}")
+        return p
+
+    def out(self, *args: str, **kw: Any) -> str:
+        return self(*args, **kw).stdout.decode().strip()
+
+
+class LocalForge:
+    """``Forge`` over ``<root>/repo.git`` and ``<root>/forge.json`` (see the module docstring)."""
+
+    def __init__(self, root: str | Path, *, bot_login: str = BOT_LOGIN, owner: str | None = None):
+        self.root = Path(root).resolve()
+        self.git_dir = self.root / "repo.git"
+        self.store_path = self.root / "forge.json"
+        self.lock_path = self.root / "forge.lock"
+        self.bot_login = bot_login
+        self.owner = owner or os.environ.get("USER") or "owner"
+        self.git = _Git(self.git_dir)
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not (self.git_dir / "HEAD").exists():
+            subprocess.run(["git", "init", "--quiet", "--bare", f"--initial-branch={DEFAULT_BRANCH}", str(self.git_dir)],
+                           check=True, capture_output=True)
+
+    # -- store -------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[dict[str, Any]]:
+        """Read-modify-write of the store under an exclusive lock; written back atomically on success."""
+        with open(self.lock_path, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                data = self._load()
+                yield data
+                self._save(data)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _load(self) -> dict[str, Any]:
+        if not self.store_path.exists():
+            return {"version": 1, "next_id": 1, "prs": {}, "comments": {}, "reviews": {}, "statuses": {}}
+        try:
+            return json.loads(self.store_path.read_text())
+        except ValueError as e:
+            raise ForgeError(f"{self.store_path} is not valid JSON ({e}); it is only written atomically, "
+                             "so it was edited by hand") from None
+
+    def _save(self, data: dict[str, Any]) -> None:
+        fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".forge.json-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.store_path)
+
+    @staticmethod
+    def _next_id(data: dict[str, Any]) -> int:
+        n = int(data["next_id"])
+        data["next_id"] = n + 1
+        return n
+
+    # -- identity and repository -------------------------------------------------------------------
+    @property
+    def info(self) -> ForgeInfo:
+        return ForgeInfo(kind="local", repo=str(self.git_dir), bot_login=self.bot_login, supports_check_runs=False)
+
+    def default_branch(self) -> str:
+        return DEFAULT_BRANCH
+
+    def _resolve(self, ref: str) -> str | None:
+        for cand in (f"refs/heads/{ref}", ref):
+            p = self.git("rev-parse", "--verify", "--quiet", f"{cand}^{{commit}}", check=False)
+            if p.returncode == 0:
+                return p.stdout.decode().strip()
+        return None
+
+    def branch_head(self, branch: str) -> str | None:
+        p = self.git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", check=False)
+        return p.stdout.decode().strip() if p.returncode == 0 else None
+
+    def default_head(self) -> tuple[str, str]:
+        head = self.branch_head(DEFAULT_BRANCH)
+        if head is None:
+            raise NotFoundError(f"{self.git_dir}: the default branch {DEFAULT_BRANCH} does not exist yet")
+        return DEFAULT_BRANCH, head
+
+    def read_file(self, path: str, ref: str | None = None) -> bytes | None:
+        sha = self._resolve(ref or DEFAULT_BRANCH)
+        if sha is None:
+            return None
+        p = self.git("cat-file", "blob", f"{sha}:{path}", check=False)
+        return p.stdout if p.returncode == 0 else None
+
+    def list_files(self, ref: str | None = None, under: str = "") -> list[str]:
+        sha = self._resolve(ref or DEFAULT_BRANCH)
+        if sha is None:
+            return []
+        args = ["ls-tree", "-r", "--name-only", sha] + ([under] if under else [])
+        return [line for line in self.git.out(*args).splitlines() if line]
+
+    # -- writing code ------------------------------------------------------------------------------
+    def _tree_with(self, base_sha: str | None, files: FilesArg) -> str:
+        changes = files if isinstance(files, list) else [
+            FileChange(p, c.encode() if isinstance(c, str) else c) for p, c in files.items()]
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            if base_sha:
+                self.git("read-tree", base_sha, env=env)
+            for ch in changes:
+                if ".." in ch.path.split("/") or ch.path.startswith("/"):
+                    raise ForgeError(f"refusing path {ch.path!r}")
+                if ch.content is None:
+                    self.git("update-index", "--force-remove", ch.path, env=env)
+                    continue
+                content = ch.content.encode() if isinstance(ch.content, str) else ch.content
+                blob = self.git.out("hash-object", "-w", "--stdin", input=content)
+                mode = "100755" if ch.executable else "100644"
+                self.git("update-index", "--add", "--cacheinfo", f"{mode},{blob},{ch.path}", env=env)
+            return self.git.out("write-tree", env=env)
+
+    def commit_files(self, branch: str, base_sha: str | None, files: FilesArg, message: str) -> str:
+        """See ``Forge.commit_files``. ``base_sha=None`` writes a root commit on a branch that must not exist."""
+        head = self.branch_head(branch)
+        if head is not None:
+            if head != base_sha:
+                raise BranchMovedError(f"{branch} is at {head[:12]}, not {str(base_sha)[:12]}")
+            humans = self.branch_touched_by_humans(branch)
+            if humans:
+                raise BranchTouchedByHumansError(branch, humans)
+        tree = self._tree_with(base_sha, files)
+        parents = ["-p", base_sha] if base_sha else []
+        sha = self.git.out("commit-tree", tree, *parents, "-m", message)
+        # Compare-and-swap: the ref moves only if it is still what we read (absent: all zeros).
+        p = self.git("update-ref", f"refs/heads/{branch}", sha, head or ZERO, check=False)
+        if p.returncode != 0:
+            raise BranchMovedError(f"{branch} moved while committing: {p.stderr.decode().strip()[:200]}")
+        return sha
+
+    def _commit_info(self, sha: str) -> CommitInfo:
+        fmt = "%H%x00%P%x00%an%x00%ae%x00%cn%x00%ce%x00%B"
+        parts = self.git.out("show", "-s", f"--format={fmt}", sha).split("\x00", 6)
+        return CommitInfo(sha=parts[0], parents=tuple(parts[1].split()), author_name=parts[2], author_email=parts[3],
+                          committer_name=parts[4], committer_email=parts[5], message=parts[6],
+                          author_login=self.bot_login if parts[3] == BOT_EMAIL else None,
+                          committer_login=self.bot_login if parts[5] == BOT_EMAIL else None)
+
+    def branch_commits(self, branch: str, base: str | None = None) -> list[CommitInfo]:
+        tip = self._resolve(branch)
+        if tip is None:
+            raise NotFoundError(f"no branch {branch!r}")
+        base_sha = self._resolve(base or DEFAULT_BRANCH)
+        rng = f"{base_sha}..{tip}" if base_sha else tip
+        return [self._commit_info(s) for s in self.git.out("rev-list", rng).splitlines() if s]
+
+    def branch_touched_by_humans(self, branch: str, base: str | None = None) -> list[CommitInfo]:
+        return [c for c in self.branch_commits(branch, base)
+                if c.author_email != BOT_EMAIL or c.committer_email != BOT_EMAIL]
+
+    def delete_branch(self, branch: str) -> None:
+        head = self.branch_head(branch)
+        if head is None:
+            raise NotFoundError(f"no branch {branch!r}")
+        self.git("update-ref", "-d", f"refs/heads/{branch}", head)
+
+    def update_branch(self, number: int) -> str:
+        """Merge the default branch into the PR head (GitHub's "Update branch"): one bot merge commit.
+        Returns the new head sha (unchanged when already up to date)."""
+        pr = self.get_pr(number)
+        main = self.branch_head(DEFAULT_BRANCH)
+        if main is None or not self.branch_commits(DEFAULT_BRANCH, base=pr.head_branch):
+            return pr.head_sha
+        tree = self._merge_tree(pr.head_sha, main)
+        sha = self.git.out("commit-tree", tree, "-p", pr.head_sha, "-p", main,
+                           "-m", f"Merge {DEFAULT_BRANCH} into {pr.head_branch}")
+        p = self.git("update-ref", f"refs/heads/{pr.head_branch}", sha, pr.head_sha, check=False)
+        if p.returncode != 0:
+            raise BranchMovedError(f"{pr.head_branch} moved while updating")
+        return sha
+
+    def _merge_tree(self, ours: str, theirs: str) -> str:
+        p = self.git("merge-tree", "--write-tree", ours, theirs, check=False)
+        if p.returncode != 0:
+            raise NotMergeableError(f"{ours[:12]} and {theirs[:12]} conflict")
+        return p.stdout.decode().split("\n", 1)[0].strip()
+
+    # -- pull requests -----------------------------------------------------------------------------
+    def _pr(self, rec: dict[str, Any]) -> PullRequest:
+        head = rec["head_sha"] if rec["state"] == "closed" else (self.branch_head(rec["head_branch"]) or rec["head_sha"])
+        return PullRequest(
+            number=rec["number"], title=rec["title"], body=rec["body"], head_branch=rec["head_branch"],
+            head_sha=head, base_branch=rec["base_branch"], state=rec["state"], merged=rec["merged"],
+            author=rec["author"], labels=tuple(rec.get("labels", [])), url=f"local:{self.root}#pr-{rec['number']}",
+            merge_commit_sha=rec.get("merge_commit_sha"), mergeable=rec["state"] == "open" or None,
+            head_repo=str(self.git_dir), base_repo=str(self.git_dir))
+
+    def _get(self, data: dict[str, Any], number: int) -> dict[str, Any]:
+        rec = data["prs"].get(str(number))
+        if rec is None:
+            raise NotFoundError(f"no pull request #{number}")
+        return rec
+
+    def find_open_pr(self, head_branch: str) -> PullRequest | None:
+        for rec in self._load()["prs"].values():
+            if rec["head_branch"] == head_branch and rec["state"] == "open":
+                return self._pr(rec)
+        return None
+
+    def open_pr(self, head_branch: str, title: str, body: str, *, base: str | None = None,
+                labels: tuple[str, ...] | list[str] = (), draft: bool = False) -> PullRequest:
+        head = self.branch_head(head_branch)
+        if head is None:
+            raise NotFoundError(f"no branch {head_branch!r} to open a pull request from")
+        with self._locked() as data:
+            for rec in data["prs"].values():
+                if rec["head_branch"] == head_branch and rec["state"] == "open":
+                    return self._pr(rec)  # idempotent: the open PR of this branch
+            n = self._next_id(data)
+            rec = {"number": n, "title": title, "body": body, "head_branch": head_branch, "head_sha": head,
+                   "base_branch": base or DEFAULT_BRANCH, "state": "open", "merged": False, "author": self.bot_login,
+                   "labels": sorted(set(labels)), "created_at": _now(), "updated_at": _now(), "draft": draft,
+                   "merge_commit_sha": None, "closed_at": None}
+            data["prs"][str(n)] = rec
+        return self._pr(rec)
+
+    def get_pr(self, number: int) -> PullRequest:
+        return self._pr(self._get(self._load(), number))
+
+    def pr_record(self, number: int) -> dict[str, Any]:
+        """The stored record (timestamps included) for display."""
+        return dict(self._get(self._load(), number))
+
+    def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRequest:
+        with self._locked() as data:
+            rec = self._get(data, number)
+            if title is not None:
+                rec["title"] = title
+            if body is not None:
+                rec["body"] = body
+            rec["updated_at"] = _now()
+        return self._pr(rec)
+
+    def list_prs(self, *, state: Literal["open", "closed", "all"] = "open", label: str | None = None,
+                 head_prefix: str | None = None) -> Iterator[PullRequest]:
+        recs = sorted(self._load()["prs"].values(), key=lambda r: r["number"])
+        for rec in recs:
+            if state != "all" and rec["state"] != state:
+                continue
+            if label is not None and label not in rec.get("labels", []):
+                continue
+            if head_prefix is not None and not rec["head_branch"].startswith(head_prefix):
+                continue
+            yield self._pr(rec)
+
+    def wait_mergeable(self, number: int, timeout: float = 30.0) -> PullRequest:
+        return self.get_pr(number)
+
+    def merge(self, number: int, sha: str, *, method: MergeMethod = "squash", title: str | None = None,
+              message: str | None = None) -> MergeResult:
+        with self._locked() as data:
+            rec = self._get(data, number)
+            if rec["state"] != "open":
+                raise NotMergeableError(f"#{number} is {'merged' if rec['merged'] else 'closed'}")
+            head = self.branch_head(rec["head_branch"])
+            if head != sha:
+                raise HeadMovedError(f"#{number} head is {str(head)[:12]}, not the benchmarked {sha[:12]}")
+            base = self.branch_head(rec["base_branch"])
+            if base is None:
+                raise NotMergeableError(f"base branch {rec['base_branch']} does not exist")
+            tree = self._merge_tree(base, sha)
+            msg = (title or f"{rec['title']} (#{number})") + ("\n\n" + message if message else "")
+            if method == "squash":
+                parents = ["-p", base]
+            elif method == "merge":
+                parents = ["-p", base, "-p", sha]
+            else:
+                raise UnsupportedError(f"merge method {method!r} is not supported by the local forge")
+            new = self.git.out("commit-tree", tree, *parents, "-m", msg)
+            p = self.git("update-ref", f"refs/heads/{rec['base_branch']}", new, base, check=False)
+            if p.returncode != 0:
+                raise NotMergeableError(f"{rec['base_branch']} moved during the merge; retry")
+            rec.update(state="closed", merged=True, merge_commit_sha=new, head_sha=sha, closed_at=_now(), updated_at=_now())
+        return MergeResult(sha=new, merged=True, message="merged")
+
+    def close_pr(self, number: int, comment: str | None = None) -> PullRequest:
+        if comment:
+            rec = self._get(self._load(), number)
+            if rec["state"] == "open" and not any(
+                    c["body"] == comment for c in self._load()["comments"].values() if c["number"] == number):
+                self.create_comment(number, comment)
+        with self._locked() as data:
+            rec = self._get(data, number)
+            if rec["state"] == "open":
+                rec.update(state="closed", head_sha=self.branch_head(rec["head_branch"]) or rec["head_sha"],
+                           closed_at=_now(), updated_at=_now())
+        return self._pr(rec)
+
+    # -- labels ------------------------------------------------------------------------------------
+    def add_labels(self, number: int, labels: list[str] | tuple[str, ...]) -> None:
+        with self._locked() as data:
+            rec = self._get(data, number)
+            rec["labels"] = sorted(set(rec.get("labels", [])) | set(labels))
+
+    def remove_label(self, number: int, label: str) -> None:
+        with self._locked() as data:
+            rec = self._get(data, number)
+            rec["labels"] = [x for x in rec.get("labels", []) if x != label]
+
+    def labels(self, number: int) -> list[str]:
+        return list(self._get(self._load(), number).get("labels", []))
+
+    # -- conversation ------------------------------------------------------------------------------
+    def _comment(self, c: dict[str, Any]) -> Comment:
+        return Comment(id=c["id"], body=c["body"], author=c["author"], author_is_bot=c["author"] == self.bot_login,
+                       created_at=_dt(c.get("created_at")), updated_at=_dt(c.get("updated_at")))
+
+    def list_comments(self, number: int) -> Iterator[Comment]:
+        data = self._load()
+        self._get(data, number)
+        for c in sorted(data["comments"].values(), key=lambda c: c["id"]):
+            if c["number"] == number:
+                yield self._comment(c)
+
+    def get_comment(self, comment_id: int) -> Comment:
+        c = self._load()["comments"].get(str(comment_id))
+        if c is None:
+            raise NotFoundError(f"no comment {comment_id}")
+        return self._comment(c)
+
+    def create_comment(self, number: int, body: str, *, author: str | None = None) -> Comment:
+        """``author`` lets tests and local users post as someone other than the bot."""
+        with self._locked() as data:
+            self._get(data, number)
+            cid = self._next_id(data)
+            c = {"id": cid, "number": number, "body": body, "author": author or self.bot_login,
+                 "created_at": _now(), "updated_at": _now(), "reactions": []}
+            data["comments"][str(cid)] = c
+        return self._comment(c)
+
+    def upsert_comment(self, number: int, marker: str, body: str) -> Comment:
+        if not has_marker(body, marker):
+            raise ForgeError("a sticky comment body must contain its marker")
+        with self._locked() as data:
+            self._get(data, number)
+            mine = [c for c in data["comments"].values()
+                    if c["number"] == number and c["author"] == self.bot_login and has_marker(c["body"], marker)]
+            if mine:
+                c = max(mine, key=lambda c: c["id"])
+                c.update(body=body, updated_at=_now())
+            else:
+                cid = self._next_id(data)
+                c = {"id": cid, "number": number, "body": body, "author": self.bot_login,
+                     "created_at": _now(), "updated_at": _now(), "reactions": []}
+                data["comments"][str(cid)] = c
+        return self._comment(c)
+
+    def delete_comment(self, comment_id: int) -> None:
+        with self._locked() as data:
+            if data["comments"].pop(str(comment_id), None) is None:
+                raise NotFoundError(f"no comment {comment_id}")
+
+    def add_reaction(self, comment_id: int, reaction: str) -> None:
+        with self._locked() as data:
+            c = data["comments"].get(str(comment_id))
+            if c is None:
+                raise NotFoundError(f"no comment {comment_id}")
+            if reaction not in c["reactions"]:
+                c["reactions"].append(reaction)
+
+    def _review(self, r: dict[str, Any]) -> Review:
+        return Review(id=r["id"], body=r["body"], author=r["author"], state=r["state"], commit_sha=r.get("commit_sha"))
+
+    def upsert_review(self, number: int, marker: str, body: str, commit_sha: str | None = None) -> Review:
+        if not has_marker(body, marker):
+            raise ForgeError("a sticky review body must contain its marker")
+        with self._locked() as data:
+            rec = self._get(data, number)
+            mine = [r for r in data["reviews"].values()
+                    if r["number"] == number and r["author"] == self.bot_login and has_marker(r["body"], marker)]
+            sha = commit_sha or self.branch_head(rec["head_branch"]) or rec["head_sha"]
+            if mine:
+                r = max(mine, key=lambda r: r["id"])
+                r.update(body=body, commit_sha=sha, updated_at=_now(), edits=r.get("edits", 0) + 1)
+            else:
+                rid = self._next_id(data)
+                r = {"id": rid, "number": number, "body": body, "author": self.bot_login, "state": "COMMENTED",
+                     "commit_sha": sha, "created_at": _now(), "updated_at": _now(), "edits": 0}
+                data["reviews"][str(rid)] = r
+        return self._review(r)
+
+    def list_reviews(self, number: int) -> Iterator[Review]:
+        data = self._load()
+        self._get(data, number)
+        for r in sorted(data["reviews"].values(), key=lambda r: r["id"]):
+            if r["number"] == number:
+                yield self._review(r)
+
+    # -- statuses and checks -----------------------------------------------------------------------
+    def set_status(self, sha: str, state: str, *, context: str = "kbot/harness",
+                   description: str = "", target_url: str | None = None) -> CommitStatus:
+        if state not in ("pending", "success", "failure", "error"):
+            raise ForgeError(f"bad status state {state!r}")
+        with self._locked() as data:
+            data["statuses"].setdefault(sha, {})[context] = {
+                "state": state, "description": description[:140], "target_url": target_url, "updated_at": _now()}
+        return CommitStatus(context, state, description[:140], target_url)  # type: ignore[arg-type]
+
+    def combined_status(self, ref: str) -> CombinedStatus:
+        sha = self._resolve(ref) or ref
+        entries = self._load()["statuses"].get(sha, {})
+        sts = tuple(CommitStatus(ctx, e["state"], e["description"], e.get("target_url")) for ctx, e in sorted(entries.items()))
+        states = {s.state for s in sts}
+        state = ("failure" if "failure" in states else "error" if "error" in states
+                 else "pending" if not sts or "pending" in states else "success")
+        return CombinedStatus(sha, state, sts)  # type: ignore[arg-type]
+
+    def create_check_run(self, sha: str, name: str, **kw: Any) -> CheckRun:
+        raise UnsupportedError("the local forge reports commit statuses, not check runs")
+
+    def update_check_run(self, check_run_id: int, **kw: Any) -> CheckRun:
+        raise UnsupportedError("the local forge reports commit statuses, not check runs")
+
+    # -- who may command the bot -------------------------------------------------------------------
+    def permission(self, user: str) -> Permission:
+        return Permission.ADMIN if user in (self.owner, self.bot_login) else Permission.NONE
+
+    def is_team_member(self, org: str, team_slug: str, user: str) -> bool:
+        return False
+
