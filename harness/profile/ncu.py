@@ -20,6 +20,7 @@ import math
 import re
 import shlex
 import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -38,6 +39,7 @@ __all__ = [
     "ncu_evidence",
     "parse_ncu_csv",
     "parse_ncu_launches",
+    "run_ncu",
 ]
 
 CANDIDATE_RANGE = "kbot_candidate"
@@ -461,3 +463,72 @@ def ncu_evidence(csv_text: str, kernel: str | None = None) -> Collected:
     ev["library_kernel_time_pct"] = (sum(total(n) for n in kernels if kernels[n]["library"]) / all_time * 100) if all_time else 0.0
     ev["main_kernel_time_pct"] = total(main) / all_time * 100 if all_time else 100.0
     return Collected(source="ncu", evidence=ev, raw={"kernels": kernels, "main_kernel": main})
+
+
+# ------------------------------------------------------------------------------------- running ncu
+
+_ALWAYS_KEEP = ("launch__", "device__")  # launch attributes are not always listed by --query-metrics
+_known_cache: dict[str, set[str] | None] = {}
+
+
+def known_metric_bases(ncu: str, timeout: int = 120) -> tuple[set[str] | None, str]:
+    """Base metric names this ncu lists for the local GPU (``--query-metrics``); None if it cannot say."""
+    if ncu in _known_cache:
+        return _known_cache[ncu], ""
+    try:
+        p = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=timeout)
+        text = p.stdout + p.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        _known_cache[ncu] = None
+        return None, f"query failed: {e}"
+    known = set(re.findall(r"^\s*([a-z0-9_]+__[A-Za-z0-9_]+)", p.stdout, re.M))
+    result = known if len(known) >= 50 else None  # a parse problem must not throw the whole list away
+    _known_cache[ncu] = result
+    return result, text
+
+
+def filter_metrics(metrics: Iterable[str], known_bases: set[str] | None) -> tuple[list[str], list[str]]:
+    """(kept, dropped): a metric is kept when its base name (before the first '.') is known."""
+    metrics = list(metrics)
+    if known_bases is None:
+        return metrics, []
+    kept = [m for m in metrics if m.startswith(_ALWAYS_KEEP) or m.split(".", 1)[0] in known_bases]
+    return kept, [m for m in metrics if m not in kept]
+
+
+@dataclass
+class NcuRun:
+    csv: str  # "" when ncu produced no CSV
+    command: list[str]
+    returncode: int | None
+    log: str  # ncu's stderr (all attempts), for the archive
+    dropped: list[str] = field(default_factory=list)  # metrics removed because this ncu rejected them
+
+
+def run_ncu(program: list[str], *, ncu: str, metrics: Iterable[str] = METRICS, env: dict[str, str] | None = None,
+            cwd: str | None = None, timeout: int = 600, attempts: int = 4, **command_kw: Any) -> NcuRun:
+    """Run ncu on ``program``; metrics this ncu does not know are dropped (query first, then on error).
+
+    One unknown metric name makes ncu refuse the whole run, and metric sets change between ncu versions
+    and GPUs, so the curated list is filtered against ``--query-metrics`` and, if ncu still complains,
+    the names on its ``==ERROR==`` lines are removed and it runs again.
+    """
+    known, _ = known_metric_bases(ncu)
+    wanted, dropped = filter_metrics(metrics, known)
+    logs: list[str] = []
+    cmd: list[str] = []
+    rc: int | None = None
+    for attempt in range(attempts):
+        cmd = ncu_command(program, metrics=wanted, ncu=ncu, **command_kw)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+        rc = p.returncode
+        logs.append(f"$ {command_text(cmd)}\n# attempt {attempt}, rc={rc}\n{p.stderr[-20000:]}")
+        if re.search(r'^"?ID"?,', p.stdout, re.M):
+            return NcuRun(p.stdout, cmd, rc, "\n".join(logs), dropped)
+        errors = [ln for ln in (p.stdout + "\n" + p.stderr).splitlines() if "==ERROR==" in ln]
+        bad = [m for m in wanted if any(m in ln or m.split(".", 1)[0] in ln for ln in errors)]
+        if not bad:
+            break
+        dropped += bad
+        wanted = [m for m in wanted if m not in bad]
+    return NcuRun("", cmd, rc, "\n".join(logs), dropped)

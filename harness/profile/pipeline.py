@@ -25,7 +25,7 @@ from ..report import Report, Roofline, WorkloadResult
 from ..roofline import roofline as compute_roofline
 from ..schema import Definition, Solution, Status, Workload
 from . import Collected
-from .ncu import METRICS, find_ncu, ncu_command, ncu_evidence
+from .ncu import METRICS, command_text, find_ncu, ncu_evidence, run_ncu
 from .sass import find_tool, parse_sass, _facts_evidence
 
 __all__ = ["ProfileOutcome", "analyze", "explain_csv", "profile_report", "profile_workload", "sass_from_dirs"]
@@ -155,18 +155,21 @@ def profile_workload(solution: Solution, definition: Definition, workload: Workl
         collected.append(Collected.unavailable("ncu", "ncu (Nsight Compute) not found on PATH or in /usr/local/cuda/bin"))
     else:
         jp = job("ncu", warmup=3, calls=1, energy=False)
-        cmd = ncu_command([python, "-m", "harness.profile.driver", str(jp)], metrics=metrics, ncu=ncu,
-                          kernel_regex=kernel_regex)
-        files["ncu_command"] = " ".join(cmd[:12]) + " ..."
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env, cwd=str(REPO))
+            run = run_ncu([python, "-m", "harness.profile.driver", str(jp)], ncu=ncu, metrics=metrics, env=env,
+                          cwd=str(REPO), timeout=timeout_s, kernel_regex=kernel_regex)
+            files["ncu_command"] = command_text(run.command)
             csv_path = workdir / "ncu.csv"
-            csv_path.write_text(p.stdout)
-            (workdir / "ncu.log").write_text(p.stderr[-20000:])
+            csv_path.write_text(run.csv)
+            (workdir / "ncu.log").write_text(run.log[-50000:])
             files["ncu_csv"] = str(csv_path)
-            ev = ncu_evidence(p.stdout)
-            if not ev.ok and p.returncode != 0:
-                ev = Collected.unavailable("ncu", f"ncu exited {p.returncode}: {(p.stderr or p.stdout).strip()[-400:]}")
+            files["ncu_log"] = str(workdir / "ncu.log")
+            ev = ncu_evidence(run.csv)
+            if not ev.ok and not run.csv:
+                tail = run.log.strip().splitlines()[-3:]
+                ev = Collected.unavailable("ncu", f"ncu exited {run.returncode} without a CSV: {' | '.join(tail)[-400:]}")
+            if run.dropped:
+                ev.raw["dropped_metrics"] = run.dropped
             collected.append(ev)
         except subprocess.TimeoutExpired:
             collected.append(Collected.unavailable("ncu", f"ncu did not finish in {timeout_s} s"))

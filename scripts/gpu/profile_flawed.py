@@ -15,7 +15,6 @@ import argparse
 import io
 import json
 import os
-import re
 import subprocess
 import sys
 import tarfile
@@ -27,57 +26,22 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness.ceilings import Ceilings, documented_ceilings, measure_ceilings  # noqa: E402
-from harness.profile.ncu import METRICS, command_text, find_ncu, ncu_command  # noqa: E402
+from harness.profile.ncu import METRICS, command_text, filter_metrics, find_ncu, known_metric_bases, run_ncu  # noqa: E402
 from harness.profile.pipeline import explain_csv, sass_from_dirs  # noqa: E402
 from harness.schema import load_definition  # noqa: E402
 
 FIXTURE_DEFS = REPO / "tests" / "fixtures" / "ncu" / "definitions"
-ALWAYS_KEEP = ("launch__", "device__")  # not always listed by --query-metrics, but valid on every GPU
 
 
-def base_name(metric: str) -> str:
-    return metric.split(".", 1)[0]
-
-
-def filter_metrics(ncu: str, logs: dict[str, str]) -> list[str]:
-    """Keep the curated metrics whose base name this ncu knows (unknown names make ncu refuse to run)."""
-    try:
-        p = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=120)
-        text = p.stdout
-        logs["query-metrics.txt"] = text[-200000:] + "\n" + p.stderr[-4000:]
-    except Exception as e:  # noqa: BLE001
-        logs["query-metrics.txt"] = f"failed: {e}"
-        return list(METRICS)
-    known = set(re.findall(r"^\s*([a-z0-9_]+__[A-Za-z0-9_]+)", text, re.M))
-    if len(known) < 50:  # the query did not work; do not throw the list away on a parse problem
-        return list(METRICS)
-    kept = [m for m in METRICS if m.startswith(ALWAYS_KEEP) or base_name(m) in known]
-    dropped = [m for m in METRICS if m not in kept]
-    logs["metrics-dropped.txt"] = "\n".join(dropped) + "\n"
-    return kept
-
-
-def run_ncu(ncu: str, case: str, metrics: list[str], logs: dict[str, str], cache: Path,
-            timeout: int = 150) -> tuple[str, str]:
-    """Profile one case; on 'unknown metric' errors drop the named metric and retry (at most 5 times)."""
-    metrics = list(metrics)
+def profile_case(ncu: str, case: str, logs: dict[str, str], cache: Path, timeout: int = 150) -> tuple[str, str, list[str]]:
+    """ncu on one case (metrics this ncu rejects are dropped and reported)."""
     prog = [sys.executable, str(Path(__file__).resolve().parent / "profile_flawed_kernels.py"), case]
     # A private Triton cache per case: afterwards it holds exactly this case's cubin, for SASS facts.
     env = {**os.environ, "PYTHONPATH": str(REPO), "TRITON_CACHE_DIR": str(cache)}
-    cmd: list[str] = []
-    for attempt in range(6):
-        cmd = ncu_command(prog, metrics=metrics, ncu=ncu, launch_count=5)
-        t0 = time.time()
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=str(REPO))
-        logs[f"{case}.attempt{attempt}.log"] = f"$ {command_text(cmd)}\n# rc={p.returncode} {time.time() - t0:.1f}s\n{p.stderr[-30000:]}"
-        if '"ID"' in p.stdout:
-            return p.stdout, command_text(cmd)
-        bad = re.findall(r"[Ff]ailed to (?:find|resolve) metric[s]?\s*'?([A-Za-z0-9_.]+)", p.stdout + p.stderr)
-        bad = [b for b in bad if b in metrics]
-        if not bad:
-            break
-        metrics = [m for m in metrics if m not in bad]
-    return "", command_text(cmd)
+    t0 = time.time()
+    run = run_ncu(prog, ncu=ncu, metrics=METRICS, env=env, cwd=str(REPO), timeout=timeout, launch_count=5)
+    logs[f"{case}.ncu.log"] = f"# {time.time() - t0:.1f}s, dropped: {run.dropped}\n{run.log}"
+    return run.csv, command_text(run.command), run.dropped
 
 
 def main() -> int:
@@ -119,8 +83,11 @@ def main() -> int:
     if ncu:
         v = subprocess.run([ncu, "--version"], capture_output=True, text=True)
         summary["ncu_version"] = v.stdout.strip().splitlines()[-1] if v.stdout.strip() else v.stderr.strip()
-    metrics = filter_metrics(ncu, logs) if ncu else list(METRICS)
-    summary["metrics"] = len(metrics)
+    if ncu:
+        known, query_text = known_metric_bases(ncu)
+        logs["query-metrics.txt"] = query_text[-300000:]
+        kept, dropped = filter_metrics(METRICS, known)
+        summary["metrics"] = {"requested": len(METRICS), "kept": len(kept), "dropped_by_query": dropped}
     results = {}
     import tempfile
 
@@ -134,7 +101,8 @@ def main() -> int:
             results[name] = entry
             continue
         try:
-            csv_text, cmd = run_ncu(ncu, name, metrics, logs, Path(tmp) / name)
+            csv_text, cmd, dropped = profile_case(ncu, name, logs, Path(tmp) / name)
+            entry["dropped_metrics"] = dropped
         except subprocess.TimeoutExpired:
             csv_text, cmd = "", "timeout"
         entry["ncu_command"] = cmd
