@@ -24,6 +24,7 @@ class SearchMemory:
         self.attempts: list[dict[str, Any]] = []  # node, parent, rationale, status, speedup (in order)
         self.fixes: list[dict[str, Any]] = []  # {error, fix, node}
         self.facts: list[str] = []  # API facts and lessons (deduplicated)
+        self.fsync = True
 
     # -- persistence -------------------------------------------------------------------------------
     @classmethod
@@ -62,7 +63,8 @@ class SearchMemory:
         with os.fdopen(fd, "w") as f:
             json.dump(self.to_dict(), f, indent=1, sort_keys=True)
             f.flush()
-            os.fsync(f.fileno())
+            if self.fsync:
+                os.fsync(f.fileno())
         os.replace(tmp, self.path)
 
     # -- updates -----------------------------------------------------------------------------------

@@ -140,6 +140,7 @@ class Tree:
         self.config = config or SearchConfig()
         self.nodes: dict[str, Node] = {ROOT: Node(id=ROOT, parent=None, status=EVALUATED)}
         self._seq = 0
+        self._hashes: dict[str, str] = {}
 
     # -- building ----------------------------------------------------------------------------------
     @property
@@ -242,11 +243,18 @@ class Tree:
         base = self.baseline
         if base is None or base.id == node.id:
             return 1.0 if base is not None else s.get("speedup_vs_reference")
-        if s.get("speedup_vs_baseline") and base.solution and s.get("baseline_hash") == base.solution.content_hash():
+        if s.get("speedup_vs_baseline") and base.solution and s.get("baseline_hash") == self._hash(base):
             return s["speedup_vs_baseline"]
         if base.passed and s.get("speedup_vs_reference") and (base.summary or {}).get("speedup_vs_reference"):
             return s["speedup_vs_reference"] / base.summary["speedup_vs_reference"]  # type: ignore[index]
         return s.get("speedup_vs_reference")
+
+    def _hash(self, node: Node) -> str | None:
+        if node.solution is None:
+            return None
+        if node.id not in self._hashes:
+            self._hashes[node.id] = node.solution.content_hash()
+        return self._hashes[node.id]
 
     def reward(self, node: Node) -> float:
         if node.id == ROOT:

@@ -3,8 +3,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# `.venv/bin/pytest` puts tests/ (not the repository root) on sys.path, where tests/bot/ would shadow
-# the bot package: the root goes first.
-ROOT = str(Path(__file__).resolve().parents[2])
-if ROOT not in sys.path or sys.path[0] != ROOT:
-    sys.path.insert(0, ROOT)
+# Whatever the import mode (prepend puts tests/ on sys.path, importlib puts nothing), these tests need
+# the repository root first (tests/bot/ must not shadow the bot package), then tests/ (the shared
+# fakes) and this folder (its helper modules).
+HERE = Path(__file__).resolve().parent
+for _p in (str(HERE), str(HERE.parent), str(HERE.parents[1])):
+    if _p in sys.path:
+        sys.path.remove(_p)
+    sys.path.insert(0, _p)

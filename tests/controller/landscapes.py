@@ -49,9 +49,10 @@ class MoveAgent(Agent):
 
     name = "moves"
 
-    def __init__(self, moves: str = "LR", seed: int = 0) -> None:
+    def __init__(self, moves: str = "LR", seed: int = 0, shuffle: bool = True) -> None:
         self.moves = moves
         self.seed = seed
+        self.shuffle = shuffle
         self.seen: set[str] = set()
 
     def propose(self, ctx: AgentContext, n: int) -> list[Proposal]:
@@ -60,7 +61,8 @@ class MoveAgent(Agent):
         st = state_of(ctx.parent)
         rng = random.Random(f"{self.seed}:{st}")
         moves = list(self.moves)
-        rng.shuffle(moves)
+        if self.shuffle:
+            rng.shuffle(moves)
         out = []
         for m in moves:
             child = st + m
