@@ -33,8 +33,10 @@ from pathlib import Path
 
 import pytest
 
-from fakes.github.openapi import load_spec  # noqa: F401  (re-exported)
-from fakes.github.server import FakeGitHub, HTTPError  # noqa: F401  (re-exported)
+# Relative imports: this module works as `fakes.github_server` (tests/ on sys.path) and as
+# `tests.fakes.github_server` (repository root on sys.path, pytest's importlib mode).
+from .github.openapi import load_spec  # noqa: F401  (re-exported)
+from .github.server import FakeGitHub, HTTPError  # noqa: F401  (re-exported)
 
 __all__ = ["FakeGitHub", "HTTPError", "github_server", "github_app_key", "make_server", "spec_path"]
 

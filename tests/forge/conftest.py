@@ -8,11 +8,15 @@ from pathlib import Path
 import github
 import pytest
 
-# `.venv/bin/pytest` does not put the repository root on sys.path, and tests/bot/ would otherwise be
-# importable as a namespace package named `bot` (see tests/bot/conftest.py).
-ROOT = str(Path(__file__).resolve().parents[2])
+# Work under both of pytest's import modes: the repository root first (so `bot` is the real package,
+# not tests/bot/ seen as a namespace package), then tests/ (for `fakes`) and this folder (helpers).
+HERE = Path(__file__).resolve().parent
+ROOT = str(HERE.parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
+for extra in (str(HERE.parent), str(HERE)):
+    if extra not in sys.path:
+        sys.path.append(extra)
 if getattr(sys.modules.get("bot"), "__file__", "") is None:
     del sys.modules["bot"]
 
