@@ -498,9 +498,13 @@ class GitHubForge:
             if exc.status == 409:
                 raise HeadMovedError(f"PR #{number}: {self._message(exc)}") from exc
             if exc.status in (405, 422):
-                done = landed()  # a retried merge that already went through answers 405
-                if done:
-                    return done
+                # 405 also answers a retried merge that already went through, or a head that moved
+                # in a way GitHub reports as "not mergeable": look before deciding.
+                pr = self.get_pr(number)
+                if pr.merged and pr.head_sha == sha and pr.merge_commit_sha:
+                    return MergeResult(pr.merge_commit_sha, True, "merged")
+                if pr.head_sha != sha:
+                    raise HeadMovedError(f"PR #{number} head moved to {pr.head_sha[:12]}: {self._message(exc)}") from exc
                 raise NotMergeableError(f"PR #{number}: {self._message(exc)}") from exc
             return None
 

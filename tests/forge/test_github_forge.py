@@ -337,3 +337,12 @@ def test_primary_rate_limit_is_reported_not_slept_through(github_server):
     with pytest.raises(RateLimitedError):
         forge.read_file("README.md")
     assert github_server.comments_on(number) == []
+
+
+def test_merge_of_closed_pr_is_not_mergeable(github_server, forge):
+    sha = candidate(forge)
+    pr = forge.open_pr("kbot/gemm/n1", "gemm: n1", "")
+    forge.close_pr(pr.number)
+    with pytest.raises(NotMergeableError):
+        forge.merge(pr.number, sha)
+    assert [s for m, p, s in github_server.requests if m == "PUT"] == [405]
