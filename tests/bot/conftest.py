@@ -1,8 +1,8 @@
-"""Make `import bot` mean the package at the repository root.
+"""Import paths for the bot tests, under either of pytest's import modes.
 
-Test directories have no __init__.py, so pytest puts tests/ on sys.path; `tests/bot/` would then be
-importable as a namespace package called `bot` and shadow the real one when pytest is started as
-`.venv/bin/pytest` (which, unlike `python -m pytest`, does not put the working directory first).
+The repository root goes first, so `bot` is the real package and not tests/bot/ seen as a namespace
+package (which happens when pytest puts tests/ on sys.path, e.g. `.venv/bin/pytest` in prepend mode);
+then tests/ (the shared fakes) and this folder (helper modules: memforge, reportkit, eventkit, e2ekit).
 """
 
 from __future__ import annotations
@@ -10,11 +10,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-ROOT = str(Path(__file__).resolve().parents[2])
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-_mod = sys.modules.get("bot")
-if _mod is not None and getattr(_mod, "__file__", None) is None:
+HERE = Path(__file__).resolve().parent
+ROOT = str(HERE.parents[1])
+if ROOT in sys.path:
+    sys.path.remove(ROOT)
+sys.path.insert(0, ROOT)
+for extra in (str(HERE.parent), str(HERE)):
+    if extra not in sys.path:
+        sys.path.append(extra)
+if getattr(sys.modules.get("bot"), "__file__", "") is None:
     del sys.modules["bot"]  # a namespace package made of tests/bot: drop it so the real one loads
 
-from fakes.github_server import github_server  # noqa: E402,F401  (fixture for the end-to-end tests)
+from fakes.github_server import github_app_key, github_server  # noqa: E402,F401  (fixtures for the end-to-end tests)
