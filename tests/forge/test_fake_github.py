@@ -270,3 +270,18 @@ def test_malformed_requests_get_github_errors(github_server):
     with pytest.raises(github.GithubException) as err:
         gh.requester.requestJsonAndCheck("GET", "/not/a/github/route")
     assert err.value.status == 404
+
+
+def test_request_bodies_are_checked_against_the_description(github_server):
+    gh = make_client(github_server, github_server.bot_token, retry=None)
+    sha = gh.get_repo(github_server.full_name).get_git_ref("heads/main").object.sha
+    with pytest.raises(github.GithubException) as err:
+        gh.requester.requestJsonAndCheck("POST", f"/repos/{github_server.full_name}/statuses/{sha}",
+                                         input={"state": "great", "context": "kbot/harness"})
+    assert err.value.status == 422 and "Invalid request" in err.value.data["message"]
+    with pytest.raises(github.GithubException) as err:
+        gh.requester.requestJsonAndCheck("PATCH", f"/repos/{github_server.full_name}/git/refs/heads/main",
+                                         input={"sha": 1234})
+    assert err.value.status == 422
+    assert len(github_server.request_errors) == 2
+    assert github_server.statuses == {}

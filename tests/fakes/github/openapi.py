@@ -126,6 +126,31 @@ class OpenAPISpec:
                 )
             return self._validators[key]
 
+    def request_validator(self, method: str, template: str) -> jsonschema.Draft4Validator | None:
+        """Validator for the operation's JSON request body, or None if it takes none."""
+        key = (method.lower(), template, "request")
+        with _lock:
+            if key not in self._validators:
+                op = self.paths.get(template, {}).get(method.lower()) or {}
+                body = op.get("requestBody") or {}
+                if "$ref" in body:
+                    body = self.doc["components"]["requestBodies"][body["$ref"].rsplit("/", 1)[-1]]
+                schema = next((m["schema"] for c, m in (body.get("content") or {}).items()
+                               if "json" in c and "schema" in m), None)
+                self._validators[key] = (
+                    None if schema is None
+                    else jsonschema.Draft4Validator(_absolute_refs(_denullable(schema)), registry=self.registry)
+                )
+            return self._validators[key]
+
+    def validate_request(self, method: str, template: str, body: Any) -> list[str]:
+        """Problems with a request body, worded like GitHub's 422 answers."""
+        validator = self.request_validator(method, template)
+        if validator is None:
+            return []
+        return [f"For '{'/'.join(map(str, e.absolute_path)) or 'body'}', {e.message[:200]}"
+                for e in validator.iter_errors(body)][:5]
+
     def error_validator(self) -> jsonschema.Draft4Validator:
         return jsonschema.Draft4Validator({"$ref": f"{SPEC_URI}#/components/schemas/basic-error"},
                                           registry=self.registry)

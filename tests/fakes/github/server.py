@@ -117,6 +117,7 @@ class FakeGitHub:
         self.mergeable_pending_count: dict[int, int] = {}
         self.requests: list[tuple[str, str, int]] = []
         self.validation_errors: list[str] = []
+        self.request_errors: list[str] = []          # requests GitHub would refuse (answered 422)
         self.rate_used: dict[str, int] = {}
         self.rate_limit = 5000
         self.rate_reset = int(time.time()) + 3600
@@ -337,6 +338,15 @@ class FakeGitHub:
                     raise HTTPError(400, "Problems parsing JSON")
                 if not isinstance(data, dict) and route.handler != self.h_add_labels:
                     raise HTTPError(422, "Invalid request.\n\nA JSON object is required.")
+                # The description's schema lists only {"labels": [...]}, but its own text (and GitHub)
+                # accepts a bare array of names, which is what PyGithub sends.
+                bare_labels = route.handler == self.h_add_labels and isinstance(data, list)
+                if self.spec is not None and body and not bare_labels:
+                    # GitHub checks request bodies against the same description before acting.
+                    problems = self.spec.validate_request(method, route.template, data)
+                    if problems:
+                        self.request_errors.append(f"{method} {path}: " + "; ".join(problems))
+                        raise HTTPError(422, "Invalid request.\n\n" + "\n".join(problems))
                 status, payload, extra = route.handler(caller, params, query, data)
                 out_headers.update(extra)
                 if fault:  # it took effect; now the client sees a failure anyway
