@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# On the H200 (about 3-5 minutes): measure ceilings, profile three flawed Triton kernels (+ a spilling
-# one) and one good kernel with ncu (--clock-control none, curated metrics), run the rule engine.
-# Outputs under $OUT: <case>.csv x5, ceilings.json, feedback.json, logs.tar.gz (8 files).
-# Afterwards commit $OUT/*.csv and $OUT/ceilings.json to tests/fixtures/ncu/ (tests/profile reads them).
+# On the H200 (about 3-5 minutes): measure ceilings, profile four flawed Triton kernels (strided loads,
+# tiny grid, matmul without tl.dot, heavy spills) and two good ones (vector add, tl.dot matmul) with ncu
+# (--clock-control none, curated metrics), and run the rule engine on each.
+# Outputs under $OUT: <case>.csv x6, ceilings.json, feedback.json (8 files).
+# Afterwards commit $OUT/*.csv, ceilings.json and feedback.json to tests/fixtures/ncu/ (tests/profile reads them).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-$PWD/profile_out}"

@@ -82,6 +82,29 @@ def add_good(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
 
 
+@triton.jit
+def matmul_dot(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+               GROUP: tl.constexpr):
+    # The second reference point: C = A @ B^T on tensor cores (tl.dot), grouped program order for L2.
+    pid = tl.program_id(0)
+    n_m = tl.cdiv(M, BM)
+    n_n = tl.cdiv(N, BN)
+    group = pid // (GROUP * n_n)
+    first_m = group * GROUP
+    size_m = min(n_m - first_m, GROUP)
+    pid_m = first_m + (pid % (GROUP * n_n)) % size_m
+    pid_n = (pid % (GROUP * n_n)) // size_m
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + rn[:, None] * K + (k + rk)[None, :])
+        acc = tl.dot(a, tl.trans(b), acc)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+
+
 @dataclass
 class Case:
     name: str
@@ -128,6 +151,15 @@ def _launch_spill(t):
     return lambda: row_mix_spill[(R,)](x, out, C, BLOCK=4096, num_warps=1)
 
 
+def _launch_good_matmul(t):
+    M = N = K = 2048
+    a = t.randn(M, K, device="cuda", dtype=t.float16)
+    b = t.randn(N, K, device="cuda", dtype=t.float16)
+    c = t.empty(M, N, device="cuda", dtype=t.float16)
+    grid = ((M // 128) * (N // 128),)
+    return lambda: matmul_dot[grid](a, b, c, M, N, K, BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)
+
+
 def _launch_good(t):
     n = 1 << 24
     x, y = t.randn(n, device="cuda"), t.randn(n, device="cuda")
@@ -150,6 +182,10 @@ CASES: dict[str, Case] = {
         Case("spill", row_mix_spill, "kbot_row_mix_f32", {"R": 4096, "C": 4096}, "register_spills",
              {"x_ptr": "*fp32", "out_ptr": "*fp32", "n_cols": "i32"}, {"BLOCK": 4096}, {"num_warps": 1},
              launch=_launch_spill, accept_top=("register_spills_sass", "register_spills_triton")),
+        Case("good_matmul", matmul_dot, "kbot_gemm_f16", {"M": 2048, "N": 2048, "K": 2048}, None,
+             {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32"},
+             {"BM": 128, "BN": 128, "BK": 64, "GROUP": 8}, {"num_warps": 8, "num_stages": 3},
+             launch=_launch_good_matmul),
         Case("good", add_good, "kbot_vector_add_f32", {"N": 1 << 24}, None,
              {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"BLOCK": 1024},
              launch=_launch_good),

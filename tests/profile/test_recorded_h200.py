@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.ceilings import Ceilings, documented_ceilings
+from harness.profile import Collected
 from harness.profile.pipeline import explain_csv
 from harness.schema import load_definition
 
@@ -32,15 +33,26 @@ def _ceilings() -> Ceilings:
     return documented_ceilings("NVIDIA H200")
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_recorded_case(name):
+def _recorded_sass(name: str) -> list[Collected]:
+    """SASS facts of the kernel the device run compiled (feedback.json), when that file was committed."""
+    p = FIX / "feedback.json"
+    if not p.is_file():
+        return []
+    sass = (json.loads(p.read_text()).get("cases", {}).get(name) or {}).get("sass") or {}
+    return [Collected(source="sass", evidence=sass)] if sass and "missing" not in sass else []
+
+
+def _check(name: str, with_sass: bool) -> None:
     csv_path = FIX / f"{name}.csv"
     if not csv_path.is_file():
         pytest.skip(f"{csv_path.relative_to(REPO)} not recorded yet: run scripts/gpu/profile_flawed.sh on the H200 "
-                    "and commit $OUT/*.csv and $OUT/ceilings.json to tests/fixtures/ncu/")
+                    "and commit $OUT/*.csv, ceilings.json and feedback.json to tests/fixtures/ncu/")
+    extra = _recorded_sass(name) if with_sass else []
+    if with_sass and not extra:
+        pytest.skip("no recorded SASS facts for this case (tests/fixtures/ncu/feedback.json)")
     case = CASES[name]
     d = load_definition(FIX / "definitions" / f"{case.definition}.json")
-    out = explain_csv(csv_path.read_text(), d, d.resolve_axes(case.axes), ceilings=_ceilings())
+    out = explain_csv(csv_path.read_text(), d, d.resolve_axes(case.axes), ceilings=_ceilings(), extra=extra)
     assert out.missing.get("ncu") is None, out.missing
     items = list(out.feedback)
     summary = [(i.severity, i.rule) for i in items]
@@ -50,6 +62,18 @@ def test_recorded_case(name):
         assert items, "no item at all for a flawed kernel"
         assert items[0].rule in (case.expect_top, *case.accept_top), summary
         assert items[0].severity in ("critical", "high"), summary
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_recorded_case(name):
+    """The diagnosis from the ncu CSV alone."""
+    _check(name, with_sass=False)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_recorded_case_with_sass(name):
+    """The same with the SASS facts of the compiled kernel added (what `kbot profile` collects)."""
+    _check(name, with_sass=True)
 
 
 def test_recorded_ceilings_are_plausible():

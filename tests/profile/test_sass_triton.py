@@ -143,3 +143,9 @@ def test_parse_sass_widths_and_predicates():
     assert f["stg_widths"] == {"16": 1}
     assert f["stl"] == 1 and f["ldl"] == 1
     assert f["tensor_instructions"] == {"HGMMA": 1}
+
+
+def test_good_matmul_case_uses_tensor_cores_without_spills(cases):
+    ev = _ev(cases["good_matmul"])
+    assert ev["sass_tensor_instructions"] > 0
+    assert ev["triton_spill_bytes"] == 0
