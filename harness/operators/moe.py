@@ -35,6 +35,8 @@ MOE_DEFAULTS: dict[str, Any] = {
     "hot_local": 4,        # hot experts inside the local range
     "hot_global": 8,       # hot experts anywhere
     "hot_boost": 2.0,      # added to a hot expert's logits
+    "group_boost": 0.5,    # added to the logits of a token's preferred groups
+    "local_share": 0.6,    # probability that a token prefers the local experts' group
     "popularity_std": 0.5,  # per-expert spread of the base popularity
     "noise_std": 1.0,      # per-token noise on the logits
     "bias_std": 0.1,       # routing bias (e_score_correction_bias)
@@ -71,12 +73,30 @@ def _local_offset(workload: Workload | None, num_experts: int, num_local: int, g
 
 
 def routing_logits(seq_len: int, num_experts: int, local_offset: int, num_local: int, gen: torch.Generator, p: dict[str, Any]) -> torch.Tensor:
+    """Logits = expert popularity + token-group affinity + per-token noise.
+
+    Tokens prefer 3 to 5 of the 8 expert groups (topic-like clustering); the local experts' group
+    is among them with probability ``local_share``, so about that share of tokens reaches this rank.
+    A few hot experts (some local, some anywhere) are strong on their own, which makes a strong
+    expert in a group whose second-best is weak: exactly where group routing changes the choice.
+    """
+    n_group = 8
+    per_group = num_experts // n_group
     pop = torch.randn(num_experts, generator=gen) * float(p["popularity_std"])
     local = torch.randperm(num_local, generator=gen)[: int(p["hot_local"])] + local_offset
     anywhere = torch.randperm(num_experts, generator=gen)[: int(p["hot_global"])]
     pop[local] += float(p["hot_boost"])
     pop[anywhere] += float(p["hot_boost"])
-    return pop + torch.randn(seq_len, num_experts, generator=gen) * float(p["noise_std"])
+    # Token-group affinity: random preferred groups; the local group (when the local range is one
+    # group, as with 32 local experts) is forced in or out with probability local_share.
+    n_pref = torch.randint(3, 6, (seq_len, 1), generator=gen)
+    rank = torch.rand(seq_len, n_group, generator=gen).argsort(dim=1).argsort(dim=1)
+    pref = rank < n_pref
+    g_local = local_offset // per_group
+    if num_local == per_group and local_offset % per_group == 0:
+        pref[:, g_local] = torch.rand(seq_len, generator=gen) < float(p["local_share"])
+    affinity = pref.float().repeat_interleave(per_group, dim=1) * float(p["group_boost"])
+    return pop + affinity + torch.randn(seq_len, num_experts, generator=gen) * float(p["noise_std"])
 
 
 def quantized_weights(n_exp: int, rows: int, cols: int, std: float, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

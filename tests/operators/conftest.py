@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 ROOT = str(Path(__file__).resolve().parents[2])
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+HERE = str(Path(__file__).resolve().parent)  # for `import opkit`, whichever test file is run alone
+for p in (ROOT, HERE):
+    if p not in sys.path:
+        sys.path.insert(0, p)
 
 
 def pytest_addoption(parser):
@@ -31,3 +33,15 @@ def official_refs(request) -> bool:
     if not (opt or os.environ.get("KBOT_OFFICIAL_REFS") == "1"):
         pytest.skip("slow official reference at full size: pass --official-refs or set KBOT_OFFICIAL_REFS=1")
     return True
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """These tests run many small tensor ops; on a shared 2-core machine extra intra-op threads only
+    oversubscribe it (measured: ~20x slower under load)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -151,6 +151,7 @@ def test_moe_matches_official_shrunk(shared, T, offset):
         assert judge(defn, cfg, w, x, mine, theirs).ok
 
 
+@pytest.mark.slow
 def test_moe_full_size_small_batch_runs_fast():
     """Our reference at the real sizes (2 tokens): quick on a CPU, sane output."""
     defn, cfg = ours(MOE)

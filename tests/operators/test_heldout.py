@@ -1,0 +1,350 @@
+"""Held-out style checks: hand-written solutions, correct and subtly wrong, judged by the sidecar's
+comparator with the official tolerances. Every wrong one must be caught on every seed, every correct
+one must pass on every seed.
+
+Each operator has one hand-written solution with switches; the default switches are the correct math
+(written independently of definitions/*/reference.py, in a different algebraic form where one
+exists), each wrong variant flips one switch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from opkit import ATTENTION, DECODE, INDEXER, MOE, PREFILL, clone, gen, judge, make, our_run, ours, scalar, shrink, workload
+from test_references import SMALL
+
+SEEDS = (0, 1, 2, 3)
+
+
+_CASES: dict = {}
+
+
+def _case(name, defn, cfg, w, seed):
+    """Inputs and reference outputs, computed once per (definition, workload, seed) for all solutions."""
+    key = (name, defn.model_dump_json(), w.model_dump_json(), seed)
+    if key not in _CASES:
+        x = make(defn, cfg, w, seed)
+        _CASES[key] = (x, our_run(name)(**clone(x)))
+    return _CASES[key]
+
+
+def verdicts(name, w, solution, seeds=SEEDS, defn_cfg=None):
+    defn, cfg = defn_cfg or ours(name)
+    out = []
+    for s in seeds:
+        x, expected = _case(name, defn, cfg, w, s)
+        got = solution(**clone(x))
+        out.append(judge(defn, cfg, w, x, got, expected))
+    return out
+
+
+def assert_all_pass(rs):
+    bad = [r.message for r in rs if not r.ok]
+    assert not bad, bad
+
+
+def assert_all_caught(rs):
+    missed = [i for i, r in enumerate(rs) if r.ok]
+    assert not missed, f"not caught on seeds {missed}"
+
+
+# ============================================================================ GDN
+
+
+def gdn_gates(A_log, a, dt_bias, b, gate="ok", beta_kind="ok"):
+    x = a.float() + dt_bias.float()
+    if gate == "ok":
+        g = torch.exp(-torch.exp(A_log.float()) * torch.log1p(torch.exp(x)))
+    elif gate == "no_softplus":
+        g = torch.exp(-torch.exp(A_log.float()) * x)
+    elif gate == "no_dt_bias":
+        g = torch.exp(-torch.exp(A_log.float()) * F.softplus(a.float()))
+    elif gate == "A_not_exp":
+        g = torch.exp(-A_log.float() * F.softplus(x))
+    beta = torch.sigmoid(b.float()) if beta_kind == "ok" else 1 - torch.sigmoid(b.float())
+    return g, beta
+
+
+def gdn_token(S, q, k, v, g, beta, scale, decay_first=True, read_before=False):
+    """One token for one (sequence, head): S [V, K]; written as S (I - beta k k^T) + beta v k^T."""
+    K = S.shape[1]
+    Sg = g * S if decay_first else S
+    S1 = Sg @ (torch.eye(K) - beta * torch.outer(k, k)) + beta * torch.outer(v, k)
+    if not decay_first:
+        S1 = g * S1
+    o = scale * ((Sg if read_before else S1) @ q)
+    return S1, o
+
+
+def gdn_decode_solution(q, k, v, state, A_log, a, dt_bias, b, scale, gate="ok", beta_kind="ok", heads="ok", layout="ok", decay_first=True, read_before=False):
+    B, _, Hq, K = q.shape
+    Hv = v.shape[2]
+    scale = scale or 1 / math.sqrt(K)
+    g, beta = gdn_gates(A_log, a[:, 0], dt_bias, b[:, 0], gate, beta_kind)
+    out = torch.empty(B, 1, Hv, K, dtype=torch.bfloat16)
+    new = torch.empty(B, Hv, K, K)
+    for i in range(B):
+        for h in range(Hv):
+            hq = h // (Hv // Hq) if heads == "ok" else h % Hq
+            S = state[i, h].float() if layout == "ok" else state[i, h].float().t()
+            S1, o = gdn_token(S, q[i, 0, hq].float(), k[i, 0, hq].float(), v[i, 0, h].float(), g[i, h], beta[i, h], scale, decay_first, read_before)
+            out[i, 0, h] = o.to(torch.bfloat16)
+            new[i, h] = S1 if layout == "ok" else S1.t()
+    return out, new
+
+
+DECODE_W = workload({"batch_size": 3}, scale=scalar(1 / math.sqrt(128)))
+
+
+def test_gdn_decode_correct_passes():
+    assert_all_pass(verdicts(DECODE, DECODE_W, gdn_decode_solution))
+
+
+@pytest.mark.parametrize("bug", [
+    {"gate": "no_softplus"}, {"gate": "no_dt_bias"}, {"gate": "A_not_exp"}, {"beta_kind": "one_minus"},
+    {"heads": "modulo"}, {"layout": "v_last"}, {"decay_first": False}, {"read_before": True},
+])
+def test_gdn_decode_wrong_caught(bug):
+    assert_all_caught(verdicts(DECODE, DECODE_W, lambda **x: gdn_decode_solution(**x, **bug)))
+
+
+def gdn_prefill_solution(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, gate="ok", carry_state=False, shift=0, read_before=False):
+    total, Hq, K = q.shape
+    Hv = v.shape[1]
+    scale = scale or 1 / math.sqrt(K)
+    g, beta = gdn_gates(A_log, a, dt_bias, b, gate)
+    out = torch.zeros(total, Hv, K, dtype=torch.bfloat16)
+    N = cu_seqlens.numel() - 1
+    new = torch.empty(N, Hv, K, K)
+    carried = None
+    for i in range(N):
+        lo, hi = int(cu_seqlens[i]) + shift, min(int(cu_seqlens[i + 1]) + shift, total)
+        S_all = state[i].float().clone() if (carried is None or not carry_state) else carried
+        for h in range(Hv):
+            S = S_all[h]
+            for t in range(lo, hi):
+                hq = h // (Hv // Hq)
+                S, o = gdn_token(S, q[t, hq].float(), k[t, hq].float(), v[t, h].float(), g[t, h], beta[t, h], scale, read_before=read_before)
+                out[t, h] = o.to(torch.bfloat16)
+            S_all[h] = S
+        new[i] = S_all
+        carried = S_all.clone()
+    return out, new
+
+
+PREFILL_W = workload({"total_seq_len": 24, "num_seqs": 3, "len_cu_seqlens": 4}, cu_seqlens=gen("gdn_cu_seqlens", mix="random"), scale=scalar(0.0))
+
+
+def test_gdn_prefill_correct_passes():
+    assert_all_pass(verdicts(PREFILL, PREFILL_W, gdn_prefill_solution, seeds=SEEDS[:3]))
+
+
+@pytest.mark.parametrize("bug", [{"gate": "no_dt_bias"}, {"carry_state": True}, {"shift": 1}, {"read_before": True}])
+def test_gdn_prefill_wrong_caught(bug):
+    assert_all_caught(verdicts(PREFILL, PREFILL_W, lambda **x: gdn_prefill_solution(**x, **bug), seeds=SEEDS[:3]))
+
+
+# ============================================================================ DSA indexer
+
+
+def indexer_solution(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, page_shift=0, relu=True, logical=False,
+                     ignore_len=False, duplicate=False, pad=-1, shuffle=False):
+    B = q_index_fp8.shape[0]
+    P, ps, _, Dw = k_index_cache_fp8.shape
+    D = Dw - 4
+    raw = k_index_cache_fp8.view(torch.uint8).reshape(P, ps * Dw)
+    out = torch.full((B, 2048), pad, dtype=torch.int32)
+    for i in range(B):
+        n = int(seq_lens[i])
+        npg = -(-n // ps)
+        cols = torch.arange(npg) + page_shift
+        pages = block_table[i, cols.clamp_max(block_table.shape[1] - 1)].long()
+        keys = []
+        for p in pages.tolist():
+            data = raw[p, : ps * D].view(torch.float8_e4m3fn).float().reshape(ps, D)
+            sc = raw[p, ps * D :].view(torch.float32).reshape(ps, 1)
+            keys.append(data * sc)
+        Kx = torch.cat(keys)[: (npg * ps if ignore_len else n)]
+        logits = q_index_fp8[i].float() @ Kx.t()
+        s = (weights[i].float()[:, None] * (logits.clamp_min(0) if relu else logits)).sum(0)
+        k = min(2048, s.numel())
+        top = torch.topk(s, k).indices
+        ids = top if logical else pages[top // ps] * ps + top % ps
+        if shuffle:
+            ids = ids[torch.randperm(k, generator=torch.Generator().manual_seed(i))]
+        if duplicate and k > 1:
+            ids[-1] = ids[0]
+        out[i, :k] = ids.to(torch.int32)
+    return out
+
+
+INDEXER_W = workload({"batch_size": 4, "max_num_pages": 40, "num_pages": 200}, seq_lens=gen("dsa_seq_lens", mix="mixed"))
+
+
+@pytest.mark.parametrize("ok", [{}, {"shuffle": True}])
+def test_indexer_correct_passes(ok):
+    assert_all_pass(verdicts(INDEXER, INDEXER_W, lambda **x: indexer_solution(**x, **ok)))
+
+
+@pytest.mark.parametrize("bug", [
+    {"page_shift": 1}, {"relu": False}, {"logical": True}, {"ignore_len": True}, {"duplicate": True}, {"pad": 0},
+])
+def test_indexer_wrong_caught(bug):
+    assert_all_caught(verdicts(INDEXER, INDEXER_W, lambda **x: indexer_solution(**x, **bug)))
+
+
+def test_indexer_ties_judged_by_score():
+    """Two tokens with identical bytes tie; choosing either one at the cut passes, dropping one does not."""
+    defn, cfg = ours(INDEXER)
+    w = workload({"batch_size": 1, "max_num_pages": 40, "num_pages": 60}, seq_lens=gen("dsa_seq_lens", mix="long"))
+    x = make(defn, cfg, w, 0)
+    ref = our_run(INDEXER)(**clone(x))
+    n, ps = int(x["seq_lens"][0]), 64
+    chosen = set(ref[0].tolist())
+    outside = next(t for t in range(n) if int(x["block_table"][0, t // ps]) * ps + t % ps not in chosen)
+    last = int(ref[0, 2047])  # the lowest chosen score
+    # Copy the last chosen token's fp8 bytes and scale onto an unchosen token: an exact tie.
+    raw = x["k_index_cache_fp8"].view(torch.uint8).reshape(x["k_index_cache_fp8"].shape[0], -1)
+    src_p, src_o = divmod(last, ps)
+    dst_p, dst_o = int(x["block_table"][0, outside // ps]), outside % ps
+    raw[dst_p, dst_o * 128 : dst_o * 128 + 128] = raw[src_p, src_o * 128 : src_o * 128 + 128]
+    raw[dst_p, ps * 128 + dst_o * 4 : ps * 128 + dst_o * 4 + 4] = raw[src_p, ps * 128 + src_o * 4 : ps * 128 + src_o * 4 + 4]
+    ref = our_run(INDEXER)(**clone(x))
+    tie = dst_p * ps + dst_o
+    other = ref.clone()
+    if tie in set(ref[0].tolist()):  # the reference took the copy: the candidate takes the original
+        other[0][ref[0] == tie] = last
+    else:
+        other[0][ref[0] == last] = tie
+    assert not torch.equal(other, ref)
+    assert judge(defn, cfg, w, x, other, ref).ok
+    worse = ref.clone()
+    worse[0, 0] = other[0][~torch.isin(other[0], ref[0])][0] if False else worse[0, 0]
+    # Replacing the best index by an unchosen non-tied token must fail on scores.
+    free = next(t for t in range(n) if int(x["block_table"][0, t // ps]) * ps + t % ps not in set(ref[0].tolist()) | {tie})
+    worse[0, 0] = int(x["block_table"][0, free // ps]) * ps + free % ps
+    assert not judge(defn, cfg, w, x, worse, ref).ok
+
+
+# ============================================================================ DSA attention
+
+
+def attention_solution(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, lse_mode="log2", index_shift=0, pad_as_zero=False,
+                       use_pe=True, base2_bug=False, lse_bad_head=False):
+    T, H, Dc = q_nope.shape
+    kc = ckv_cache.reshape(-1, Dc).float()
+    kp = kpe_cache.reshape(-1, q_pe.shape[-1]).float()
+    out = torch.zeros(T, H, Dc, dtype=torch.bfloat16)
+    lse = torch.full((T, H), float("-inf"))
+    for t in range(T):
+        idx = sparse_indices[t].long()
+        idx = torch.where(idx == -1, 0, idx) if pad_as_zero else idx[idx != -1]
+        idx = (idx + index_shift).clamp_max(kc.shape[0] - 1)
+        logits = q_nope[t].float() @ kc[idx].t()
+        if use_pe:
+            logits = logits + q_pe[t].float() @ kp[idx].t()
+        z = logits * sm_scale
+        if base2_bug:  # exp2 of the natural-log logits without the log2(e) factor
+            m = z.amax(-1, keepdim=True)
+            p = torch.exp2(z - m)
+            l2 = torch.log2(p.sum(-1)) + m.squeeze(-1)
+        else:
+            m = z.amax(-1, keepdim=True)
+            p = torch.exp(z - m)
+            l2 = (torch.log(p.sum(-1)) + m.squeeze(-1)) / math.log(2)
+        p = p / p.sum(-1, keepdim=True)
+        out[t] = (p @ kc[idx]).to(torch.bfloat16)
+        lse[t] = l2 * (math.log(2) if lse_mode == "natural" else 1.0)
+        if lse_bad_head:
+            lse[t, -1] += 0.5
+    if lse_mode == "none":
+        return out, None
+    if lse_mode == "poison":
+        return out, torch.full_like(lse, float("nan"))
+    return out, lse
+
+
+ATTENTION_W = workload({"num_tokens": 6, "num_pages": 120}, sparse_indices=gen("dsa_sparse_indices", mix="mixed", max_context=3000), sm_scale=scalar(1 / math.sqrt(192)))
+
+
+@pytest.mark.parametrize("ok", [{}, {"lse_mode": "none"}, {"lse_mode": "poison"}])
+def test_attention_correct_passes(ok):
+    assert_all_pass(verdicts(ATTENTION, ATTENTION_W, lambda **x: attention_solution(**x, **ok)))
+
+
+@pytest.mark.parametrize("bug", [
+    {"lse_mode": "natural"}, {"lse_bad_head": True}, {"index_shift": 64}, {"index_shift": 1}, {"pad_as_zero": True},
+    {"use_pe": False}, {"base2_bug": True},
+])
+def test_attention_wrong_caught(bug):
+    assert_all_caught(verdicts(ATTENTION, ATTENTION_W, lambda **x: attention_solution(**x, **bug)))
+
+
+# ============================================================================ MoE (shrunk hidden/intermediate sizes)
+
+
+def moe_solution(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_weights, gemm1_weights_scale, gemm2_weights,
+                 gemm2_weights_scale, local_expert_offset, routed_scaling_factor, groups=True, renorm=True, scaling=True, swiglu="ok",
+                 offset_shift=0, scale_layout="ok"):
+    T, H = hidden_states.shape
+    E_local, G1, _ = gemm1_weights.shape
+    I = G1 // 2
+    s = 1 / (1 + torch.exp(-routing_logits.float()))
+    sb = s + routing_bias.float()
+    E = s.shape[1]
+    chosen = torch.zeros(T, E, dtype=torch.bool)
+    for t in range(T):
+        allowed = torch.ones(E, dtype=torch.bool)
+        if groups:
+            gs = torch.stack([torch.sort(sb[t, g * 32 : (g + 1) * 32], descending=True).values[:2].sum() for g in range(8)])
+            keep = torch.argsort(gs, descending=True)[:4]
+            allowed = torch.zeros(E, dtype=torch.bool)
+            for g in keep.tolist():
+                allowed[g * 32 : (g + 1) * 32] = True
+        cand = torch.where(allowed, sb[t], torch.tensor(-1e30))
+        chosen[t, torch.argsort(cand, descending=True)[:8]] = True
+    w = torch.where(chosen, s, torch.zeros_like(s))
+    if renorm:
+        w = w / w.sum(1, keepdim=True)
+    if scaling:
+        w = w * routed_scaling_factor
+    blocks = H // 128
+    sc = hidden_states_scale.float().t() if scale_layout == "ok" else hidden_states_scale.float().reshape(T, blocks)
+    A = hidden_states.float() * sc.repeat_interleave(128, dim=1)
+    out = torch.zeros(T, H)
+    for le in range(E_local):
+        e = int(local_expert_offset) + le + offset_shift
+        if e >= E:
+            continue
+        W13 = gemm1_weights[le].float() * gemm1_weights_scale[le].repeat_interleave(128, 0).repeat_interleave(128, 1)
+        W2 = gemm2_weights[le].float() * gemm2_weights_scale[le].repeat_interleave(128, 0).repeat_interleave(128, 1)
+        for t in chosen[:, e].nonzero().flatten().tolist():
+            h = W13 @ A[t]
+            up, gate = h[:I], h[I:]
+            act = up * F.silu(gate) if swiglu == "ok" else gate * F.silu(up)
+            out[t] += w[t, e] * (W2 @ act)
+    return out.to(torch.bfloat16)
+
+
+def moe_case(T=64, offset=64, **params):
+    defn, cfg = ours(MOE)
+    w = workload({"seq_len": T}, routing_logits=gen("moe_routing_logits", **params), local_expert_offset=scalar(offset), routed_scaling_factor=scalar(2.5))
+    return (shrink(defn, **SMALL), cfg), w
+
+
+def test_moe_correct_passes():
+    dc, w = moe_case()
+    assert_all_pass(verdicts(MOE, w, moe_solution, defn_cfg=dc))
+
+
+@pytest.mark.parametrize("bug", [
+    {"groups": False}, {"renorm": False}, {"scaling": False}, {"swiglu": "swapped"}, {"offset_shift": 1}, {"scale_layout": "token_major"},
+])
+def test_moe_wrong_caught(bug):
+    dc, w = moe_case()
+    assert_all_caught(verdicts(MOE, w, lambda **x: moe_solution(**x, **bug), defn_cfg=dc))
