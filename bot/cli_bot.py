@@ -38,7 +38,7 @@ def _load_callable(spec: str | None) -> Callable[..., Any] | None:
     return getattr(importlib.import_module(mod), fn)
 
 
-def _github_forge(repo: str | None):
+def _github_forge(repo: str | None, installation_id: int | None = None):
     """A GitHubForge from the environment (App credentials or a token; see docs/bot.md).
 
     ``KBOT_BOT_LOGIN`` names the account the bot writes as when it cannot be asked (an installation
@@ -54,6 +54,8 @@ def _github_forge(repo: str | None):
     if not repo:
         _fail("no repository: pass --repo owner/name or set GITHUB_REPOSITORY")
     env["GITHUB_REPOSITORY"] = repo
+    if installation_id is not None:
+        env["KBOT_APP_INSTALLATION_ID"] = str(installation_id)
     kwargs = {"bot_login": env["KBOT_BOT_LOGIN"]} if env.get("KBOT_BOT_LOGIN") else {}
     try:
         return GitHubForge.from_env(env, **kwargs)
@@ -69,7 +71,8 @@ def register(cli: click.Group) -> None:
     @click.option("--port", type=int, default=8080, show_default=True)
     @click.option("--repo", help="owner/name served (default: the repository of each event)")
     @click.option("--campaign", help="module:function called for /optimize with an OptimizeRequest")
-    @click.option("--fetch-results", help="module:function(forge, workflow_run, dest) downloading bench artifacts")
+    @click.option("--fetch-results", default="bot.app:github_results_fetcher", show_default=True,
+                  help="module:function(forge, workflow_run, dest) -> bool that downloads the bench artifacts")
     def serve_cmd(state_dir: str, host: str, port: int, repo: str | None, campaign: str | None,
                   fetch_results: str | None) -> None:
         """Run the GitHub App webhook receiver (secrets from KBOT_WEBHOOK_SECRET[_OLD])."""
@@ -88,9 +91,12 @@ def register(cli: click.Group) -> None:
             name = repo or (payload.get("repository") or {}).get("full_name")
             if not isinstance(name, str):
                 raise ValueError("event without repository")
-            if name not in forges:
-                forges[name] = _github_forge(name)
-            return forges[name]
+            inst = (payload.get("installation") or {}).get("id")
+            inst = inst if isinstance(inst, int) else None
+            key = f"{name}#{inst}"
+            if key not in forges:
+                forges[key] = _github_forge(name, inst)
+            return forges[key]
 
         router = EventRouter(forge_for, lambda f: ForgeServices(f, campaign_fn),
                              RateLimiter(Path(state_dir) / "rate.sqlite3"), _load_callable(fetch_results))

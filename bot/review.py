@@ -411,6 +411,9 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
     pr = forge.get_pr(pr_number)
     if not pr.head_branch.startswith("kbot/") or pr.from_fork:
         raise ResultsError(f"PR #{pr_number} is not a kbot candidate branch of this repository")
+    if not pr.is_open:
+        # A late or re-run bench of a PR that was merged or closed: its review stays as it was.
+        return Published(pr_number, "skipped", problems=problems)
     meta = decode_meta(pr.body)
     report, champion = pick_reports(reports, meta)
     if report is None:

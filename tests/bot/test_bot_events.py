@@ -153,3 +153,41 @@ def test_publish_without_usable_report(forge):
     pr = candidate(forge)
     out = publish_results(forge, pr.number, pr.head_sha, reports=[])
     assert out.state == "error" and forge.combined_status(pr.head_sha).get("kbot/harness").state == "error"
+
+
+def _zip(members: dict[str, bytes], *, symlink: str | None = None) -> bytes:
+    import io
+    import stat
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+        if symlink:
+            info = zipfile.ZipInfo(symlink)
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            zf.writestr(info, "/etc/passwd")
+    return buf.getvalue()
+
+
+def test_safe_extract_zip(tmp_path):
+    from bot.app import ArtifactError, safe_extract_zip
+
+    good_zip = _zip({"run/report.json": b"{}", "kbot-bench.json": b"{}"})
+    assert sorted(safe_extract_zip(good_zip, tmp_path / "a")) == ["kbot-bench.json", "run/report.json"]
+    for bad in (_zip({"../escape.json": b"x"}), _zip({"/abs.json": b"x"}), _zip({"a/../../b": b"x"}),
+                _zip({"ok.json": b"x"}, symlink="link.json"), b"not a zip"):
+        with pytest.raises(ArtifactError):
+            safe_extract_zip(bad, tmp_path / "b")
+    assert not (tmp_path / "escape.json").exists()
+    bomb = _zip({"big.json": b"\0" * (2 << 20)})
+    with pytest.raises(ArtifactError, match="size limit"):
+        safe_extract_zip(bomb, tmp_path / "c", budget=[1 << 20])
+
+
+def test_publish_leaves_closed_prs_alone(forge):
+    pr = candidate(forge)
+    forge.close_pr(pr.number)
+    out = publish_results(forge, pr.number, pr.head_sha, reports=[good()])
+    assert out.state == "skipped" and pr.number not in forge.reviews
