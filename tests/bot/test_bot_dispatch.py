@@ -235,3 +235,63 @@ def test_stop_needs_maintainer_and_blocks_optimize(shared, forge, campaign):
 def test_no_campaign_configured(shared, forge):
     out = CommandDispatcher(forge, ForgeServices(forge)).handle_issue_comment(comment_event(shared, body=f"/optimize {DEF}"))
     assert out.status == "failed" and "no campaign runner" in replies(forge, 1)[0].body
+
+
+def _evaluated_candidate(forge, ratio=(1.2, 1.15, 1.25)):
+    from reportkit import good
+
+    from bot.review import publish_results
+
+    base = forge.branches["main"]
+    forge.commit_files("main", base, {f"kernels/{DEF}/champion.json": '{"solution": "champ_v1", "solution_hash": "' + "b" * 64 + '"}'}, "champ")
+    forge.commit_files(f"kbot/{DEF}/n9", forge.branches["main"], {f"kernels/{DEF}/n9.json": "{}"}, "cand")
+    pr = forge.open_pr(f"kbot/{DEF}/n9", "cand", with_meta("b", {"definition": DEF, "solution": "cand_v2"}))
+    publish_results(forge, pr.number, pr.head_sha, reports=[good(ratio=ratio, definition=DEF)], promote=False)
+    return pr
+
+
+def test_promote_command_merges_a_winner(shared, forge, campaign):
+    pr = _evaluated_candidate(forge)
+    d = dispatcher(forge, campaign)
+    out = d.handle_issue_comment(comment_event(shared, body="/promote", number=pr.number, is_pr=True, login="alice"))
+    assert out.status == "failed" and not forge.get_pr(pr.number).merged  # write is not enough
+    out = d.handle_issue_comment(comment_event(shared, body="/promote", number=pr.number, is_pr=True, login="maint",
+                                               comment_id=900))
+    assert out.status == "done" and forge.get_pr(pr.number).merged
+    reply = [c for c in replies(forge, pr.number) if reply_marker(900) in c.body][0].body
+    assert "Decision: **promote**" in reply and "champion pointer updated" in reply
+
+
+def test_promote_command_never_bypasses_rules(shared, forge, campaign):
+    pr = _evaluated_candidate(forge, ratio=(1.01, 1.0, 1.02))
+    out = dispatcher(forge, campaign).handle_issue_comment(
+        comment_event(shared, body="/promote", number=pr.number, is_pr=True, login="maint"))
+    assert out.status == "done" and not forge.get_pr(pr.number).merged
+    assert "Decision: **reject**" in replies(forge, pr.number)[-1].body
+
+
+def test_promote_without_evaluation(shared, forge, campaign):
+    forge.commit_files(f"kbot/{DEF}/n8", forge.branches["main"], {"kernels/x.json": "{}"}, "c")
+    pr = forge.open_pr(f"kbot/{DEF}/n8", "c", "b")
+    out = dispatcher(forge, campaign).handle_issue_comment(
+        comment_event(shared, body="/promote", number=pr.number, is_pr=True, login="maint"))
+    assert out.status == "failed" and "no kbot evaluation" in replies(forge, pr.number)[0].body
+
+
+def test_status_on_pr_and_issue(shared, forge, campaign):
+    pr = _evaluated_candidate(forge)
+    d = dispatcher(forge, campaign)
+    assert d.handle_issue_comment(comment_event(shared, body="/status", number=pr.number, is_pr=True,
+                                                login="reader")).status == "done"
+    text = replies(forge, pr.number)[-1].body
+    assert "kbot/harness is **success**" in text and "4/4 workloads passed" in text and "champ\\_v1" in text
+    assert d.handle_issue_comment(comment_event(shared, body="/status", number=77, login="reader",
+                                                comment_id=901)).status == "done"
+    assert f"#{pr.number}" in replies(forge, 77)[-1].body
+
+
+def test_profile_label(shared, forge, campaign):
+    pr = _evaluated_candidate(forge)
+    out = dispatcher(forge, campaign).handle_issue_comment(
+        comment_event(shared, body="/profile", number=pr.number, is_pr=True))
+    assert out.status == "done" and "kbot:profile" in forge.labels(pr.number)
