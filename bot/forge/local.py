@@ -294,7 +294,8 @@ class LocalForge:
             for rec in data["prs"].values():
                 if rec["head_branch"] == head_branch and rec["state"] == "open":
                     return self._pr(rec)  # idempotent: the open PR of this branch
-            n = self._next_id(data)
+            n = int(data.get("next_pr", 1))  # PR numbers count 1, 2, 3... like on GitHub
+            data["next_pr"] = n + 1
             rec = {"number": n, "title": title, "body": body, "head_branch": head_branch, "head_sha": head,
                    "base_branch": base or DEFAULT_BRANCH, "state": "open", "merged": False, "author": self.bot_login,
                    "labels": sorted(set(labels)), "created_at": _now(), "updated_at": _now(), "draft": draft,

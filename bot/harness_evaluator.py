@@ -1,0 +1,112 @@
+"""The campaign's Evaluator backed by the real harness (``harness.runner.evaluate``), with a cache.
+
+Every evaluation gets a run folder ``<runs_dir>/<definition>/<solution hash>/<key>/`` where ``key``
+hashes everything that changes the measurement: the solution, the baseline it is paired with, the
+workloads, the device, trials, seed and timing budget. A folder holding ``kbot-done.json`` is a
+finished evaluation and is never run again (that is what makes ``kbot optimize`` resume cheaply after
+a crash); a folder without it is an interrupted one and is resumed with ``resume=True`` (workloads
+that already have a trace line are not measured again).
+
+``evaluations.jsonl`` in ``runs_dir`` gets one line per evaluation actually started (not per cache hit),
+so callers and tests can count real worker runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from harness.report import Report, load_report
+from harness.runner import RunConfig, evaluate
+from harness.schema import Definition, Solution, Workload
+
+DONE = "kbot-done.json"
+Progress = Callable[[str, Any], None]
+
+
+@dataclass
+class HarnessEvaluator:
+    definition: Definition
+    workloads: list[Workload]
+    runs_dir: Path
+    device: str = "cpu"  # resolved: "cpu" or "cuda"
+    trials: int | None = None
+    timing: dict[str, Any] = field(default_factory=lambda: {"budget_s": 1.0})  # harness.measure.TimingConfig fields
+    seed: int = 0
+    definition_path: Path | None = None
+    progress: Progress | None = None
+    cache_hits: int = field(default=0, init=False)
+    runs: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"device must be resolved to cpu or cuda, not {self.device!r}")
+        if not self.workloads:
+            raise ValueError(f"no workloads to evaluate {self.definition.name} on")
+        self.runs_dir = Path(self.runs_dir)
+
+    def config(self) -> RunConfig:
+        return RunConfig(device=self.device, trials=self.trials, seed=self.seed, timing=dict(self.timing))
+
+    def key(self, solution: Solution, baseline: Solution | None) -> str:
+        h = hashlib.sha256()
+        h.update(json.dumps({
+            "definition": self.definition.name,
+            "solution": solution.content_hash(),
+            "baseline": baseline.content_hash() if baseline else None,
+            "workloads": [w.uuid for w in self.workloads],
+            "device": self.device, "trials": self.trials, "seed": self.seed, "timing": self.timing,
+        }, sort_keys=True).encode())
+        return h.hexdigest()[:16]
+
+    def run_dir(self, solution: Solution, baseline: Solution | None) -> Path:
+        return self.runs_dir / self.definition.name / solution.content_hash()[:16] / self.key(solution, baseline)
+
+    def cached(self, solution: Solution, baseline: Solution | None) -> Report | None:
+        d = self.run_dir(solution, baseline)
+        if (d / DONE).exists() and (d / "report.json").exists():
+            try:
+                return load_report(d / "report.json")
+            except (ValueError, OSError):
+                return None  # unreadable: measure again
+        return None
+
+    def evaluate(self, solution: Solution, baseline: Solution | None) -> Report:
+        hit = self.cached(solution, baseline)
+        if hit is not None:
+            self.cache_hits += 1
+            if self.progress:
+                self.progress("cached", {"solution": solution.name, "run_dir": str(self.run_dir(solution, baseline))})
+            return hit
+        d = self.run_dir(solution, baseline)
+        resume = (d / "traces.jsonl").exists()
+        self.runs += 1
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        with (self.runs_dir / "evaluations.jsonl").open("a") as f:
+            f.write(json.dumps({"solution": solution.name, "solution_hash": solution.content_hash(),
+                                "baseline_hash": baseline.content_hash() if baseline else None,
+                                "run_dir": str(d), "resume": resume, "pid": os.getpid(), "time": time.time()}) + "\n")
+        if self.progress:
+            self.progress("start", {"solution": solution.name, "baseline": baseline.name if baseline else None,
+                                    "run_dir": str(d), "resume": resume})
+        report = evaluate(self.definition, solution, self.workloads, d, self.config(), baseline=baseline,
+                          definition_path=self.definition_path, resume=resume,
+                          progress=(lambda kind, obj: self.progress("workload", obj)) if self.progress else None)
+        (d / DONE).write_text(json.dumps({"run_id": report.run_id, "finished": report.finished}) + "\n")
+        return report
+
+    def latest_report(self, solution_hash: str) -> Report | None:
+        """The most recent finished report of a solution with any baseline (for the champion column)."""
+        folder = self.runs_dir / self.definition.name / solution_hash[:16]
+        done = sorted(folder.glob(f"*/{DONE}"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+        for marker in reversed(done):
+            try:
+                return load_report(marker.parent / "report.json")
+            except (ValueError, OSError):
+                continue
+        return None
