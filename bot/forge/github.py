@@ -32,8 +32,6 @@ from bot.forge.base import (
     Comment,
     CommitInfo,
     CommitStatus,
-    FileChange,
-    FilesArg,
     ForgeError,
     ForgeInfo,
     ForgePermissionError,
@@ -46,6 +44,7 @@ from bot.forge.base import (
     RateLimitedError,
     Review,
     UnsupportedError,
+    normalize_files,
 )
 from bot.forge.markers import has_marker, sticky_marker
 
@@ -55,29 +54,6 @@ T = TypeVar("T")
 DEFAULT_API = "https://api.github.com"
 CLOSE_MARKER = sticky_marker("closed")
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-
-def normalize_files(files: FilesArg) -> list[FileChange]:
-    """``{path: bytes|str|None}`` or ``[FileChange]`` → validated ``[FileChange]`` (shared with the local forge)."""
-    items = files if isinstance(files, list) else [
-        FileChange(p, c.encode() if isinstance(c, str) else c) for p, c in files.items()]
-    seen: set[str] = set()
-    out = []
-    for fc in items:
-        if not isinstance(fc, FileChange):
-            raise ForgeError(f"files must be FileChange records, got {type(fc).__name__}")
-        content = fc.content.encode() if isinstance(fc.content, str) else fc.content
-        parts = fc.path.split("/")
-        if (not fc.path or fc.path.startswith("/") or any(p in ("", ".", "..") for p in parts)
-                or parts[0] == ".git" or "\0" in fc.path or "\\" in fc.path):
-            raise ForgeError(f"refusing unsafe path {fc.path!r} (relative, no '..', no '.git', '/' separators)")
-        if fc.path in seen:
-            raise ForgeError(f"path {fc.path!r} given twice")
-        seen.add(fc.path)
-        out.append(FileChange(fc.path, content, fc.executable))
-    if not out:
-        raise ForgeError("commit_files needs at least one file")
-    return out
 
 
 class GitHubForge:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import github
 import pytest
 
 # Work under both of pytest's import modes: the repository root first (so `bot` is the real package,
@@ -21,7 +20,7 @@ if getattr(sys.modules.get("bot"), "__file__", "") is None:
     del sys.modules["bot"]
 
 from fakes.github_server import github_app_key, github_server  # noqa: E402,F401  (fixtures)
-from forge_helpers import make_client, make_forge  # noqa: E402
+from forge_helpers import make_forge  # noqa: E402
 
 from bot.forge.github import GitHubForge  # noqa: E402
 
