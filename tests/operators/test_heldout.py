@@ -224,7 +224,6 @@ def test_indexer_ties_judged_by_score():
     assert not torch.equal(other, ref)
     assert judge(defn, cfg, w, x, other, ref).ok
     worse = ref.clone()
-    worse[0, 0] = other[0][~torch.isin(other[0], ref[0])][0] if False else worse[0, 0]
     # Replacing the best index by an unchosen non-tied token must fail on scores.
     free = next(t for t in range(n) if int(x["block_table"][0, t // ps]) * ps + t % ps not in set(ref[0].tolist()) | {tie})
     worse[0, 0] = int(x["block_table"][0, free // ps]) * ps + free % ps
