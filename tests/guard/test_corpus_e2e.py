@@ -22,14 +22,14 @@ import pytest
 
 from harness.schema import Status, Trace, load_definition, load_solution, load_workloads
 
-from conftest import CORPUS, WORKLOADS
+from guardkit import CORPUS, WORKLOADS
 
 sys.path.insert(0, str(CORPUS))
 import make_corpus  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 EXPECTED = make_corpus.expected()
-PARALLEL = 3
+PARALLEL = 2  # the CI machine has 2 cores; Triton-interpreter workloads are CPU-bound
 HAS_CLI = importlib.util.find_spec("harness.cli") is not None
 needs_cli = pytest.mark.skipif(not HAS_CLI, reason="harness.cli (the `kbot eval` CLI, issue 2) does not exist yet")
 
@@ -40,25 +40,16 @@ def _definition_path(shared: Path) -> Path:
     return shared / "flashinfer-trace" / "definitions" / "rmsnorm" / "rmsnorm_h4096.json"
 
 
-def _run_cli(name: str, definition: Path, out: Path) -> dict:
+def _run_cli(name: str, definition: Path, out: Path, device: str) -> dict:
     # `python -m harness.cli` is what the `kbot` console script runs; it works without an installed script.
     cmd = [sys.executable, "-m", "harness.cli", "eval", str(CORPUS / f"{name}.json"),
-           "--definition", str(definition), "--workloads", str(WORKLOADS), "--device", "cpu",
-           "--out", str(out), "--json", "--trials", "2", "--timeout", "20", "--budget", "0.2"]
+           "--definition", str(definition), "--workloads", str(WORKLOADS), "--device", device,
+           "--out", str(out), "--json", "--trials", "2", "--timeout", "90", "--budget", "0.2"]
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=240, cwd=REPO)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=REPO)
     except subprocess.TimeoutExpired:
-        return {"name": name, "rc": None, "out": out, "stderr": "the CLI itself did not finish in 240 s"}
+        return {"name": name, "rc": None, "out": out, "stderr": "the CLI itself did not finish in 300 s"}
     return {"name": name, "rc": p.returncode, "out": out, "stderr": p.stderr[-3000:]}
-
-
-@pytest.fixture(scope="module")
-def cli_runs(shared, tmp_path_factory):
-    base = tmp_path_factory.mktemp("guard_e2e")
-    definition = _definition_path(shared)
-    with ThreadPoolExecutor(PARALLEL) as pool:
-        runs = list(pool.map(lambda n: _run_cli(n, definition, base / n), sorted(EXPECTED)))
-    return {r["name"]: r for r in runs}
 
 
 def _statuses(out: Path, n_workloads: int, name: str) -> list[str]:
@@ -71,12 +62,15 @@ def _statuses(out: Path, n_workloads: int, name: str) -> list[str]:
     return [t.evaluation.status.value for t in traces]
 
 
-def test_every_corpus_solution_through_the_cli(cli_runs, shared):
-    definition = load_definition(_definition_path(shared))
+def _check_corpus_through_cli(shared: Path, base: Path, device: str) -> None:
+    definition_path = _definition_path(shared)
+    definition = load_definition(definition_path)
     n = len(load_workloads(WORKLOADS, definition))
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        runs = {r["name"]: r for r in pool.map(lambda nm: _run_cli(nm, definition_path, base / nm, device), sorted(EXPECTED))}
     problems = []
     for name, meta in sorted(EXPECTED.items()):
-        r = cli_runs[name]
+        r = runs[name]
         honest = meta["static"] == "honest"
         if r["rc"] is None:
             problems.append(f"{name}: {r['stderr']}")
@@ -90,32 +84,40 @@ def test_every_corpus_solution_through_the_cli(cli_runs, shared):
         report_statuses = sorted(w["status"] for w in report["workloads"])
         if report_statuses != sorted(statuses):
             problems.append(f"{name}: report.json statuses {report_statuses} differ from traces {sorted(statuses)}")
+        msgs = [w.get("message", "")[:160] for w in report["workloads"]]
         if honest:
             if statuses != [Status.PASSED.value] * n or r["rc"] != 0:
-                msgs = [w.get("message", "")[:200] for w in report["workloads"]]
                 problems.append(f"{name} (honest): statuses {statuses}, rc {r['rc']}: {msgs}")
         else:
             if Status.PASSED.value in statuses or r["rc"] == 0:
-                problems.append(f"{name} (hostile): statuses {statuses}, rc {r['rc']} — a cheat passed")
+                problems.append(f"{name} (hostile): statuses {statuses}, rc {r['rc']}: a cheat passed")
             unexpected = set(statuses) - set(meta["e2e"])
             if unexpected:
-                problems.append(f"{name}: statuses {sorted(unexpected)} not among the expected {meta['e2e']}")
+                problems.append(f"{name}: statuses {sorted(unexpected)} not among the expected {meta['e2e']}: {msgs}")
     assert not problems, "\n".join(problems)
+
+
+def test_every_corpus_solution_through_the_cli(shared, tmp_path):
+    _check_corpus_through_cli(shared, tmp_path, "cpu")
+
+
+@pytest.mark.gpu
+def test_every_corpus_solution_through_the_cli_on_gpu(shared, tmp_path):
+    _check_corpus_through_cli(shared, tmp_path, "cuda")
 
 
 RUNTIME_ONLY = sorted(n for n, m in EXPECTED.items() if "runtime" in m)
 
 
-def test_runtime_layer_alone(shared, tmp_path):
-    """The same hostile solutions with the static guard off: the runtime layer must still stop them."""
+def _check_runtime_layer_alone(shared: Path, base: Path, device: str) -> None:
     from harness.runner import RunConfig, evaluate  # the lead's runner; RunConfig.guard switches the static guard
 
     definition = load_definition(_definition_path(shared))
     workloads = load_workloads(WORKLOADS, definition)
-    cfg = RunConfig(device="cpu", trials=2, timeout_s=10, startup_timeout_s=120, timing={"budget_s": 0.2}, guard=False)
+    cfg = RunConfig(device=device, trials=2, timeout_s=15, startup_timeout_s=120, timing={"budget_s": 0.2}, guard=False)
 
     def one(name: str):
-        report = evaluate(definition, load_solution(CORPUS / f"{name}.json"), workloads, tmp_path / name, cfg)
+        report = evaluate(definition, load_solution(CORPUS / f"{name}.json"), workloads, base / name, cfg)
         return name, [w.status.value for w in report.workloads], [w.message[:160] for w in report.workloads]
 
     with ThreadPoolExecutor(PARALLEL) as pool:
@@ -128,3 +130,15 @@ def test_runtime_layer_alone(shared, tmp_path):
         if bad:
             problems.append(f"{name}: runtime-only statuses {statuses} (expected {EXPECTED[name]['runtime']}): {msgs}")
     assert not problems, "\n".join(problems)
+
+
+def test_runtime_layer_alone(shared, tmp_path):
+    """The hostile solutions marked `runtime:` with the static guard off: the runtime layer (integrity
+    snapshot, output checks, thread count, launch counting, timed-output re-checks, fault isolation)
+    must still stop them."""
+    _check_runtime_layer_alone(shared, tmp_path, "cpu")
+
+
+@pytest.mark.gpu
+def test_runtime_layer_alone_on_gpu(shared, tmp_path):
+    _check_runtime_layer_alone(shared, tmp_path, "cuda")

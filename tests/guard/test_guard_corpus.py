@@ -13,7 +13,7 @@ import pytest
 from harness.guard.static import check_solution
 from harness.schema import load_definition, load_solution, parse_solution
 
-from conftest import CORPUS
+from guardkit import CORPUS
 
 sys.path.insert(0, str(CORPUS))
 import make_corpus  # noqa: E402

@@ -11,7 +11,7 @@ import yaml
 from harness.guard.policy import DEFAULT_POLICY_DIR, LANGUAGES, PolicyError, clear_caches, load_policy, load_rules, merge
 from harness.guard.static import check_solution
 
-from conftest import make_solution
+from guardkit import make_solution
 
 
 def test_every_language_loads():

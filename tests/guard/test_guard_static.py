@@ -10,7 +10,7 @@ import pytest
 from harness.guard.static import check_solution
 from harness.report import Finding
 
-from conftest import make_solution
+from guardkit import make_solution
 
 HEAD = '''
 import torch

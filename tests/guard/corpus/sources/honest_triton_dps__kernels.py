@@ -19,5 +19,5 @@ def _rms_kernel(x_ptr, w_ptr, y_ptr, n_cols, stride, eps, BLOCK: tl.constexpr):
         tl.store(y_ptr + row * stride + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=m)
 
 
-def launch_rmsnorm(x, w, y, n_rows, n_cols, block=1024):
+def launch_rmsnorm(x, w, y, n_rows, n_cols, block=2048):
     _rms_kernel[(n_rows,)](x, w, y, n_cols, x.stride(0), 1e-5, BLOCK=block)
