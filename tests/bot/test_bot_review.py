@@ -112,3 +112,9 @@ def test_champion_report_used_for_lookup():
     champ = good(solution="champ_v1")
     md = render_review(good(), champ)
     assert "champion report run" in md
+
+
+def test_empty_report_has_no_chart_and_huge_values_stay_plain():
+    assert "mermaid" not in render_review(report([]))
+    md = render_review(good(ratio=(1e7, 1e7, 1e7)))
+    assert "e+" not in re.search(r"bar \[.*\]", md).group(0)
