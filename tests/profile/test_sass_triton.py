@@ -64,8 +64,12 @@ def test_matmul_without_dot_has_no_tensor_instructions(cases):
 
 
 def test_spill_kernel_spills(cases):
-    ev = _ev(cases["spill"])
-    assert ev["triton_spill_bytes"] > 1000
+    # Half the device case's row width keeps the compile quick (the device case spills ~3.4 KB per thread).
+    case = cases["spill"]
+    c = triton_evidence(case.kernel, dict(case.signature), {"BLOCK": 2048}, **case.options)
+    assert c.ok, c.missing
+    ev = c.evidence
+    assert ev["triton_spill_bytes"] >= 64  # the register_spills_triton rule calls this critical
     assert ev["sass_stl"] > 0 and ev["sass_ldl"] > 0
     assert ev["triton_registers"] >= 200
 
