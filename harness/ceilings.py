@@ -153,11 +153,18 @@ def load_ceilings(gpu_name: str) -> Ceilings | None:
     return documented_ceilings(gpu_name)
 
 
+_CPU_MEMO: list[Ceilings] = []
+
+
 def ceilings_for(device: str = "cuda", *, measure_if_missing: bool = False) -> Ceilings:
     """Ceilings for the current device: cache, then documented defaults, then (CPU, or when asked) a measurement."""
     if device == "cpu":
         found = load_ceilings(cpu_name())
-        return found if found is not None else measure_ceilings("cpu")
+        if found is not None:
+            return found
+        if not _CPU_MEMO:  # measured once per process: a report of 50 workloads needs one entry
+            _CPU_MEMO.append(measure_ceilings("cpu"))
+        return _CPU_MEMO[0]
     import torch
 
     if not torch.cuda.is_available():

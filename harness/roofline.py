@@ -46,6 +46,7 @@ __all__ = [
     "counts",
     "load_spec",
     "roofline",
+    "workload_roofline",
 ]
 
 REPO = Path(__file__).resolve().parents[1]
@@ -244,3 +245,27 @@ def roofline(
         bound_reason=why,
         formula_source=c["spec"],
     )
+
+
+def workload_roofline(definition: Definition, axes: dict[str, int], measured_ms: float | None, *,
+                      device: str = "cuda", gpu_name: str | None = None) -> Roofline | None:
+    """The roofline a report carries for one workload, with this runner's ceilings.
+
+    CUDA: the cached measurement for ``gpu_name`` (default: the current GPU), else documented defaults,
+    else None (say so in the report rather than invent a floor). CPU: a rough entry measured once.
+    """
+    from .ceilings import ceilings_for, load_ceilings
+
+    if device == "cpu":
+        c = ceilings_for("cpu")
+    else:
+        if gpu_name is None:
+            import torch
+
+            if not torch.cuda.is_available():
+                return None
+            gpu_name = torch.cuda.get_device_name()
+        c = load_ceilings(gpu_name)
+        if c is None:
+            return None
+    return roofline(definition, axes, c, measured_ms if measured_ms and measured_ms > 0 else None)

@@ -115,3 +115,15 @@ def test_per_definition_override_and_bad_formula(tmp_path):
 def test_measured_must_be_positive():
     with pytest.raises(ValueError):
         roofline(GEMM, GEMM.resolve_axes({"M": 16}), H200, measured_ms=0)
+
+
+def test_workload_roofline_picks_ceilings(monkeypatch, tmp_path):
+    from harness.roofline import workload_roofline
+
+    monkeypatch.setenv("KBOT_CACHE", str(tmp_path))
+    axes = GEMM.resolve_axes({"M": 64})
+    r = workload_roofline(GEMM, axes, 0.5, device="cuda", gpu_name="NVIDIA H200")
+    assert r is not None and r.ceilings["source"] == "documented, not measured here"
+    assert workload_roofline(GEMM, axes, 0.5, device="cuda", gpu_name="Unknown GPU") is None
+    cpu = workload_roofline(GEMM, axes, 50.0, device="cpu")
+    assert cpu is not None and cpu.fraction is not None and cpu.ceilings["gpu_name"].startswith("cpu-")
