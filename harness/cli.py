@@ -260,10 +260,11 @@ def _register_plugins() -> None:
 
     cli_profile.register(cli)
     try:
-        from bot import cli_bot
+        from bot import cli_bot, cli_local
     except ImportError:  # the harness alone, on a runner installed without the bot extra
         return
     cli_bot.register(cli)
+    cli_local.register(cli)
 
 
 def main() -> None:
