@@ -118,6 +118,9 @@ class GitHubForge:
             try:
                 bot_login = self.gh.get_user().login
             except GithubException as exc:
+                if exc.status == 403:  # installation tokens (the workflow's GITHUB_TOKEN) cannot read /user
+                    raise ForgeError("cannot tell whose token this is (GET /user refused): pass bot_login= "
+                                     "(for the Actions GITHUB_TOKEN it is github-actions[bot])") from exc
                 raise self._translate(exc, "who am I (GET /user)") from exc
         self.bot_login = bot_login
         self._repo_obj = None
@@ -125,7 +128,8 @@ class GitHubForge:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **kwargs: Any) -> "GitHubForge":
         """From ``GITHUB_REPOSITORY``, ``GITHUB_API_URL`` and either ``KBOT_APP_ID`` + ``KBOT_APP_PRIVATE_KEY``
-        (or ``KBOT_APP_PRIVATE_KEY_FILE``) [+ ``KBOT_APP_INSTALLATION_ID``], or ``KBOT_GITHUB_TOKEN``/``GITHUB_TOKEN``."""
+        (or ``KBOT_APP_PRIVATE_KEY_FILE``) [+ ``KBOT_APP_INSTALLATION_ID``], or ``KBOT_GITHUB_TOKEN``/``GITHUB_TOKEN``
+        [+ ``KBOT_BOT_LOGIN``; inside Actions the ``GITHUB_TOKEN`` identity is ``github-actions[bot]``]."""
         env = dict(os.environ if env is None else env)
         repo = env.get("GITHUB_REPOSITORY") or kwargs.pop("repo", None)
         if not repo:
@@ -142,6 +146,10 @@ class GitHubForge:
         token = env.get("KBOT_GITHUB_TOKEN") or env.get("GITHUB_TOKEN")
         if not token:
             raise ForgeError("no credentials: set KBOT_APP_ID + KBOT_APP_PRIVATE_KEY, or KBOT_GITHUB_TOKEN/GITHUB_TOKEN")
+        if env.get("KBOT_BOT_LOGIN"):
+            kwargs.setdefault("bot_login", env["KBOT_BOT_LOGIN"])
+        elif not env.get("KBOT_GITHUB_TOKEN") and env.get("GITHUB_ACTIONS") == "true":
+            kwargs.setdefault("bot_login", "github-actions[bot]")  # the workflow token's identity
         return cls(repo, token=token, base_url=base_url, **kwargs)
 
     # ------------------------------------------------------------------------------------------

@@ -285,3 +285,24 @@ def test_request_bodies_are_checked_against_the_description(github_server):
     assert err.value.status == 422
     assert len(github_server.request_errors) == 2
     assert github_server.statuses == {}
+
+
+def test_every_route_of_the_fake_is_a_github_operation(github_server):
+    spec = load_spec(str(spec_path()))
+    for route in github_server.routes:
+        assert route.method.lower() in spec.paths.get(route.template, {}), (route.method, route.template)
+
+
+def test_mergeable_lag_after_push(github_server):
+    github_server.mergeable_lag = 1
+    repo = _repo(github_server)
+    github_server.push_commit("b", {"x": "1"}, author="kbot-bot")
+    created = repo.create_pull(title="t", body="", head="b", base="main")
+    assert created.mergeable is None  # the create answer itself, as on GitHub
+    number = created.number
+    assert repo.get_pull(number).mergeable is True
+    github_server.push_commit("b", {"x": "2"}, author="kbot-bot")
+    assert repo.get_pull(number).mergeable is None
+    assert repo.get_pull(number).mergeable is True
+    with pytest.raises(ValueError):
+        github_server.fail_next("GET", ".*", status=200)

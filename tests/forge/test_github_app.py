@@ -89,3 +89,36 @@ def test_constructor_validates_arguments(github_server):
         GitHubForge(github_server.full_name, app_id=1, base_url=github_server.base_url)
     with pytest.raises(ForgeError):
         GitHubForge.from_env({"GITHUB_REPOSITORY": github_server.full_name})
+
+
+def test_installation_token_as_plain_token_needs_bot_login(github_server, github_app_key):
+    """The Actions GITHUB_TOKEN is an installation token: /user is refused, so the login must be given."""
+    import github
+
+    private, public = github_app_key
+    github_server.register_app(APP_ID, public, slug="kbot", installation_id=INSTALLATION)
+    integration = github.GithubIntegration(auth=github.Auth.AppAuth(APP_ID, private), base_url=github_server.base_url)
+    token = integration.get_access_token(INSTALLATION).token
+    with pytest.raises(ForgeError, match="bot_login"):
+        GitHubForge(github_server.full_name, token=token, base_url=github_server.base_url)
+    env = {"GITHUB_REPOSITORY": github_server.full_name, "GITHUB_API_URL": github_server.base_url,
+           "GITHUB_TOKEN": token, "KBOT_BOT_LOGIN": "kbot[bot]"}
+    forge = GitHubForge.from_env(env, seconds_between_requests=None, seconds_between_writes=None)
+    assert forge.info.bot_login == "kbot[bot]" and not forge.info.supports_check_runs
+    _, main = forge.default_head()
+    forge.commit_files("kbot/x/n1", main, {"a.txt": "a"}, "via installation token")
+    assert forge.branch_touched_by_humans("kbot/x/n1") == []
+    actions = dict(env, GITHUB_ACTIONS="true")
+    del actions["KBOT_BOT_LOGIN"]
+    assert GitHubForge.from_env(actions).info.bot_login == "github-actions[bot]"
+
+
+def test_from_env_with_app_key_file(github_server, github_app_key, tmp_path):
+    private, public = github_app_key
+    github_server.register_app(APP_ID, public, slug="kbot", installation_id=INSTALLATION)
+    key = tmp_path / "app.pem"
+    key.write_text(private)
+    env = {"GITHUB_REPOSITORY": github_server.full_name, "GITHUB_API_URL": github_server.base_url,
+           "KBOT_APP_ID": str(APP_ID), "KBOT_APP_PRIVATE_KEY_FILE": str(key)}
+    forge = GitHubForge.from_env(env, seconds_between_requests=None, seconds_between_writes=None)
+    assert forge.info.bot_login == "kbot[bot]" and forge.installation_id == INSTALLATION

@@ -115,6 +115,9 @@ class FakeGitHub:
         self.check_runs: dict[int, dict] = {}
         self.faults: list[Fault] = []
         self.mergeable_pending_count: dict[int, int] = {}
+        # Like GitHub, report ``mergeable: null`` on this many reads after a PR opens or its head moves
+        # (0: always known at once). Tests of code that must wait for it set it to 1 or 2.
+        self.mergeable_lag = 0
         self.requests: list[tuple[str, str, int]] = []
         self.validation_errors: list[str] = []
         self.request_errors: list[str] = []          # requests GitHub would refuse (answered 422)
@@ -185,6 +188,8 @@ class FakeGitHub:
         ``after=True`` lets the request take effect first (the client still sees the failure), which is
         what makes a blindly retried POST create duplicates.
         """
+        if not 400 <= status <= 599 or n < 1:
+            raise ValueError(f"fail_next needs an error status (400-599) and n >= 1, got {status}, {n}")
         self.faults.append(Fault(method.upper(), re.compile(path_regex), status, n, after, message))
 
     def rate_limit_next(self, n: int = 1, *, status: int = 403, retry_after: int = 0, method: str = ".*",
@@ -923,6 +928,8 @@ class FakeGitHub:
             if head and head != pr["head_sha"]:
                 pr["head_sha"] = head
                 pr["updated_at"] = now_iso()
+                if self.mergeable_lag:
+                    self.mergeable_pending_count[pr["number"]] = self.mergeable_lag
             pr["base_sha"] = heads.get(f"refs/heads/{pr['base_ref']}") or pr["base_sha"]
 
     def _touch_pulls_for(self, ref: str) -> None:
@@ -1010,6 +1017,8 @@ class FakeGitHub:
               "created_at": stamp, "updated_at": stamp, "closed_at": None, "merged_at": None,
               "merge_commit_sha": None, "merged": False, "merged_by": None}
         self.pulls[number] = pr
+        if self.mergeable_lag:
+            self.mergeable_pending_count[number] = self.mergeable_lag
         return 201, self._pull_obj(pr, full=True), {}
 
     def h_get_pull(self, caller: Caller, params: dict, query: dict, data: Any):
