@@ -362,7 +362,9 @@ def _campaign_dir(ws: Workspace, definition: str, new: bool) -> tuple[Path, bool
     return root / f"{n:03d}", False
 
 
-def optimize(opts: OptimizeOptions, event: Event | None = None) -> dict[str, Any]:
+def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = None) -> dict[str, Any]:
+    """Run (or resume) a campaign; returns the summary. ``harness``: a stand-in for the
+    ``HarnessEvaluator`` (same ``evaluate``/``latest_report``/``device``/``runs``/``cache_hits``), for tests."""
     from bot.agents.registry import create_agent
     from harness.env import resolve_device
 
@@ -386,9 +388,10 @@ def optimize(opts: OptimizeOptions, event: Event | None = None) -> dict[str, Any
         raise LoopError(f"{wl_path} holds no workloads")
     agent_name = opts.agent or default_agent()
     agent = create_agent(agent_name)
-    harness = HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
-                               timing=timing_for(device, opts.budget_s),
-                               definition_path=def_path, progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
+    if harness is None:
+        harness = HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
+                                   timing=timing_for(device, opts.budget_s), definition_path=def_path,
+                                   progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
 
     if read_champion(ws.forge, definition.name) is None:
         start = weak_start(definition.name)
@@ -425,7 +428,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None) -> dict[str, Any
 
 
 def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequestEvaluator,
-                       harness: HarnessEvaluator, device: str, wl_path: Path) -> dict[str, Any]:
+                       harness: Any, device: str, wl_path: Path) -> dict[str, Any]:
     rep = campaign.report()
     outcomes = evaluator.outcomes()
     rows = []
