@@ -194,26 +194,42 @@ def profile_workload(solution: Solution, definition: Definition, workload: Workl
 
 def profile_report(report: Report, out: Path, definition: Definition, solution: Solution, workloads: list[Workload], *,
                    ceilings: Ceilings | None = None, definition_path: Path | None = None, profile: bool = True,
-                   rules_dir: str | Path | None = None) -> None:
+                   max_profiled: int = 4, rules_dir: str | Path | None = None) -> None:
     """Fold roofline, feedback items, profile evidence and energy into each PASSED workload of ``report``.
 
-    Writes ``<out>/profile/<uuid>/{ncu.csv, feedback.json, feedback.md}``. With ``profile=False`` only
-    the roofline and the rules that need no profiler run (useful on a machine without ncu).
+    Every passing workload gets its roofline (with the measured median) and the rules that need no
+    profiler. Up to ``max_profiled`` of them -- spread from the smallest to the largest roofline floor,
+    since one ncu run costs tens of seconds -- are also profiled (ncu, SASS, NVML) when ``profile``.
+    Writes ``<out>/profile/<uuid>/{ncu.csv, feedback.json, feedback.md}``.
     """
     out = Path(out)
     if ceilings is None:
         ceilings = _ceilings_for_report(report)
     by_uuid = {w.uuid: w for w in workloads}
-    for wr in report.workloads:
-        if wr.status is not Status.PASSED or wr.uuid not in by_uuid:
-            continue
+    passing = [wr for wr in report.workloads if wr.status is Status.PASSED and wr.uuid in by_uuid]
+    chosen: set[str] = set()
+    if profile and passing and max_profiled > 0:
+        def floor(wr: WorkloadResult) -> float:
+            if ceilings is None:
+                return 0.0
+            return compute_roofline(definition, definition.resolve_axes(by_uuid[wr.uuid].axes), ceilings).floor_ms
+
+        ordered = sorted(passing, key=floor)
+        n = min(max_profiled, len(ordered))
+        idx = sorted({round(i * (len(ordered) - 1) / max(n - 1, 1)) for i in range(n)})
+        chosen = {ordered[i].uuid for i in idx}
+    for wr in passing:
         w = by_uuid[wr.uuid]
         axes = definition.resolve_axes(w.axes)
         wdir = out / "profile" / wr.uuid
         collected: list[Collected] = []
         files: dict[str, str] = {}
-        if profile:
+        if wr.uuid in chosen:
             collected, files = profile_workload(solution, definition, w, wdir, definition_path=definition_path)
+        else:
+            collected = [Collected.unavailable("ncu", "not profiled: only the first "
+                                               f"{max_profiled} workloads by size are (profile=True)" if profile else
+                                               "profiling not requested")]
         measured = wr.latency_ms.median if wr.latency_ms else None
         outcome = analyze(definition, axes, collected, ceilings=ceilings, measured_ms=measured, rules_dir=rules_dir)
         outcome.files = files

@@ -169,3 +169,29 @@ def test_profile_report_folds_roofline_and_rule_items(tmp_path):
     assert w1.profile["not_evaluated"]  # ncu rules listed as not evaluated, with reasons
     assert (tmp_path / "profile" / "w1" / "feedback.md").is_file()
     assert w2.roofline is None and not w2.feedback
+
+
+def test_profile_report_profiles_a_spread_of_workloads(tmp_path, monkeypatch):
+    import harness.profile.pipeline as pl
+    from harness.profile import Collected
+
+    calls = []
+
+    def fake_profile(solution, definition, w, wdir, **kw):
+        calls.append(w.axes["N"])
+        return [Collected(source="ncu", evidence={"grid_size": 4, "sm_count": 132})], {"ncu_csv": "x"}
+
+    monkeypatch.setattr(pl, "profile_workload", fake_profile)
+    d, _ = vadd(1)
+    sizes = [1 << k for k in range(10, 20)]
+    lat = LatencyStats(median=1.0, mean=1.0, ci95=(1.0, 1.0), stdev=0.0, sem=0.0, n=3, min=1.0, max=1.0)
+    report = Report(run_id="r", definition=d.name, solution="s", solution_hash="h",
+                    device=DeviceInfo(kind="cuda", name="NVIDIA H200", timer="cuda_events"), started="now",
+                    workloads=[WorkloadResult(uuid=f"w{n}", axes={"N": n}, status=Status.PASSED, latency_ms=lat) for n in sizes])
+    wl = [Workload(uuid=f"w{n}", axes={"N": n}, inputs={}) for n in sizes]
+    profile_report(report, tmp_path, d, None, wl, ceilings=H200, max_profiled=3)
+    assert len(calls) == 3 and min(calls) == sizes[0] and max(calls) == sizes[-1]
+    profiled = [w for w in report.workloads if w.feedback and w.feedback[0].rule == "grid_too_small"]
+    assert len(profiled) == 3
+    others = [w for w in report.workloads if w.axes["N"] not in calls]
+    assert all(w.roofline is not None and "not profiled" in w.profile["missing"]["ncu"] for w in others)
