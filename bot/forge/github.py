@@ -53,6 +53,13 @@ T = TypeVar("T")
 
 DEFAULT_API = "https://api.github.com"
 CLOSE_MARKER = sticky_marker("closed")
+BODY_LIMIT = 65536  # characters GitHub accepts in a PR body, comment or review
+
+
+def _check_body(body: str | None, what: str) -> None:
+    """Refuse before writing: GitHub answers 422 for longer bodies, after a wasted round trip."""
+    if body is not None and len(body) > BODY_LIMIT:
+        raise ForgeError(f"{what} body is {len(body)} characters; GitHub accepts at most {BODY_LIMIT}")
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -405,6 +412,7 @@ class GitHubForge:
 
     def open_pr(self, head_branch: str, title: str, body: str, *, base: str | None = None,
                 labels: tuple[str, ...] | list[str] = (), draft: bool = False) -> PullRequest:
+        _check_body(body, "PR")
         existing = self.find_open_pr(head_branch)
         if existing is None:
             base = base or self.default_branch()
@@ -427,6 +435,7 @@ class GitHubForge:
         return self._read(f"PR #{number}", lambda: self._pr(self._repo().get_pull(number), full=True))
 
     def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRequest:
+        _check_body(body, "PR")
         kwargs = {k: v for k, v in (("title", title), ("body", body)) if v is not None}
         if kwargs:  # PATCH with the same values is idempotent: plain retries are safe
             self._write(f"update PR #{number}", lambda: self.lazy.get_pull(number).edit(**kwargs))
@@ -551,6 +560,7 @@ class GitHubForge:
         return IssueComment(requester, url=f"{self.lazy.url}/issues/comments/{int(comment_id)}")
 
     def create_comment(self, number: int, body: str) -> Comment:
+        _check_body(body, "comment")
         return self._write(f"comment on #{number}",
                            lambda: self._comment(self.lazy.get_issue(number).create_comment(body)))
 
@@ -564,6 +574,7 @@ class GitHubForge:
         return found
 
     def upsert_comment(self, number: int, marker: str, body: str) -> Comment:
+        _check_body(body, "comment")
         if not has_marker(body, marker):
             raise ForgeError(f"sticky comment body must contain its marker {marker!r} on a line of its own")
         existing = self._find_own_comment(number, marker)
@@ -610,6 +621,7 @@ class GitHubForge:
         return found
 
     def upsert_review(self, number: int, marker: str, body: str, commit_sha: str | None = None) -> Review:
+        _check_body(body, "review")
         if not has_marker(body, marker):
             raise ForgeError(f"sticky review body must contain its marker {marker!r} on a line of its own")
         existing = self._find_own_review(number, marker)

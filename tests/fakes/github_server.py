@@ -85,3 +85,32 @@ def github_app_key():
     public = key.public_key().public_bytes(serialization.Encoding.PEM,
                                            serialization.PublicFormat.SubjectPublicKeyInfo).decode()
     return private, public
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the fake by hand: ``.venv/bin/python -m tests.fakes.github_server --dir /tmp/fakegh``."""
+    import argparse
+    import signal
+    import threading
+
+    parser = argparse.ArgumentParser(description="Local GitHub REST fake (one repository, real git).")
+    parser.add_argument("--dir", type=Path, required=True, help="where the bare repository is created")
+    parser.add_argument("--no-validate", action="store_true", help="skip OpenAPI validation of responses")
+    args = parser.parse_args(argv)
+    server = make_server(args.dir, validate=not args.no_validate)
+    server.start()
+    print(f"base_url   {server.base_url}\nrepository {server.full_name} ({server.repo_path})\n"
+          f"bot        {server.bot_login} token {server.bot_token}\n"
+          f"maintainer {server.maintainer} token {server.maintainer_token}", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *a: stop.set())
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    stop.wait()
+    server.stop()
+    for problem in server.validation_errors:
+        print("OpenAPI:", problem)
+    return 1 if server.validation_errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

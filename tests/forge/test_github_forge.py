@@ -346,3 +346,18 @@ def test_merge_of_closed_pr_is_not_mergeable(github_server, forge):
     with pytest.raises(NotMergeableError):
         forge.merge(pr.number, sha)
     assert [s for m, p, s in github_server.requests if m == "PUT"] == [405]
+
+
+def test_bodies_over_githubs_limit_are_refused_before_writing(github_server, forge):
+    number = github_server.create_issue("x", author="maint")
+    huge = sticky_marker("status") + "\n" + "x" * 70_000
+    with pytest.raises(ForgeError, match="65536"):
+        forge.upsert_comment(number, sticky_marker("status"), huge)
+    assert not [r for r in github_server.requests if r[0] == "POST"]
+    # The fake refuses them too, as GitHub does.
+    client = make_client(github_server, github_server.bot_token)
+    import github as gh_lib
+
+    with pytest.raises(gh_lib.GithubException) as err:
+        client.get_repo(github_server.full_name).get_issue(number).create_comment("y" * 70_000)
+    assert err.value.status == 422

@@ -36,6 +36,7 @@ LEGACY_PERMISSION = {"none": "none", "read": "read", "triage": "read", "write": 
                      "admin": "admin"}
 SECONDARY_LIMIT_MESSAGE = ("You have exceeded a secondary rate limit. Please wait a few minutes before you "
                            "try again. If you reach out to GitHub Support for help, please include the request ID.")
+BODY_LIMIT = 65536  # characters GitHub accepts in a PR body, comment or review
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 SLASHY_PARAMS = {"ref", "path", "branch", "basehead"}  # GitHub accepts '/' inside these
 
@@ -528,6 +529,13 @@ class FakeGitHub:
             return "COLLABORATOR"
         return "NONE"
 
+    @staticmethod
+    def _check_body(body: Any, resource: str) -> None:
+        if isinstance(body, str) and len(body) > BODY_LIMIT:
+            raise HTTPError(422, "Validation Failed", [{
+                "resource": resource, "field": "body", "code": "custom",
+                "message": f"body is too long (maximum is {BODY_LIMIT} characters)"}])
+
     def _repo_obj(self, full: bool = False) -> dict:
         owner = self.accounts[self.owner_login].obj()
         return B.repository(owner, self.name, self.repo_id, self.default_branch, self.created_at, now_iso(), full=full)
@@ -1001,6 +1009,7 @@ class FakeGitHub:
         if head_sha is None or base_sha is None:
             raise HTTPError(422, "Validation Failed", [{"resource": "PullRequest", "field": "head" if head_sha is None
                                                         else "base", "code": "invalid"}])
+        self._check_body(data.get("body"), "PullRequest")
         for p in self.pulls.values():
             if p["state"] == "open" and p["head_ref"] == head and p["base_ref"] == base:
                 raise HTTPError(422, "Validation Failed", [{
@@ -1030,6 +1039,7 @@ class FakeGitHub:
         if "title" in data:
             pr["title"] = self.issues[pr["number"]]["title"] = str(data["title"])
         if "body" in data:
+            self._check_body(data["body"], "PullRequest")
             pr["body"] = self.issues[pr["number"]]["body"] = data["body"]
         if "state" in data:
             if data["state"] not in ("open", "closed"):
@@ -1112,6 +1122,7 @@ class FakeGitHub:
         states = {"COMMENT": "COMMENTED", "APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", None: "PENDING"}
         if event not in states:
             raise HTTPError(422, "Unprocessable Entity", ["event is not valid"])
+        self._check_body(body, "PullRequestReview")
         if event in ("COMMENT", "REQUEST_CHANGES") and not body:
             raise HTTPError(422, "Unprocessable Entity", ["Review body is required for this event"])
         if event in ("APPROVE", "REQUEST_CHANGES") and caller.account.login == pr["user"]["login"]:
@@ -1134,6 +1145,7 @@ class FakeGitHub:
             raise HTTPError(403, "Resource not accessible by integration")
         if not isinstance(data.get("body"), str):
             raise HTTPError(422, "Unprocessable Entity", ["body is required"])
+        self._check_body(data["body"], "PullRequestReview")
         rv["body"] = data["body"]
         return 200, B.review(self.full_name, rv), {}
 
@@ -1183,9 +1195,7 @@ class FakeGitHub:
         body = data.get("body")
         if not isinstance(body, str) or not body:
             raise HTTPError(422, "Validation Failed", [{"resource": "IssueComment", "field": "body", "code": "missing_field"}])
-        if len(body) > 65536:
-            raise HTTPError(422, "Validation Failed", [{"resource": "IssueComment", "field": "body", "code": "custom",
-                                                        "message": "body is too long (maximum is 65536 characters)"}])
+        self._check_body(body, "IssueComment")
         c = self.add_comment(issue["number"], body, author=caller.account.login)
         return 201, B.issue_comment(self.full_name, c), {}
 
@@ -1202,6 +1212,7 @@ class FakeGitHub:
         self._may_edit(caller, params, c)
         if not isinstance(data.get("body"), str) or not data["body"]:
             raise HTTPError(422, "Validation Failed", [{"resource": "IssueComment", "field": "body", "code": "missing_field"}])
+        self._check_body(data["body"], "IssueComment")
         c["body"], c["updated_at"] = data["body"], now_iso()
         return 200, B.issue_comment(self.full_name, c), {}
 
