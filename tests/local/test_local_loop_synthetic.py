@@ -1,0 +1,137 @@
+"""The local loop end to end with a synthetic harness (latencies from the kernel's tunables): fast
+checks of PRs per candidate, reviews, promotion merges, closed losers, and resume after a crash.
+The real harness on CPU is exercised in test_local_loop_cpu.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.agents.tunables import configuration, solution_tunables
+from bot.controller.synthetic import make_report
+from bot.forge.markers import decode_meta
+from bot.local_loop import OptimizeOptions, Workspace, optimize
+from bot.promotion import read_champion
+from bot.review import find_evidence
+from harness.schema import load_workloads
+
+REPO = Path(__file__).resolve().parents[2]
+
+WORKLOADS = REPO / "definitions" / "rmsnorm_h4096" / "workloads.small.jsonl"
+
+
+class Crash(RuntimeError):
+    pass
+
+
+class SyntheticHarness:
+    """Stands in for HarnessEvaluator: latency = 4096/BLOCK + 1 ms per workload; results cached by
+    (solution, baseline) in a dict that outlives the object, like run folders outlive a process."""
+
+    device = "cpu"
+
+    def __init__(self, cache: dict, crash_after: int | None = None):
+        self.cache, self.crash_after = cache, crash_after
+        self.runs = self.cache_hits = 0
+        self.workloads = load_workloads(WORKLOADS)
+
+    def _ws(self, sol):
+        cfg = configuration(solution_tunables(sol))
+        ms = 4096 / cfg.get("BLOCK", 4096) + 1.0
+        return [{"uuid": w.uuid, "axes": dict(w.axes), "latency_ms": ms * (1 + i), "reference_ms": 2.0 * (1 + i)}
+                for i, w in enumerate(self.workloads)]
+
+    def evaluate(self, solution, baseline):
+        key = (solution.content_hash(), baseline.content_hash() if baseline else None)
+        if key in self.cache:
+            self.cache_hits += 1
+            return self.cache[key]
+        if self.crash_after is not None and self.runs >= self.crash_after:
+            raise Crash("simulated crash before an evaluation")
+        self.runs += 1
+        ws = self._ws(solution)
+        if baseline is not None:
+            for w, b in zip(ws, self._ws(baseline)):
+                w["baseline_ms"] = b["latency_ms"]
+        self.cache[key] = make_report(solution, ws, baseline)
+        return self.cache[key]
+
+    def latest_report(self, solution_hash):
+        found = [r for (h, _), r in self.cache.items() if h == solution_hash]
+        return found[-1] if found else None
+
+
+def _opts(tmp_path, **kw):
+    return OptimizeOptions(definition="rmsnorm_h4096", agent="offline", device="cpu", workspace=tmp_path / "ws",
+                           **{"rounds": 2, "candidates": 2, "workloads": WORKLOADS, **kw})
+
+
+def test_loop_opens_one_pr_per_candidate_and_merges_winners(tmp_path):
+    harness = SyntheticHarness({})
+    s = optimize(_opts(tmp_path), harness=harness)
+    ws = Workspace(tmp_path / "ws")
+    f = ws.forge
+    prs = list(f.list_prs(state="all"))
+    cands = [r for r in s["candidates"] if r["pr"] is not None]
+    # at most rounds x candidates (the agent may offer fewer where it has nothing new)
+    assert 3 <= len(prs) == len(cands) <= 4
+    assert len({p.head_branch for p in prs}) == len(prs)
+    assert all(p.head_branch == f"kbot/rmsnorm_h4096/{decode_meta(p.body)['node']}" for p in prs)
+    assert all(not p.is_open for p in prs)  # every candidate decided: merged or closed with a summary
+    merged = [p for p in prs if p.merged]
+    assert merged, s
+    champ = read_champion(f, "rmsnorm_h4096")
+    assert champ["pr"] == merged[-1].number and champ["solution"] == s["champion"]["solution"]
+    assert champ["history"][-1]["summary"]["origin"] == "start"
+    # the champion's files are on main, the pointer names them, the promoted PR was a squash merge
+    assert f.read_file(champ["solution_path"]) is not None
+    log = subprocess.run(["git", "--git-dir", str(f.git_dir), "log", "--format=%s", "main"], capture_output=True, text=True).stdout
+    assert f"kbot: promote {champ['solution']} for rmsnorm_h4096 (#{champ['pr']})" in log
+    for p in prs:
+        ev = find_evidence(f, p.number)
+        assert ev is not None and ev["head_sha"] == p.head_sha
+        st = f.combined_status(p.head_sha).get("kbot/harness")
+        assert st is not None and st.state == "success"
+        if not p.merged:
+            assert any("Closed by kbot" in c.body for c in f.list_comments(p.number))
+    decisions = {r["node"]: r["decision"] for r in s["candidates"]}
+    assert sorted(set(decisions.values())) <= ["champion", "promote", "reject"]
+    assert list(decisions.values()).count("promote") == len(merged)
+    # the best candidate's speedups in the summary come from the records
+    best = max((r for r in s["candidates"] if r["speedup_vs_start"]), key=lambda r: r["speedup_vs_start"])
+    assert best["decision"] == "promote" and best["speedup_vs_start"] > 1.03
+
+
+def test_resume_after_a_crash_repeats_nothing(tmp_path):
+    cache: dict = {}
+    with pytest.raises(Crash):
+        optimize(_opts(tmp_path), harness=SyntheticHarness(cache, crash_after=2))
+    before = {(p.number, p.head_branch) for p in Workspace(tmp_path / "ws").forge.list_prs(state="all")}
+    assert before  # the crash came after at least one PR was opened
+    done_before = set(cache)
+    again = SyntheticHarness(cache)
+    s = optimize(_opts(tmp_path), harness=again)
+    assert s["campaign"].endswith("/001")  # resumed, not a new campaign
+    prs = list(Workspace(tmp_path / "ws").forge.list_prs(state="all"))
+    assert len({p.head_branch for p in prs}) == len(prs) >= 3
+    assert before <= {(p.number, p.head_branch) for p in prs}
+    assert not (set(cache) - done_before) & done_before
+    assert again.runs == len(set(cache) - done_before)  # only new evaluations ran
+
+
+def test_finished_campaign_is_not_resumed_and_bad_input_is_refused(tmp_path):
+    optimize(_opts(tmp_path, rounds=1, candidates=1), harness=SyntheticHarness({}))
+    s = optimize(_opts(tmp_path, rounds=1, candidates=1), harness=SyntheticHarness({}))
+    assert s["campaign"].endswith("/002")
+    from bot.local_loop import LoopError
+
+    with pytest.raises(LoopError, match="no definition"):
+        optimize(OptimizeOptions(definition="nope", workspace=tmp_path / "ws", device="cpu"), harness=SyntheticHarness({}))
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"definition": "gemm_n4096_k4096", "solution": None, "evaluation": None,
+                               "workload": {"uuid": "u", "axes": {"M": 1}, "inputs": {}}}) + "\n")
+    with pytest.raises(LoopError):
+        optimize(_opts(tmp_path, workloads=bad), harness=SyntheticHarness({}))
