@@ -60,6 +60,8 @@ def _check_body(body: str | None, what: str) -> None:
     """Refuse before writing: GitHub answers 422 for longer bodies, after a wasted round trip."""
     if body is not None and len(body) > BODY_LIMIT:
         raise ForgeError(f"{what} body is {len(body)} characters; GitHub accepts at most {BODY_LIMIT}")
+
+
 _READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 

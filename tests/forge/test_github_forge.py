@@ -361,3 +361,11 @@ def test_bodies_over_githubs_limit_are_refused_before_writing(github_server, for
     with pytest.raises(gh_lib.GithubException) as err:
         client.get_repo(github_server.full_name).get_issue(number).create_comment("y" * 70_000)
     assert err.value.status == 422
+
+
+def test_read_file_over_one_megabyte_goes_through_the_blob_api(github_server, forge):
+    big = bytes(range(256)) * 5000  # 1.28 MB: the contents API answers without the content
+    github_server.push_commit("main", {"data/big.bin": big}, author="maint")
+    assert forge.read_file("data/big.bin") == big
+    assert any(p.endswith("/git/blobs/" + git(github_server, "rev-parse", "main:data/big.bin"))
+               for m, p, s in github_server.requests)

@@ -36,6 +36,7 @@ LEGACY_PERMISSION = {"none": "none", "read": "read", "triage": "read", "write": 
                      "admin": "admin"}
 SECONDARY_LIMIT_MESSAGE = ("You have exceeded a secondary rate limit. Please wait a few minutes before you "
                            "try again. If you reach out to GitHub Support for help, please include the request ID.")
+CONTENTS_INLINE_LIMIT = 1024 * 1024  # bytes the contents API inlines; larger files need the blob API
 BODY_LIMIT = 65536  # characters GitHub accepts in a PR body, comment or review
 REACTIONS = {"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"}
 SLASHY_PARAMS = {"ref", "path", "branch", "basehead"}  # GitHub accepts '/' inside these
@@ -848,7 +849,11 @@ class FakeGitHub:
         if entry is None:
             raise HTTPError(404, "Not Found")
         if entry.type == "blob":
-            return 200, B.content_file(self.full_name, path, ref, entry.sha, self.git.read_blob(entry.sha)), {}
+            data = self.git.read_blob(entry.sha)
+            obj = B.content_file(self.full_name, path, ref, entry.sha, data)
+            if len(data) > CONTENTS_INLINE_LIMIT:  # GitHub leaves 1-100 MB files out of this answer
+                obj.update(content="", encoding="none")
+            return 200, obj, {}
         if entry.type == "tree":
             items = []
             for e in self.git.ls_tree(entry.sha):
