@@ -146,8 +146,12 @@ def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin
     definition, dpath = _load_definition(definition_arg)
     axes, w = _resolve_workload(definition, dpath, workload, workloads_path)
     ceilings = _ceilings(gpu, None)
-    extra = [sass_evidence(c, None) for c in cubin]
     text = Path(ncu_csv).read_text(errors="replace")
+    from .profile.ncu import ncu_evidence
+
+    first = ncu_evidence(text, kernel)
+    target = first.evidence.get("kernel_name") if first.ok else None
+    extra = [sass_evidence(c, target) for c in cubin]
     try:
         outcome = explain_csv(text, definition, axes, ceilings=ceilings, kernel=kernel, extra=extra,
                               measured_ms=measured_ms, rules_dir=rules_dir)

@@ -26,7 +26,7 @@ from ..roofline import roofline as compute_roofline
 from ..schema import Definition, Solution, Status, Workload
 from . import Collected
 from .ncu import METRICS, command_text, find_ncu, ncu_evidence, run_ncu
-from .sass import find_tool, parse_sass, _facts_evidence
+from .sass import _facts_evidence, find_tool, parse_sass, pick_function
 
 __all__ = ["ProfileOutcome", "analyze", "explain_csv", "profile_report", "profile_workload", "sass_from_dirs"]
 
@@ -113,14 +113,8 @@ def sass_from_dirs(dirs: Iterable[Path], function: str | None = None) -> Collect
                 funcs.update(parse_sass(p.stdout))
     if not funcs:
         return Collected.unavailable("sass", "no device code found in the Triton cache or the build folder")
-    if function and function in funcs:
-        name = function
-    elif function:
-        # ncu prints demangled names with parameters; match on the bare identifier.
-        bare = function.split("(")[0].split("<")[0].split()[-1].split("::")[-1]
-        name = next((n for n in funcs if bare and bare in n), max(funcs, key=lambda n: funcs[n]["instructions"]))
-    else:
-        name = max(funcs, key=lambda n: funcs[n]["instructions"])
+    name = pick_function(funcs, function) or pick_function(funcs, None)
+    assert name is not None
     ev = _facts_evidence(funcs[name])
     ev["sass_function"] = name
     return Collected(source="sass", evidence=ev, raw={"functions": sorted(funcs)})

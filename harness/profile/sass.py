@@ -17,7 +17,8 @@ from typing import Any
 
 from . import Collected
 
-__all__ = ["find_tool", "parse_resource_usage", "parse_sass", "sass_evidence", "dump_sass", "resource_usage"]
+__all__ = ["dump_sass", "find_tool", "parse_resource_usage", "parse_sass", "pick_function", "resource_usage",
+           "sass_evidence"]
 
 # ``/*0160*/  @!P0 LDG.E.128.CONSTANT R4, desc[UR4][R6.64] ;``  -> opcode with modifiers
 _INSN = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
@@ -142,6 +143,22 @@ def _facts_evidence(f: dict[str, Any], prefix: str = "sass") -> dict[str, Any]:
     return ev
 
 
+def pick_function(funcs: dict[str, Any], function: str | None) -> str | None:
+    """The SASS function for a kernel name as ncu prints it (demangled, with parameters), or the largest.
+
+    Returns None when ``function`` is given and nothing matches it.
+    """
+    if not funcs:
+        return None
+    if function is None:
+        return max(funcs, key=lambda n: funcs[n]["instructions"])
+    if function in funcs:
+        return function
+    bare = function.split("(")[0].split("<")[0].strip().split()[-1].split("::")[-1] if function.strip() else ""
+    hits = [n for n in funcs if bare and (n == bare or bare in n)]
+    return max(hits, key=lambda n: funcs[n]["instructions"]) if hits else None
+
+
 def sass_evidence(cubin: str | Path, function: str | None = None) -> Collected:
     """SASS facts of one function in a cubin (the largest when ``function`` is None)."""
     try:
@@ -151,12 +168,9 @@ def sass_evidence(cubin: str | Path, function: str | None = None) -> Collected:
     funcs = parse_sass(text)
     if not funcs:
         return Collected.unavailable("sass", f"no functions found in the SASS of {cubin}")
-    if function is not None:
-        if function not in funcs:
-            return Collected.unavailable("sass", f"function {function!r} not in {sorted(funcs)}")
-        name = function
-    else:
-        name = max(funcs, key=lambda n: funcs[n]["instructions"])
+    name = pick_function(funcs, function)
+    if name is None:
+        return Collected.unavailable("sass", f"no function matching {function!r} in {sorted(funcs)[:10]}")
     ev = _facts_evidence(funcs[name])
     ev["sass_function"] = name
-    return Collected(source="sass", evidence=ev, raw={"functions": funcs})
+    return Collected(source="sass", evidence=ev, raw={"functions": sorted(funcs)})

@@ -153,3 +153,13 @@ def test_good_matmul_case_uses_tensor_cores_without_spills(cases):
     ev = _ev(cases["good_matmul"])
     assert ev["sass_tensor_instructions"] > 0
     assert ev["triton_spill_bytes"] == 0
+
+
+def test_pick_function_matches_ncu_names():
+    from harness.profile.sass import pick_function
+
+    funcs = {"add_good": {"instructions": 50}, "other": {"instructions": 500}}
+    assert pick_function(funcs, "add_good") == "add_good"
+    assert pick_function(funcs, "void add_good<1024>(float*, int)") == "add_good"
+    assert pick_function(funcs, None) == "other"
+    assert pick_function(funcs, "nothing_like_it") is None
