@@ -59,6 +59,18 @@ def prefix_match(name: str, table: Iterable[str]) -> str | None:
     return best
 
 
+def allow_match(name: str, allowed: Iterable[str]) -> bool:
+    """Allow-list match: an entry is exact, unless it ends in ``.*`` (then it covers what is below it).
+    Exact by default so that allowing ``torch.Tensor`` (the type) does not allow ``torch.Tensor.sum``."""
+    for a in allowed:
+        if a.endswith(".*"):
+            if name == a[:-2] or name.startswith(a[:-1]):
+                return True
+        elif name == a:
+            return True
+    return False
+
+
 def module_name_of(path: str) -> str:
     p = path[:-3] if path.endswith(".py") else path
     parts = [x for x in p.split("/") if x]
@@ -457,6 +469,11 @@ class ModuleScan(ast.NodeVisitor):
                 self.hit("monkey-patch", target, f"assigns {libs[0]}.{target.attr}")
             elif owns and self.ctx.module_state and f is not None:
                 self.hit("module-state", target, f"assigns attribute {target.attr} of {owns[0][1:]} at run time")
+            elif not owns and not (isinstance(target.value, ast.Name) and target.value.id in ("self", "cls")):
+                # A parameter, loop variable or call result may be a module (def patch(m): m.x = ...;
+                # patch(torch)); only attributes of self/cls and of the solution's own objects are safe.
+                if not (target.attr == "data" and f is not None and self._is_tensor(target.value, f)):
+                    self.hit("monkey-patch", target, f"assigns .{target.attr} on an object the guard cannot identify")
             if target.attr == "data" and f is not None and self._is_tensor(target.value, f):
                 self.hit("input-mutation", target, "replaces a tensor's .data")
             self.visit(target.value)
@@ -560,15 +577,15 @@ class ModuleScan(ast.NodeVisitor):
         root = q.split(".")[0]
         bad = False
         if root == "torch":
-            bad = not prefix_match(q, hc.get("torch_allowed", []))
+            bad = not allow_match(q, hc.get("torch_allowed", []))
             if imported and not bad:
                 return
             if imported and _looks_like_type(q):
                 return
         elif root == "triton":
-            bad = not prefix_match(q, hc.get("triton_allowed", []))
+            bad = not allow_match(q, hc.get("triton_allowed", []))
         elif root in ("numpy", "cupy", "scipy", "operator", "einops", "jax"):
-            bad = not prefix_match(q, hc.get("torch_allowed", []))
+            bad = not allow_match(q, hc.get("torch_allowed", []))
         elif q == "builtins.sum" or q in ("math.fsum",):
             bad = False
         if bad:
@@ -587,7 +604,7 @@ class ModuleScan(ast.NodeVisitor):
         if isinstance(parent, ast.Attribute):
             return  # a prefix of a longer chain
         for q in qs:
-            if q.split(".")[0] in ("torch", "numpy") and _looks_like_function(q) and not prefix_match(
+            if q.split(".")[0] in ("torch", "numpy") and _looks_like_function(q) and not allow_match(
                 q, self.ctx.host.get("torch_allowed", [])
             ):
                 self.hit("host-compute", node, f"passes {q} around on the host")
@@ -787,6 +804,8 @@ class ModuleScan(ast.NodeVisitor):
             qs = self.resolve(node.func, f)
             if any(q.split(".")[0] == "torch" and not _looks_like_type(q) for q in qs):
                 return True
+            if "builtins.type" in qs and len(node.args) == 1:
+                return self._is_tensor(node.args[0], f)  # type(x).sum(x) is x.sum()
             if isinstance(node.func, ast.Attribute) and node.func.attr not in _METADATA_METHODS:
                 return self._is_tensor(node.func.value, f)
         if isinstance(node, ast.BinOp):

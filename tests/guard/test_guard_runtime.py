@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 import types
 from pathlib import Path
 
@@ -150,6 +151,11 @@ def test_thread_count_and_check():
     finally:
         stop.set()
         t.join()
+    # join() returns when the Python thread is done; the kernel may take a moment to reap the OS thread.
+    for _ in range(100):
+        if rt.check_threads(before, rt.thread_count()) == []:
+            break
+        time.sleep(0.01)
     assert rt.check_threads(before, rt.thread_count()) == []
 
 

@@ -395,3 +395,26 @@ def test_cuda_native_line_numbers(rmsnorm_def):
     sol = make_solution(CUDA_PY, "cuda", extra={"kernel.cu": src})
     f = next(f for f in check_solution(sol, rmsnorm_def) if f.rule == "process")
     assert f.file == "kernel.cu" and src.splitlines()[f.line - 1].strip().startswith("std::system")
+
+
+# ---- evasions found in review
+EVASIONS = [
+    ("tensor-class-method", tri("y = torch.Tensor.sum(hidden_states)"), "triton", "host-compute"),
+    ("tensor-class-dunder", tri("y = torch.Tensor.__matmul__(hidden_states, weight)"), "triton", "host-compute"),
+    ("type-of-tensor", tri("y = type(hidden_states).hardtanh(hidden_states)"), "triton", "host-compute"),
+    ("patch-through-parameter", py("_patch(torch)", "import torch\ndef _patch(m):\n    m.allclose = len\n"), "python", "monkey-patch"),
+    ("patch-through-loop", py("for m in [torch]:\n    m.allclose = len"), "python", "monkey-patch"),
+    ("list-of-fns", tri("fs = [torch.matmul]\ny = fs[0](hidden_states, weight)"), "triton", "host-compute"),
+    ("default-arg-fn", HEAD + "\n\ndef run(hidden_states, weight, mm=torch.matmul):\n    out = torch.empty_like(hidden_states)\n    _k[(1,)](hidden_states, out, 1, BLOCK=16)\n    return mm(out, weight)\n", "triton", "host-compute"),
+    ("class-attr-fn", tri("y = _Ops.mm(hidden_states, weight)", "import torch\nclass _Ops:\n    mm = torch.matmul\n"), "triton", "host-compute"),
+    ("del-attr", py("del torch.allclose"), "python", "monkey-patch"),
+    ("builtins-dict", py("e = len.__self__.__dict__['eval']"), "python", "introspection"),
+    ("import-inside-function", py("import threading\nthreading.Thread(target=len).start()"), "python", "thread"),
+    ("walrus-alias", tri("if (f := torch.rsqrt):\n    y = f(hidden_states)"), "triton", "host-compute"),
+]
+
+
+@pytest.mark.parametrize("code,language,rule", [c[1:] for c in EVASIONS], ids=[c[0] for c in EVASIONS])
+def test_evasion_is_caught(scan, code, language, rule):
+    got = scan(code, language)
+    assert rule in got, f"expected {rule}, got {sorted(got)}"
