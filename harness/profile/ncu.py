@@ -252,7 +252,11 @@ def _rows(text: str) -> list[list[str]]:
     if start is None:
         hint = next((ln for ln in lines if ln.startswith("==ERROR==")), "")
         raise NcuCsvError("no ncu CSV header (a line starting with \"ID\") found" + (f"; ncu said: {hint}" if hint else ""))
-    body = [ln for ln in lines[start:] if ln.strip() and not ln.startswith("==")]
+    quoted = lines[start].startswith('"')
+    # ncu quotes every cell; when it did, a line that does not start with a quote is the profiled
+    # program's own output interleaved with the table, not a row.
+    body = [lines[start]] + [ln for ln in lines[start + 1:]
+                             if ln.strip() and not ln.startswith("==") and (ln.startswith('"') or not quoted)]
     return list(csv.reader(io.StringIO("\n".join(body))))
 
 

@@ -107,6 +107,13 @@ def test_bad_text_is_a_clear_error(text, msg):
     assert not ncu_evidence(text).ok
 
 
+def test_program_output_between_rows_is_ignored():
+    text = raw_csv([("k", launch()), ("k", launch())])
+    lines = text.splitlines()
+    lines.insert(4, "step 1 done, loss=0.5")  # the profiled program printing while ncu writes
+    assert len(parse_ncu_launches("\n".join(lines))) == 2
+
+
 def test_ragged_row_is_an_error():
     text = raw_csv([("k", launch())]).replace('"9.0",', '"9.0",EXTRA,', 1)
     with pytest.raises(NcuCsvError, match="cells"):
