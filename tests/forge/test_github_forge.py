@@ -369,3 +369,19 @@ def test_read_file_over_one_megabyte_goes_through_the_blob_api(github_server, fo
     assert forge.read_file("data/big.bin") == big
     assert any(p.endswith("/git/blobs/" + git(github_server, "rev-parse", "main:data/big.bin"))
                for m, p, s in github_server.requests)
+
+
+def test_enterprise_style_base_url_with_api_prefix(tmp_path):
+    from fakes.github_server import make_server
+
+    server = make_server(tmp_path / "ghe", path_prefix="/api/v3").start()
+    try:
+        assert server.base_url.endswith("/api/v3")
+        forge = make_forge(server)
+        sha = candidate(forge)
+        pr = forge.open_pr("kbot/gemm/n1", "gemm: n1", "")
+        assert forge.merge(pr.number, sha).merged
+        assert all(p.startswith("/repos/") or p == "/user" for m, p, s in server.requests)  # all under /api/v3
+    finally:
+        server.stop()
+    assert server.validation_errors == []

@@ -95,11 +95,13 @@ class FakeGitHub:
     """State and request dispatch. Start it with ``start()`` (or use it as a context manager)."""
 
     def __init__(self, root: Path, *, owner: str = "kbot-org", name: str = "kernels", default_branch: str = "main",
-                 spec_path: str | Path | None = None, validate: bool = True):
+                 spec_path: str | Path | None = None, validate: bool = True, path_prefix: str = ""):
         self.root = Path(root)
         self.git = GitStore(self.root / f"{name}.git", default_branch)
         self.owner_login, self.name, self.default_branch = owner, name, default_branch
         self.full_name = f"{owner}/{name}"
+        # GitHub Enterprise serves the API under /api/v3; clients must then carry it in base_url.
+        self.path_prefix = "/" + path_prefix.strip("/") if path_prefix.strip("/") else ""
         self.lock = threading.RLock()
         self._ids = iter(range(1000, 10**9))
         self.accounts: dict[str, Account] = {}
@@ -307,7 +309,7 @@ class FakeGitHub:
     @property
     def base_url(self) -> str:
         assert self._httpd is not None, "server not started"
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}{self.path_prefix}"
 
     def _rewrite(self, value: Any) -> Any:
         """api.github.com → our base URL in URL fields (PyGithub refuses URLs of another host)."""
@@ -321,6 +323,8 @@ class FakeGitHub:
     def handle(self, method: str, raw_path: str, headers: dict, body: bytes) -> tuple[int, dict, bytes]:
         split = urllib.parse.urlsplit(raw_path)
         path = urllib.parse.unquote(split.path)
+        if self.path_prefix:
+            path = path[len(self.path_prefix):] if path.startswith(self.path_prefix + "/") else "/\0outside-prefix"
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(split.query, keep_blank_values=True).items()}
         out_headers = {"Content-Type": "application/json; charset=utf-8", "X-GitHub-Media-Type": "github.v3"}
         template = None
