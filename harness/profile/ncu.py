@@ -497,6 +497,9 @@ def filter_metrics(metrics: Iterable[str], known_bases: set[str] | None) -> tupl
     if known_bases is None:
         return metrics, []
     kept = [m for m in metrics if m.startswith(_ALWAYS_KEEP) or m.split(".", 1)[0] in known_bases]
+    if len(kept) < len(metrics) / 2:
+        # The query listed names in a shape we did not parse: trust ncu's own errors (run_ncu retries).
+        return metrics, []
     return kept, [m for m in metrics if m not in kept]
 
 

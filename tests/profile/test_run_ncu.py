@@ -67,3 +67,13 @@ def test_no_csv_reports_failure(tmp_path, monkeypatch):
     p.chmod(p.stat().st_mode | stat.S_IEXEC)
     run = run_ncu(["python", "x.py"], ncu=str(p), timeout=30)
     assert run.csv == "" and run.returncode == 1 and "ERR_NVGPUCTRPERM" in run.log
+
+
+def test_filter_distrusts_a_query_that_knows_almost_nothing():
+    from harness.profile.ncu import filter_metrics
+
+    kept, dropped = filter_metrics(METRICS, {"gpu__time_duration"})
+    assert kept == list(METRICS) and dropped == []
+    bases = {m.split(".")[0] for m in METRICS} - {"sm__pipe_tensor_cycles_active"}
+    kept, dropped = filter_metrics(METRICS, bases)
+    assert dropped == ["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"]
