@@ -72,7 +72,7 @@ def default_workloads_path(definition_path: Path, name: str) -> Path | None:
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out: workloads with a trace line are not measured again.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed for inputs (each workload and trial derives its own).")
 @click.option("--workload", "workload_filter", multiple=True, help="Only these workload UUIDs (repeatable; a prefix is enough).")
-@click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), default=1.5, show_default=True, help="Timing budget per workload in seconds (sampling stops earlier once the standard error is below 0.3%).")
+@click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), default=0.5, show_default=True, help="Timing budget per workload in seconds (sampling stops earlier once the median's 95% interval is within ±0.3%).")
 @click.option("--atol", type=float, help="Override the definition's absolute tolerance.")
 @click.option("--rtol", type=float, help="Override the definition's relative tolerance.")
 @click.option("--dataset-root", type=click.Path(file_okay=False), help="Folder that safetensors inputs are relative to.")

@@ -198,7 +198,7 @@ class Evaluator:
         ref_inputs = mk(10_000)
         ref_fn = lambda: run_reference(self.reference, self.definition, ref_inputs)  # noqa: E731
         try:
-            rs = timer.run([ref_fn], ref_inputs, [None], budget_s=min(self.timing.budget_s, 0.5), min_iters=10, recheck=0, warmup=2)
+            rs = timer.run([ref_fn], ref_inputs, [None], budget_s=min(self.timing.budget_s, 0.25), min_iters=10, recheck=0, warmup=2)
             res.reference_latency_ms = summarize(rs[0].times_ms)
             res.speedup_vs_reference = res.reference_latency_ms.median / res.latency_ms.median if res.latency_ms.median > 0 else None
         except Exception as e:  # noqa: BLE001 — a reference failure is ours, not the candidate's
