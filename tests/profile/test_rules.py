@@ -30,7 +30,7 @@ CASES = {
     "grid_too_small": (MEM, {"grid_size": 4, "sm_count": 132}, {"grid_size": 264, "sm_count": 132}, "critical"),
     "less_than_one_wave": (MEM, {"waves_per_sm": 0.5, "grid_size": 200, "sm_count": 132}, {"waves_per_sm": 2.0, "grid_size": 2000, "sm_count": 132}, "medium"),
     "tail_effect": (MEM, {"waves_per_sm": 1.2}, {"waves_per_sm": 1.8}, "medium"),
-    "occupancy_limited_by_registers": (MEM, {"theoretical_occupancy_pct": 18.75, "occupancy_limiter": "registers", "registers_per_thread": 168}, {"theoretical_occupancy_pct": 75, "occupancy_limiter": "registers", "registers_per_thread": 40}, "high"),
+    "occupancy_limited_by_registers": (MEM, {"theoretical_occupancy_pct": 18.75, "occupancy_limiter": "registers", "registers_per_thread": 168, "sm_throughput_pct": 20, "mem_throughput_pct": 30}, {"theoretical_occupancy_pct": 75, "occupancy_limiter": "registers", "registers_per_thread": 40}, "high"),
     "occupancy_limited_by_shared_mem": (MEM, {"theoretical_occupancy_pct": 25, "occupancy_limiter": "shared_mem", "shared_mem_per_block": 180000}, {"theoretical_occupancy_pct": 25, "occupancy_limiter": "registers", "shared_mem_per_block": 180000}, "medium"),
     "occupancy_limited_by_block_count": (MEM, {"theoretical_occupancy_pct": 25, "occupancy_limiter": "blocks", "block_size": 32}, {"theoretical_occupancy_pct": 100, "occupancy_limiter": "blocks", "block_size": 256}, "medium"),
     "achieved_occupancy_gap": (MEM, {"achieved_occupancy_pct": 40, "theoretical_occupancy_pct": 75, "occupancy_gap_pct": 35}, {"achieved_occupancy_pct": 70, "theoretical_occupancy_pct": 75, "occupancy_gap_pct": 5}, "medium"),
@@ -191,3 +191,10 @@ def test_conditional_severity_falls_through_on_missing_evidence():
     res = run_rules({"stall_long_scoreboard_pct": 45, "sm_throughput_pct": 10, "mem_throughput_pct": 90}, MEM,
                     rules=[RULES["stall_long_scoreboard"]])
     assert res[0].severity == "low"  # at the memory limit, waiting on memory is expected
+
+
+def test_low_occupancy_of_a_busy_kernel_is_not_high():
+    ev = {"theoretical_occupancy_pct": 18.75, "occupancy_limiter": "registers", "registers_per_thread": 168,
+          "sm_throughput_pct": 85, "mem_throughput_pct": 40}
+    res = run_rules(ev, COMPUTE_TENSOR, rules=[RULES["occupancy_limited_by_registers"]])
+    assert res[0].severity == "medium"
