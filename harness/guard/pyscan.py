@@ -848,25 +848,40 @@ class SolutionScan:
 
     def run(self) -> list[Hit]:
         trees: dict[str, ast.Module] = {}
+        limit = int(self.policy.get("max_source_bytes", 1_000_000))
         for path, text in self.files.items():
+            if len(text.encode("utf-8", "replace")) > limit:
+                self.hits.append(Hit("parse-error", path, 1, f"source larger than {limit} bytes"))
+                continue
             try:
                 trees[path] = ast.parse(text, filename=path)
             except SyntaxError as e:
                 self.hits.append(Hit("parse-error", path, e.lineno or 0, f"not valid Python: {e.msg}"))
+            except (RecursionError, MemoryError, ValueError) as e:
+                self.hits.append(Hit("parse-error", path, 1, f"cannot be parsed ({type(e).__name__}): nested too deeply or malformed"))
         self._check_shadowing()
         scans = [ModuleScan(self, p, t) for p, t in trees.items()]
-        for s in scans:  # kernels of every module are known before any module is visited
-            s.collect_module_bindings()
+        # Code nested deeper than the visitor can follow is refused, not half-checked: no honest kernel
+        # nests hundreds of levels, and a RecursionError must not take the guard (or the harness) down.
+        checked = []
+        for s in scans:
+            try:
+                s.collect_module_bindings()
+                self._taint_returns(s)
+                for node in ast.walk(s.tree):
+                    for child in ast.iter_child_nodes(node):
+                        self.parents[child] = node
+                checked.append(s)
+            except RecursionError:
+                self.hits.append(Hit("parse-error", s.path, 1, "nested too deeply to check"))
+        for s in checked:
             self.all_kernels |= s.kernels
-        for s in scans:
-            self._taint_returns(s)
-        for s in scans:
-            for node in ast.walk(s.tree):
-                for child in ast.iter_child_nodes(node):
-                    self.parents[child] = node
-        for s in scans:
-            s.visit(s.tree)
-        self.modules = scans
+        for s in checked:
+            try:
+                s.visit(s.tree)
+            except RecursionError:
+                self.hits.append(Hit("parse-error", s.path, 1, "nested too deeply to check"))
+        self.modules = checked
         return self.hits
 
     def _taint_returns(self, s: ModuleScan) -> None:

@@ -54,14 +54,15 @@ def check_solution(
         policy, py_files, solution.spec.entry_file, solution.spec.entry_function,
         tensor_names, input_names, scalar_names,
     )
-    hits: list[Hit] = scan.run() if py_files else []
-
-    if policy.get("native"):
-        hits += _scan_native(native_files, policy["native"])
-
-    if policy.get("require_kernel_launch"):
-        hits += _launch_hits(solution, language, scan, native_files, py_files)
-
+    try:
+        hits: list[Hit] = scan.run() if py_files else []
+        if policy.get("native"):
+            hits += _scan_native(native_files, policy["native"])
+        if policy.get("require_kernel_launch") and not any(h.rule == "parse-error" for h in hits):
+            hits += _launch_hits(solution, language, scan, native_files, py_files)
+    except Exception as e:  # noqa: BLE001 — fail closed: what the guard cannot analyse does not run
+        hits = scan.hits + [Hit("guard-error", solution.spec.entry_file, 1,
+                                f"the static guard failed on this solution ({type(e).__name__}: {e})"[:300])]
     return _to_findings(hits, policy_dir)
 
 

@@ -418,3 +418,26 @@ EVASIONS = [
 def test_evasion_is_caught(scan, code, language, rule):
     got = scan(code, language)
     assert rule in got, f"expected {rule}, got {sorted(got)}"
+
+
+# ---- sources built to break the guard itself
+def test_deep_nesting_is_refused_not_crashing(rmsnorm_def):
+    deep = "import torch\n\ndef run(hidden_states, weight):\n    return " + "-" * 600 + "hidden_states\n"
+    sol = make_solution(deep, "python")
+    assert {f.rule for f in check_solution(sol, rmsnorm_def)} == {"parse-error"}
+
+
+def test_huge_source_is_refused(rmsnorm_def):
+    big = "import torch\n\n" + "# pad\n" * 200_000 + "def run(hidden_states, weight):\n    return hidden_states.clone()\n"
+    assert {f.rule for f in check_solution(make_solution(big, "python"), rmsnorm_def)} == {"parse-error"}
+
+
+def test_guard_failure_fails_closed(rmsnorm_def, monkeypatch):
+    from harness.guard import pyscan
+
+    def boom(self, node):
+        raise KeyError("simulated guard bug")
+
+    monkeypatch.setattr(pyscan.ModuleScan, "visit_Call", boom)
+    fs = check_solution(make_solution(tri()), rmsnorm_def)
+    assert [f.rule for f in fs] == ["guard-error"] and "simulated guard bug" in fs[0].message
