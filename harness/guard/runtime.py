@@ -542,9 +542,10 @@ class CudaLaunchCounter:
     the check then reports nothing rather than guessing.
     """
 
-    def __init__(self, own_names: Iterable[str]):
+    def __init__(self, own_names: Iterable[str] = ()):
         self.own_names = tuple(n for n in own_names if n)
         self.kernels: list[str] = []
+        self.streams: set[int] = set()  # CUDA stream ids (device_resource_id) the region's GPU work ran on
         self.available = torch.cuda.is_available()
         self._prof = None
 
@@ -566,6 +567,9 @@ class CudaLaunchCounter:
         for ev in self._prof.events():
             if _getattr(ev, "device_type", None) == DeviceType.CUDA:
                 self.kernels.append(ev.name)
+                sid = _getattr(ev, "device_resource_id", None)
+                if sid is not None:
+                    self.streams.add(int(sid))
         self._prof = None
 
     @property
@@ -575,6 +579,15 @@ class CudaLaunchCounter:
     @property
     def total(self) -> int:
         return _len(self.kernels)
+
+
+def side_stream_check(counter: CudaLaunchCounter) -> list[Finding]:
+    """A finding when the GPU work of one profiled call ran on more than one CUDA stream (GPU only).
+
+    Wrap exactly the candidate's call (not the harness's L2 flush or input refresh) in the counter."""
+    if not counter.available or _len(counter.streams) <= 1:
+        return []
+    return [_finding("runtime-side-stream", f"the call's GPU work ran on {_len(counter.streams)} streams {sorted(counter.streams)}")]
 
 
 _GLOBAL_FN = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:[\w:<>,\s\*&]+?)\s+(\w+)\s*\(")
@@ -611,5 +624,5 @@ def kernel_launch_check(counter: LaunchCounter | CudaLaunchCounter) -> list[Find
 __all__ = [
     "IntegritySnapshot", "ThreadCount", "thread_count", "check_threads", "check_output", "status_for",
     "roofline_floor_check", "LaunchCounter", "CudaLaunchCounter", "Launch", "kernel_names_in",
-    "kernel_launch_check", "resolve_dotted", "DEFAULT_TARGETS",
+    "kernel_launch_check", "side_stream_check", "resolve_dotted", "DEFAULT_TARGETS",
 ]

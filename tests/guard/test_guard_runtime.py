@@ -383,3 +383,26 @@ def test_launch_counter_compiled_on_gpu(tmp_path):
         torch.cuda.synchronize()
         assert torch.equal(y, x + 1)
     assert c.count == 1
+
+
+@pytest.mark.gpu
+def test_side_stream_check_on_gpu():
+    x = torch.randn(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+    with rt.CudaLaunchCounter() as same:
+        x.mul_(2)
+    assert same.total >= 1 and rt.side_stream_check(same) == [], same.streams
+    side = torch.cuda.Stream()
+    with rt.CudaLaunchCounter() as two:
+        x.mul_(2)
+        with torch.cuda.stream(side):
+            x.add_(1)
+    assert rules(rt.side_stream_check(two)) == {"runtime-side-stream"}, two.streams
+
+
+def test_side_stream_check_without_cuda():
+    c = rt.CudaLaunchCounter()
+    c.available, c.streams = False, {1, 2}
+    assert rt.side_stream_check(c) == []
+    c.available = True
+    assert rules(rt.side_stream_check(c)) == {"runtime-side-stream"}
