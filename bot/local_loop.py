@@ -214,6 +214,7 @@ class PullRequestEvaluator:
                  store: Path, event: Event | None = None):
         self.ws, self.harness, self.definition = ws, harness, definition
         self.campaign_id = campaign_id
+        self.store = store
         self.outcomes_path = store / "outcomes.json"
         self.event = event or (lambda kind, data: None)
         self.campaign: Campaign | None = None
@@ -279,19 +280,30 @@ class PullRequestEvaluator:
             folder = self.ws.folder_for(solution)
             forge.commit_files(branch, main, solution_files(solution, folder),
                                f"kbot: {solution.name} for {self.definition.name}\n\n{solution.description or ''}".strip())
-        node = self.campaign.tree.nodes.get(nid) if self.campaign else None
-        parent = node.parent if node and node.parent != ROOT else None
+        node = self._node(nid)
+        parent = node.get("parent") if node.get("parent") not in (None, ROOT) else None
         meta = {"definition": self.definition.name, "node": nid, "parent": parent,
-                "agent": node.agent if node else None, "model": node.model if node else None,
-                "prompt_hash": node.prompt_hash if node else None, "campaign": self.campaign_id,
-                "solution": solution.name, "solution_hash": solution.content_hash()}
+                "agent": node.get("agent"), "model": node.get("model"), "prompt_hash": node.get("prompt_hash"),
+                "campaign": self.campaign_id, "solution": solution.name, "solution_hash": solution.content_hash()}
         body = (f"Candidate `{escape_inline(solution.name, 100)}` for `{self.definition.name}`"
                 + (f", child of node `{parent}`" if parent else "") + ".\n\n"
-                + (f"Rationale: {escape_inline(node.rationale, 1000)}\n" if node and node.rationale else ""))
+                + (f"Rationale: {escape_inline(node['rationale'], 1000)}\n" if node.get("rationale") else ""))
         pr = forge.open_pr(branch, f"kbot: {solution.name} ({self.definition.name})", with_meta(body, meta),
                            labels=[CANDIDATE_LABEL])
         self.event("pr", {"node": nid, "pr": pr.number, "branch": branch, "solution": solution.name})
         return pr
+
+    def _node(self, nid: str) -> dict[str, Any]:
+        """The node's record: from the live tree, or from the store while ``Campaign.resume`` is still
+        evaluating the nodes an interruption left pending (before the campaign object exists)."""
+        if self.campaign is not None and nid in self.campaign.tree:
+            n = self.campaign.tree.nodes[nid]
+            return {"parent": n.parent, "agent": n.agent, "model": n.model, "prompt_hash": n.prompt_hash,
+                    "rationale": n.rationale}
+        path = self.store / "nodes" / f"{nid}.json"
+        rec = json.loads(path.read_text()) if path.exists() else {}
+        return {"parent": rec.get("parent_id"), "agent": rec.get("agent"), "model": rec.get("model"),
+                "prompt_hash": rec.get("prompt_hash"), "rationale": rec.get("rationale") or ""}
 
     def _results_dir(self, number: int, head: str, report: Report, champ: Solution | None) -> Path:
         """The bench-artifact shape ``publish_results`` reads: the reports plus the sidecar naming the
@@ -406,7 +418,9 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
     event("campaign", {"id": cid, "resume": resume, "device": device, "agent": agent_name,
                        "workloads": str(wl_path), "n_workloads": len(workloads)})
     if resume:
-        campaign = Campaign.resume(store, agent, evaluator, evaluate_pending=False)
+        # Pending nodes (proposed, not finished when the last run stopped) are evaluated first, even
+        # when the budget is used up: their PRs may already be open.
+        campaign = Campaign.resume(store, agent, evaluator, evaluate_pending=True)
     else:
         config = CampaignConfig.from_dict({
             "proposals_per_step": opts.candidates,
