@@ -287,13 +287,13 @@ def evaluate(
             break
         worker = Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ)
         try:
-            pending = _drive(worker, pending, cfg, record, report, total_deadline, progress, env)
+            pending = _drive(worker, definition, pending, cfg, record, report, total_deadline, progress, env)
         finally:
             worker.kill()
     return _finish(report, workloads, results, out_dir)
 
 
-def _drive(worker: Worker, pending: list[Workload], cfg: RunConfig, record, report: Report, total_deadline: float, progress, env: dict[str, Any]) -> list[Workload]:
+def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg: RunConfig, record, report: Report, total_deadline: float, progress, env: dict[str, Any]) -> list[Workload]:
     """Feed one worker until it finishes or fails; returns the workloads still to do."""
     remaining = list(pending)
     deadline = min(time.monotonic() + cfg.startup_timeout_s, total_deadline)
@@ -336,6 +336,7 @@ def _drive(worker: Worker, pending: list[Workload], cfg: RunConfig, record, repo
             env.clear()
             env.update(msg.get("env") or {})
             report.environment = dict(env)
+            report.config["ceilings"] = msg.get("ceilings")
             report.device.name = str(env.get("hardware", "unknown")).replace("_", " ")
         elif kind == "build":
             res = BuildResult.model_validate(msg["result"])
@@ -364,6 +365,7 @@ def _drive(worker: Worker, pending: list[Workload], cfg: RunConfig, record, repo
                 worker.kill()
                 fail_current(Status.REJECTED, "the worker reported a result for a workload it was not running")
                 return remaining
+            apply_roofline(r, report, definition, current)
             out = worker.log.take()
             if out:
                 r.log = (r.log + "\n" + out).strip()[-(LOG_HEAD + LOG_TAIL + 200):]
@@ -376,6 +378,25 @@ def _drive(worker: Worker, pending: list[Workload], cfg: RunConfig, record, repo
                 for w in remaining:
                     record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message="the worker finished without evaluating this workload"))
             return []
+
+
+def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, workload: Workload) -> None:
+    """Place a passing result on the roofline, here in the parent where the candidate cannot reach it;
+    a median below the physical floor is impossible and is REJECTED, never reported as a win."""
+    from .ceilings import Ceilings
+    from .guard.floor import roofline_floor_check
+    from .roofline import roofline
+
+    c = report.config.get("ceilings")
+    if r.status is not Status.PASSED or r.latency_ms is None or not c or "error" in c:
+        return
+    r.roofline = roofline(definition, definition.resolve_axes(workload.axes), Ceilings.model_validate(c), r.latency_ms.median)
+    finding = roofline_floor_check(r.latency_ms.median, r.roofline.floor_ms) if report.device.kind == "cuda" else None
+    if finding is not None:
+        r.findings.append(finding)
+        r.status = Status.REJECTED
+        r.message = f"[{finding.rule}] {finding.message}"
+        r.correctness = None
 
 
 def static_guard(solution: Solution, definition: Definition) -> list[Finding]:

@@ -232,6 +232,17 @@ def _is_compile_error(e: BaseException) -> bool:
     return "CompilationError" in name or (mod.startswith("triton") and "Compil" in name)
 
 
+def _ceilings(device: str) -> dict[str, Any] | None:
+    """This runner's ceilings (cached measurement, else documented defaults; a quick measurement on the
+    CPU), sent before any candidate code is imported so the parent can place every time on the roofline."""
+    from .ceilings import ceilings_for
+
+    try:
+        return ceilings_for(device).model_dump(mode="json")
+    except Exception as e:  # noqa: BLE001 — no ceilings means no floor, said in the report
+        return {"error": f"{type(e).__name__}: {e}"}
+
+
 def main() -> int:
     job = json.loads(sys.stdin.readline())
     try:
@@ -241,7 +252,7 @@ def main() -> int:
         return 3
     from .env import environment
 
-    send({"type": "env", "env": environment(ev.device.type)})
+    send({"type": "env", "env": environment(ev.device.type), "ceilings": _ceilings(ev.device.type)})
     if not ev.build_all():
         send({"type": "done"})
         return 0
