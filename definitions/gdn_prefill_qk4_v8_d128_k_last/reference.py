@@ -6,7 +6,7 @@ last token. Per token t and value head h (float32), S stored [V, K]:
   g = exp(-exp(A_log[h]) * softplus(a[t, h] + dt_bias[h])),  beta = sigmoid(b[t, h])
   S0 = g * S;  S = S0 + beta * (v[t, h] - S0 k[t]) k[t]^T;  output[t, h] = scale * S q[t]  (bf16)
 q/k head for value head h is h // (Hv / Hq). The recurrence is exact (no chunked approximation):
-time steps run in a loop, all sequences and heads advance together, shorter sequences are masked.
+time steps run in a loop, all sequences and heads advance together, finished sequences are masked.
 """
 
 import math
@@ -37,16 +37,17 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale):
     if state is None:
         S = torch.zeros(N, Hv, V, K, dtype=torch.float32, device=device)
     else:
-        S = state.to(torch.float32).clone()
+        S = state.to(torch.float32)  # never written in place: each step makes a new tensor
     out = torch.zeros(total, Hv, V, dtype=torch.float32, device=device)
     L = int(lens.max()) if N else 0
     for i in range(L):
-        live = (lens > i).nonzero().squeeze(1)  # sequences that still have a token i
-        t = starts[live] + i
-        S0 = g[t][:, :, None, None] * S[live]
+        live = lens > i  # sequences that still have a token i
+        t = (starts + i).clamp(max=total - 1)  # finished sequences compute on a dummy token, then are masked
+        S0 = g[t][:, :, None, None] * S
         kt = kh[t]
         u = beta[t][:, :, None] * (vf[t] - torch.einsum("nhvk,nhk->nhv", S0, kt))
         S1 = S0 + u[..., :, None] * kt[..., None, :]
-        out[t] = scale * torch.einsum("nhvk,nhk->nhv", S1, qh[t])
-        S[live] = S1
+        o = scale * torch.einsum("nhvk,nhk->nhv", S1, qh[t])
+        S = torch.where(live[:, None, None, None], S1, S)
+        out[t[live]] = o[live]
     return out.to(torch.bfloat16), S
