@@ -36,8 +36,6 @@ needs_cli = pytest.mark.skipif(not HAS_CLI, reason="harness.cli (the `kbot eval`
 pytestmark = [pytest.mark.slow, needs_cli]
 
 
-def _definition_path(shared: Path) -> Path:
-    return shared / "flashinfer-trace" / "definitions" / "rmsnorm" / "rmsnorm_h4096.json"
 
 
 def _run_cli(name: str, definition: Path, out: Path, device: str) -> dict:
@@ -62,8 +60,7 @@ def _statuses(out: Path, n_workloads: int, name: str) -> list[str]:
     return [t.evaluation.status.value for t in traces]
 
 
-def _check_corpus_through_cli(shared: Path, base: Path, device: str) -> None:
-    definition_path = _definition_path(shared)
+def _check_corpus_through_cli(definition_path: Path, base: Path, device: str) -> None:
     definition = load_definition(definition_path)
     n = len(load_workloads(WORKLOADS, definition))
     with ThreadPoolExecutor(PARALLEL) as pool:
@@ -97,22 +94,22 @@ def _check_corpus_through_cli(shared: Path, base: Path, device: str) -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_every_corpus_solution_through_the_cli(shared, tmp_path):
-    _check_corpus_through_cli(shared, tmp_path, "cpu")
+def test_every_corpus_solution_through_the_cli(rmsnorm_def_path, tmp_path):
+    _check_corpus_through_cli(rmsnorm_def_path, tmp_path, "cpu")
 
 
 @pytest.mark.gpu
-def test_every_corpus_solution_through_the_cli_on_gpu(shared, tmp_path):
-    _check_corpus_through_cli(shared, tmp_path, "cuda")
+def test_every_corpus_solution_through_the_cli_on_gpu(rmsnorm_def_path, tmp_path):
+    _check_corpus_through_cli(rmsnorm_def_path, tmp_path, "cuda")
 
 
 RUNTIME_ONLY = sorted(n for n, m in EXPECTED.items() if "runtime" in m)
 
 
-def _check_runtime_layer_alone(shared: Path, base: Path, device: str) -> None:
+def _check_runtime_layer_alone(definition_path: Path, base: Path, device: str) -> None:
     from harness.runner import RunConfig, evaluate  # the lead's runner; RunConfig.guard switches the static guard
 
-    definition = load_definition(_definition_path(shared))
+    definition = load_definition(definition_path)
     workloads = load_workloads(WORKLOADS, definition)
     cfg = RunConfig(device=device, trials=2, timeout_s=15, startup_timeout_s=120, timing={"budget_s": 0.2}, guard=False)
 
@@ -132,13 +129,13 @@ def _check_runtime_layer_alone(shared: Path, base: Path, device: str) -> None:
     assert not problems, "\n".join(problems)
 
 
-def test_runtime_layer_alone(shared, tmp_path):
+def test_runtime_layer_alone(rmsnorm_def_path, tmp_path):
     """The hostile solutions marked `runtime:` with the static guard off: the runtime layer (integrity
     snapshot, output checks, thread count, launch counting, timed-output re-checks, fault isolation)
     must still stop them."""
-    _check_runtime_layer_alone(shared, tmp_path, "cpu")
+    _check_runtime_layer_alone(rmsnorm_def_path, tmp_path, "cpu")
 
 
 @pytest.mark.gpu
-def test_runtime_layer_alone_on_gpu(shared, tmp_path):
-    _check_runtime_layer_alone(shared, tmp_path, "cuda")
+def test_runtime_layer_alone_on_gpu(rmsnorm_def_path, tmp_path):
+    _check_runtime_layer_alone(rmsnorm_def_path, tmp_path, "cuda")
