@@ -70,3 +70,20 @@ def test_workloads_cover_the_contest_regimes():
     moe = wl(MOE)
     assert len({w.inputs["local_expert_offset"].value for w in moe}) >= 6
     assert all(w.inputs["routing_logits"].type == "generated" for w in moe)
+
+
+def test_reference_copies_are_in_sync():
+    from harness.operators.sync import sync
+
+    for name in ALL:
+        assert sync(name, write=False) == [], "run: python -m harness.operators.sync"
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_reference_solution_passes_the_static_guard(name):
+    from harness.guard.static import check_solution
+    from harness.schema import load_solution
+
+    sol = load_solution(REPO / "definitions" / name / "reference_solution.json")
+    assert sol.spec.language.value == "python" and sol.definition == name
+    assert check_solution(sol, ours(name)[0]) == []
