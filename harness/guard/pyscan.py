@@ -33,6 +33,9 @@ _MUTATING_CONTAINER_METHODS = frozenset(
     {"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear", "add", "remove",
      "discard", "appendleft", "extendleft", "__setitem__", "__delitem__"}
 )
+# Builtins that compute when handed tensors (sum([x, y]) is x + y).
+_COMPUTING_BUILTINS = frozenset({"builtins.sum", "builtins.abs", "builtins.pow", "builtins.max", "builtins.min",
+                                 "builtins.round", "builtins.divmod"})
 _KEY_LOOKUP_METHODS = frozenset({"get", "setdefault", "pop", "__contains__", "__getitem__", "__setitem__"})
 _TEST_DATA_STRING = re.compile(r"(^|/)(definitions|workloads|traces)/|\.safetensors\b|traces\.jsonl|report\.json")
 _KERNEL_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit",
@@ -148,6 +151,10 @@ class ModuleScan(ast.NodeVisitor):
                 value = node.value
                 for t in targets:
                     for name, sub in _target_names(t, value):
+                        if isinstance(sub, ast.Lambda):
+                            lam = f"<lambda:{sub.lineno}>"
+                            self._bind(into, name, {self.own(lam) if func is None else f"{func.qual}.{lam}"})
+                            continue
                         res = self.resolve(sub, func, into) if sub is not None else set()
                         self._bind(into, name, res or {f"{OWN}local:{name}"})
                         if sub is not None and isinstance(sub, ast.Call) and self._is_kernel_expr(sub.func, func, into):
@@ -309,6 +316,7 @@ class ModuleScan(ast.NodeVisitor):
         if not f.is_device:
             self._type_tensors(f, node, body)
         self.functions[qual] = f
+        self.ctx.func_params[qual] = [a.arg for a in args.posonlyargs + args.args] + [a.arg for a in args.kwonlyargs]
         return f
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -534,11 +542,34 @@ class ModuleScan(ast.NodeVisitor):
                 self.check_host_callable(q, node)
         if isinstance(node.func, ast.Attribute) and node.func.attr in _KEY_LOOKUP_METHODS and node.args:
             self.check_key(node.args[0], node)
+        if f is not None and not f.is_device:
+            self._record_args(node, fq, f)
+            if self.ctx.host_check and fq & _COMPUTING_BUILTINS and any(
+                self._is_tensor(a.value if isinstance(a, ast.Starred) else a, f) or _has_tensor_elt(self, a, f) for a in node.args
+            ):
+                self.hit("host-compute", node, f"applies {sorted(fq & _COMPUTING_BUILTINS)[0][9:]}() to tensors on the host")
+                if self.except_depth:
+                    self.hit("try-fallback", node, "an except handler computes on tensors with builtins")
         # out= aimed at an input
         for kw in node.keywords:
             if kw.arg == "out" and f is not None and self._names_input(kw.value, f):
                 self.hit("input-mutation", node, "writes into an input through out=")
         self.generic_visit(node)
+
+    def _record_args(self, node: ast.Call, fq: set[str], f: _Func) -> None:
+        own = [q for q in fq if q.startswith(OWN) and not q.startswith(f"{OWN}local:")]
+        if not own:
+            return
+        pairs: list[tuple[int | str, ast.AST]] = [(i, a) for i, a in enumerate(node.args) if not isinstance(a, ast.Starred)]
+        pairs += [(k.arg, k.value) for k in node.keywords if k.arg]
+        for key, arg in pairs:
+            is_t = self._is_tensor(arg, f)
+            is_in = self._names_input(arg, f) if isinstance(arg, (ast.Name, ast.Subscript, ast.Attribute)) else False
+            for q in own:
+                if is_t:
+                    self.ctx.pending_args.add((q, key, "tensor"))
+                if is_in:
+                    self.ctx.pending_args.add((q, key, "input"))
 
     def _check_method_call(self, node: ast.Call, f: _Func | None) -> None:
         meth = node.func.attr
@@ -720,6 +751,8 @@ class ModuleScan(ast.NodeVisitor):
         is_entry = f.qual == self.ctx.entry_qual
         tensor_names = self.ctx.tensor_names
         args = node.args
+        f.tensors |= self.ctx.tensor_params.get(f.qual, set())
+        f.input_like |= self.ctx.input_params.get(f.qual, set())
         for a in args.posonlyargs + args.args + args.kwonlyargs:
             ann = self.resolve(a.annotation, f.parent) if a.annotation is not None else set()
             if a.arg in tensor_names or any(prefix_match(q, ["torch.Tensor"]) for q in ann):
@@ -843,6 +876,10 @@ class SolutionScan:
         self.module_refs: set[str] = set()
         self.module_launches = 0
         self.tainted_returns: dict[str, str] = {}
+        self.func_params: dict[str, list[str]] = {}
+        self.tensor_params: dict[str, set[str]] = {}
+        self.input_params: dict[str, set[str]] = {}
+        self.pending_args: set[tuple[str, int | str, str]] = set()
         self.parents: dict[ast.AST, ast.AST] = {}
         self.modules: list[ModuleScan] = []
 
@@ -876,13 +913,40 @@ class SolutionScan:
                 self.hits.append(Hit("parse-error", s.path, 1, "nested too deeply to check"))
         for s in checked:
             self.all_kernels |= s.kernels
-        for s in checked:
-            try:
-                s.visit(s.tree)
-            except RecursionError:
-                self.hits.append(Hit("parse-error", s.path, 1, "nested too deeply to check"))
-        self.modules = checked
+        base_hits = list(self.hits)
+        # Tensors passed to the solution's own helpers make the helpers' parameters tensors (so
+        # `def add(a, b): return a + b; add(x, w)` is tensor arithmetic); iterate to a fixpoint.
+        for _ in range(5):
+            self.hits = list(base_hits)
+            self.pending_args.clear()
+            scans_now = [ModuleScan(self, s.path, s.tree) for s in checked]
+            for s in scans_now:
+                s.collect_module_bindings()
+            for s in scans_now:
+                try:
+                    s.visit(s.tree)
+                except RecursionError:
+                    self.hits.append(Hit("parse-error", s.path, 1, "nested too deeply to check"))
+            self.modules = scans_now
+            if not self._propagate_params():
+                break
         return self.hits
+
+    def _propagate_params(self) -> bool:
+        """Turn recorded (callee, argument position/name, kind) into parameter facts; True if any new."""
+        changed = False
+        for callee, key, kind in self.pending_args:
+            params = self.func_params.get(callee)
+            if params is None:
+                continue
+            name = params[key] if isinstance(key, int) and key < len(params) else key if isinstance(key, str) else None
+            if name is None or name not in params:
+                continue
+            facts = self.tensor_params if kind == "tensor" else self.input_params
+            if name not in facts.setdefault(callee, set()):
+                facts[callee].add(name)
+                changed = True
+        return changed
 
     def _taint_returns(self, s: ModuleScan) -> None:
         """Own functions that return a pointer or a fingerprint of a tensor: calling one makes a key."""
@@ -938,6 +1002,15 @@ class SolutionScan:
 
 
 # ---------------------------------------------------------------------------------------- helpers
+
+
+def _has_tensor_elt(scan: "ModuleScan", node: ast.AST, f: _Func) -> bool:
+    """A list/tuple/set literal (or comprehension) with a tensor in it."""
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return any(scan._is_tensor(e, f) for e in node.elts)
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+        return scan._is_tensor(node.elt, f)
+    return False
 
 
 def _walk_scope(body: list[ast.stmt]):

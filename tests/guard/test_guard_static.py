@@ -411,6 +411,13 @@ EVASIONS = [
     ("builtins-dict", py("e = len.__self__.__dict__['eval']"), "python", "introspection"),
     ("import-inside-function", py("import threading\nthreading.Thread(target=len).start()"), "python", "thread"),
     ("walrus-alias", tri("if (f := torch.rsqrt):\n    y = f(hidden_states)"), "triton", "host-compute"),
+    ("helper-arith", tri("y = _add(hidden_states, weight)", "def _add(a, b):\n    return a + b\n"), "triton", "host-compute"),
+    ("helper-arith-kw", tri("y = _scale(b=weight, a=hidden_states)", "def _scale(a, b):\n    return a * b\n"), "triton", "host-compute"),
+    ("helper-chain", tri("y = _outer(hidden_states)", "def _inner(t):\n    return -t\ndef _outer(t):\n    return _inner(t)\n"), "triton", "host-compute"),
+    ("lambda-arith", tri("y = _g(hidden_states)", "_g = lambda a: a * 2\n"), "triton", "host-compute"),
+    ("builtin-sum", tri("y = sum([hidden_states, weight])"), "triton", "host-compute"),
+    ("builtin-abs", tri("y = abs(hidden_states)"), "triton", "host-compute"),
+    ("helper-mutates-input", py("_scale(hidden_states)", "import torch\ndef _scale(t):\n    t.mul_(2)\n"), "python", "input-mutation"),
 ]
 
 
