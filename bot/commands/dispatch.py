@@ -146,3 +146,6 @@ class CommandDispatcher:
         except ForgeError as e:
             log.exception("/%s failed", spec.name)
             return CommandResult(False, f"the code host refused an operation ({type(e).__name__}).")
+        except Exception as e:  # noqa: BLE001 - answer the user; a blind retry could repeat side effects
+            log.exception("/%s crashed", spec.name)
+            return CommandResult(False, f"internal error ({type(e).__name__}); the bot's log has the details.")

@@ -295,3 +295,14 @@ def test_profile_label(shared, forge, campaign):
     out = dispatcher(forge, campaign).handle_issue_comment(
         comment_event(shared, body="/profile", number=pr.number, is_pr=True))
     assert out.status == "done" and "kbot:profile" in forge.labels(pr.number)
+
+
+def test_crashing_campaign_gets_an_answer_not_a_retry_loop(shared, forge):
+    def boom(req):
+        raise RuntimeError("secret detail /etc/x")
+
+    out = CommandDispatcher(forge, ForgeServices(forge, boom)).handle_issue_comment(comment_event(shared, body=f"/optimize {DEF}"))
+    assert out.status == "failed"
+    body = replies(forge, 1)[0].body
+    assert "internal error (RuntimeError)" in body and "secret detail" not in body
+    assert reactions(forge, 555) == ["eyes", "confused"]
