@@ -115,7 +115,7 @@ def register(cli: click.Group) -> None:
 
         from bot.local_loop import LoopError, OptimizeOptions, optimize
 
-        err = Console(stderr=True)
+        err = Console(stderr=True, soft_wrap=True)  # one line per event, even in a log file
         opts = OptimizeOptions(definition=definition, agent=agent, rounds=rounds, candidates=candidates, device=device,
                                workspace=Path(workspace), workloads=Path(workloads) if workloads else None,
                                budget_s=budget_s, new=new)
