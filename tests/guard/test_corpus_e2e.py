@@ -63,10 +63,12 @@ def _statuses(out: Path, n_workloads: int, name: str) -> list[str]:
 def _check_corpus_through_cli(definition_path: Path, base: Path, device: str) -> None:
     definition = load_definition(definition_path)
     n = len(load_workloads(WORKLOADS, definition))
+    names = [nm for nm, m in sorted(EXPECTED.items()) if device in m.get("devices", ["cpu", "cuda"])]
     with ThreadPoolExecutor(PARALLEL) as pool:
-        runs = {r["name"]: r for r in pool.map(lambda nm: _run_cli(nm, definition_path, base / nm, device), sorted(EXPECTED))}
+        runs = {r["name"]: r for r in pool.map(lambda nm: _run_cli(nm, definition_path, base / nm, device), names)}
     problems = []
-    for name, meta in sorted(EXPECTED.items()):
+    for name in names:
+        meta = EXPECTED[name]
         r = runs[name]
         honest = meta["static"] == "honest"
         if r["rc"] is None:
@@ -106,6 +108,10 @@ def test_every_corpus_solution_through_the_cli_on_gpu(rmsnorm_def_path, tmp_path
 RUNTIME_ONLY = sorted(n for n, m in EXPECTED.items() if "runtime" in m)
 
 
+def _runtime_names(device: str) -> list[str]:
+    return [n for n in RUNTIME_ONLY if device in EXPECTED[n].get("devices", ["cpu", "cuda"])]
+
+
 def _check_runtime_layer_alone(definition_path: Path, base: Path, device: str) -> None:
     from harness.runner import RunConfig, evaluate  # the lead's runner; RunConfig.guard switches the static guard
 
@@ -118,7 +124,7 @@ def _check_runtime_layer_alone(definition_path: Path, base: Path, device: str) -
         return name, [w.status.value for w in report.workloads], [w.message[:160] for w in report.workloads]
 
     with ThreadPoolExecutor(PARALLEL) as pool:
-        results = list(pool.map(one, RUNTIME_ONLY))
+        results = list(pool.map(one, _runtime_names(device)))
     problems = []
     for name, statuses, msgs in results:
         if len(statuses) != len(workloads):

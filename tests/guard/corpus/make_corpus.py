@@ -1,6 +1,8 @@
 """Write the corpus's Solution JSON files from sources/ and expected.yaml.
 
-Run ``python tests/guard/corpus/make_corpus.py`` after editing a source; tests/guard/test_corpus.py
+``sources/<name>.<ext>`` is the entry file (``main.py`` unless expected.yaml gives ``entry``),
+``sources/<name>__<file>`` the other files. Run ``python tests/guard/corpus/make_corpus.py`` after
+editing a source; tests/guard/test_corpus.py
 fails when a JSON file is out of date with its sources.
 """
 
@@ -18,7 +20,10 @@ DEFINITION = "rmsnorm_h4096"
 
 def build(name: str, meta: dict) -> dict:
     src = HERE / "sources"
-    sources = [{"path": "main.py", "content": (src / f"{name}.py").read_text()}]
+    entry = meta.get("entry", "main.py::run")
+    entry_file = entry.split("::", 1)[0]
+    suffix = Path(entry_file).suffix
+    sources = [{"path": entry_file, "content": (src / f"{name}{suffix}").read_text()}]
     for extra in sorted(src.glob(f"{name}__*")):
         sources.append({"path": extra.name.split("__", 1)[1], "content": extra.read_text()})
     return {
@@ -29,7 +34,7 @@ def build(name: str, meta: dict) -> dict:
         "spec": {
             "language": meta["language"],
             "target_hardware": ["cpu", "NVIDIA_H200"],
-            "entry_point": "main.py::run",
+            "entry_point": entry,
             "destination_passing_style": bool(meta["dps"]),
         },
         "sources": sources,
