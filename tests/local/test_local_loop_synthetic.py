@@ -138,3 +138,29 @@ def test_finished_campaign_is_not_resumed_and_bad_input_is_refused(tmp_path):
                                "workload": {"uuid": "u", "axes": {"M": 1}, "inputs": {}}}) + "\n")
     with pytest.raises(LoopError):
         optimize(_opts(tmp_path, workloads=bad), harness=SyntheticHarness({}))
+
+
+def test_default_agent_follows_the_keys_in_the_environment():
+    from bot.local_loop import default_agent
+
+    assert default_agent({}) == "offline"
+    assert default_agent({"OPENAI_API_KEY": "k"}) == "openai"
+    assert default_agent({"ANTHROPIC_API_KEY": "k", "OPENAI_API_KEY": "k"}) == "anthropic"
+
+
+def test_site_shows_the_records_and_escapes_text(tmp_path):
+    from bot.site.build import _x, build_site
+
+    s = optimize(_opts(tmp_path, rounds=1, candidates=2), harness=SyntheticHarness({}))
+    ws = Workspace(tmp_path / "ws")
+    # a hostile title (model-written text ends up in titles and rationales)
+    ws.forge.update_pr(1, title='<script>alert(1)</script> & "x"')
+    files = build_site(ws, tmp_path / "site")
+    names = sorted(p.name for p in files)
+    assert names == ["index.html"] + sorted(f"pr-{r['pr']}.html" for r in s["candidates"] if r["pr"])
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "<script>" not in index and "&lt;script&gt;" in index
+    assert index.count("<circle") == len(s["candidates"])  # one dot per attempt
+    for r in s["candidates"]:
+        assert _x(r["speedup_vs_start"]) in index and r["node"] in index
+    assert "http://" not in index.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched
