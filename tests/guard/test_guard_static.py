@@ -380,10 +380,17 @@ def test_cuda_honest_is_clean(scan):
     ("exit(0);", "process-exit"),
     ("static torch::Tensor cached;", "output-cache"),
     ('printf("%d", 1);', "stdout-write"),
+    ("int s = socket(AF_INET, SOCK_STREAM, 0);", "network"),
+    ("#include <sys/socket.h>", "network"),
 ])
 def test_cuda_native_rule(scan, line, rule):
     src = CUDA_OK.replace("    return y;", f"    {line}\n    return y;")
     assert rule in cuda_scan(scan, src)
+
+
+def test_cuda_std_bind_is_not_network(scan):
+    src = CUDA_OK.replace("    return y;", "    auto f = std::bind(g, 1);\n    return y;")
+    assert cuda_scan(scan, src) == set()
 
 
 def test_cuda_without_global_kernel(scan):
