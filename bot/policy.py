@@ -48,7 +48,7 @@ class CommandRule(_Strict):
 class RateLimit(_Strict):
     window_seconds: int = Field(3600, ge=1, le=7 * 86400)
     max_commands: int = Field(20, ge=1, le=10_000)
-    per_command: dict[str, int] = Field(default_factory=dict)
+    per_command: dict[str, int] = Field(default_factory=lambda: {"optimize": 4, "evaluate": 10, "profile": 10})
 
     @field_validator("per_command")
     @classmethod
@@ -97,7 +97,7 @@ class BotPolicy(_Strict):
     enabled: bool = True
     kill_switch_file: str | None = ".kbot/STOP"
     kill_switch_label: str | None = "kbot:stop"
-    ignore_logins: tuple[str, ...] = ()
+    ignore_logins: tuple[str, ...] = ("kbot[bot]",)
     commands: dict[str, CommandRule] = Field(default_factory=_default_commands)
     rate_limit: RateLimit = Field(default_factory=RateLimit)
     optimize: OptimizeBounds = Field(default_factory=OptimizeBounds)
