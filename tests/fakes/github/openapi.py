@@ -95,6 +95,11 @@ class OpenAPISpec:
                 return max(hits, key=lambda t: t.literal_len).template
         return None
 
+    def template_matches(self, template: str, path: str) -> bool:
+        """Whether ``path`` is an instance of the description's path ``template``."""
+        t = next((t for t in self._templates if t.template == template), None)
+        return t is not None and bool(t.strict.match(path) or t.lenient.match(path))
+
     def _response_schema(self, method: str, template: str, status: int) -> tuple[bool, dict | None]:
         """(documented?, json schema or None for no body)."""
         op = self.paths[template].get(method.lower())

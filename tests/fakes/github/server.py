@@ -380,6 +380,8 @@ class FakeGitHub:
     def _validate(self, method: str, path: str, template: str | None, status: int, payload: Any) -> None:
         if self.spec is None or template is None:
             return
+        if not self.spec.template_matches(template, path):  # the route table disagrees with the description
+            self.validation_errors.append(f"{method} {path}: served as {template}, which does not match it")
         problems = self.spec.validate(method, path, status, payload, template=template)
         # GitHub answers 401/403/404/422/5xx on any route, though the description lists them only on some:
         # such undocumented errors must still be GitHub's standard error object.
