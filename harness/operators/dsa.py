@@ -66,10 +66,12 @@ def gen_index_k_cache(ctx: GenContext, std: float = 1.0) -> torch.Tensor:
     P, ps, nh, Dw = ctx.shape
     if nh != 1:
         raise SchemaError(f"{ctx.name}: kv_cache_num_heads must be 1, got {nh}")
-    k = torch.randn(P, ps, Dw - SCALE_BYTES, generator=ctx.gen) * std
-    k *= torch.exp(torch.randn(P, ps, 1, generator=ctx.gen) * 0.3)
-    k_fp8, scales = quantize_fp8_rows(k)
-    return pack_k_cache(k_fp8, scales).to(ctx.device)
+    # Draw on the CPU (seeded), quantize on the target device: the quantization is exactly rounded
+    # arithmetic, so every device gets the same bytes, and a GPU does it in milliseconds, not seconds.
+    k = torch.randn(P, ps, Dw - SCALE_BYTES, generator=ctx.gen).to(ctx.device)
+    loud = (torch.exp(torch.randn(P, ps, 1, generator=ctx.gen) * 0.3) * std).to(ctx.device)
+    k_fp8, scales = quantize_fp8_rows(k * loud)
+    return pack_k_cache(k_fp8, scales)
 
 
 # ----------------------------------------------------------------------------- sequence lengths

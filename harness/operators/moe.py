@@ -126,7 +126,9 @@ def build(axes: dict[str, int], gen: torch.Generator, device: torch.device, work
     bias = torch.randn(E, generator=gen) * float(p["bias_std"])
 
     # Per-token loudness varies (some tokens have much larger activations), as in real hidden states.
-    act = torch.randn(T, H, generator=gen) * float(p["act_std"]) * torch.exp(torch.randn(T, 1, generator=gen) * 0.5)
+    # Drawn on the CPU, quantized on the device (exactly rounded arithmetic: same bytes everywhere).
+    loud = torch.exp(torch.randn(T, 1, generator=gen) * 0.5) * float(p["act_std"])
+    act = torch.randn(T, H, generator=gen).to(device) * loud.to(device)
     hs, hs_scale = quantize_fp8_blocks_1d(act, BLOCK)  # [T, H], [T, H/128]
 
     w13, s13 = quantized_weights(EL, G1, H, float(p["w13_std"]) / math.sqrt(H), gen)
