@@ -124,7 +124,7 @@ def _emit(outcome, title: str, as_json: bool, out: str | None, **extra: Any) -> 
 
 
 @click.command("explain")
-@click.option("--ncu-csv", "ncu_csv", required=True, type=click.Path(exists=True, dir_okay=False),
+@click.option("--ncu-csv", "ncu_csv", type=click.Path(exists=True, dir_okay=False),
               help="Recorded `ncu --csv --page raw` output.")
 @click.option("--definition", "-d", "definition_arg", required=True, help="Definition JSON (or the name of one of ours).")
 @click.option("--workload", "-w", "workload", required=True,
@@ -133,34 +133,56 @@ def _emit(outcome, title: str, as_json: bool, out: str | None, **extra: Any) -> 
 @click.option("--kernel", help="Kernel to diagnose: exact name or regex (default: the longest non-library kernel).")
 @click.option("--cubin", type=click.Path(exists=True, dir_okay=False), multiple=True,
               help="Cubin / shared object with the kernel's device code, for SASS facts (repeatable).")
+@click.option("--solution", "solution_json", type=click.Path(exists=True, dir_okay=False),
+              help="Also compile the solution's Triton kernels for sm_90 (no GPU needed; imports the solution).")
 @click.option("--gpu", help="GPU whose ceilings to use (default: cached or documented NVIDIA H200).")
 @click.option("--measured-ms", type=float, help="Measured latency per call; default: the kernels' ncu durations.")
 @click.option("--rules", "rules_dir", type=click.Path(file_okay=False, exists=True), help="Rules folder (default: skills/profiling/rules).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON here.")
-def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin, gpu, measured_ms, rules_dir, as_json, out):
-    """Run the rule engine on a recorded Nsight Compute CSV (works anywhere, no GPU needed)."""
-    from .profile.pipeline import explain_csv
+def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin, solution_json, gpu, measured_ms,
+                rules_dir, as_json, out):
+    """Run the rule engine on recorded evidence: an ncu CSV, cubins, a solution's Triton kernels.
+
+    Works anywhere, no GPU needed. Without --ncu-csv only the roofline and the static evidence (SASS,
+    Triton compile statistics) are judged, and the profiler rules are listed as not evaluated.
+    """
+    from .profile import Collected
+    from .profile.ncu import ncu_evidence
+    from .profile.pipeline import analyze
     from .profile.sass import sass_evidence
 
+    if not (ncu_csv or cubin or solution_json):
+        _fail("give at least one of --ncu-csv, --cubin, --solution")
     definition, dpath = _load_definition(definition_arg)
     axes, w = _resolve_workload(definition, dpath, workload, workloads_path)
     ceilings = _ceilings(gpu, None)
-    text = Path(ncu_csv).read_text(errors="replace")
-    from .profile.ncu import ncu_evidence
+    collected: list = []
+    if ncu_csv:
+        ncu = ncu_evidence(Path(ncu_csv).read_text(errors="replace"), kernel)
+        if not ncu.ok and not as_json:
+            click.echo(f"warning: ncu evidence missing: {ncu.missing}", err=True)
+    else:
+        ncu = Collected.unavailable("ncu", "no --ncu-csv given")
+    collected.append(ncu)
+    target = ncu.evidence.get("kernel_name") if ncu.ok else kernel
+    collected += [sass_evidence(c, target) for c in cubin]
+    if solution_json:
+        from .profile.triton_module import solution_triton_evidence
+        from .schema import SchemaError, load_solution
 
-    first = ncu_evidence(text, kernel)
-    target = first.evidence.get("kernel_name") if first.ok else None
-    extra = [sass_evidence(c, target) for c in cubin]
+        try:
+            sol = load_solution(solution_json)
+        except SchemaError as e:
+            _fail(str(e))
+        collected.append(solution_triton_evidence(sol, definition))
     try:
-        outcome = explain_csv(text, definition, axes, ceilings=ceilings, kernel=kernel, extra=extra,
-                              measured_ms=measured_ms, rules_dir=rules_dir)
+        outcome = analyze(definition, axes, collected, ceilings=ceilings, measured_ms=measured_ms,
+                          kernel=target, rules_dir=rules_dir)
     except ValueError as e:
         _fail(str(e))
-    if outcome.missing.get("ncu") and not as_json:
-        click.echo(f"warning: ncu evidence missing: {outcome.missing['ncu']}", err=True)
     _emit(outcome, f"{definition.name} {axes if w is None else w.uuid}", as_json, out,
-          definition=definition.name, axes=axes, ncu_csv=str(ncu_csv))
+          definition=definition.name, axes=axes, ncu_csv=str(ncu_csv) if ncu_csv else None)
 
 
 @click.command("profile")

@@ -1,0 +1,172 @@
+"""Triton statistics for every kernel of a solution, without a GPU.
+
+On a CPU-only machine (CI, a laptop) no kernel is ever compiled for the GPU, yet registers, spills,
+tensor-core use and load widths are visible from an ahead-of-time sm_90 compile. What such a compile
+needs beyond the kernel is the value of each ``tl.constexpr`` parameter; those come from the launch
+sites in the source (``kernel[grid](x, y, BLOCK=1024, num_warps=4)``), read with :mod:`ast`:
+keyword and positional constants, and names bound to integers at module level. A kernel whose
+constexprs cannot be resolved that way is reported as missing, with the names.
+
+:func:`module_triton_evidence` works on an already-imported module (inside the harness worker, where
+the candidate is imported anyway). :func:`solution_triton_evidence` imports the solution itself --
+that runs the candidate's module-level code, so call it only where running candidate code is allowed
+(the isolated worker, or a developer's own machine).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ..schema import Definition, Solution
+from . import Collected
+from .triton_stats import infer_signature, triton_evidence, unwrap_jit
+
+__all__ = ["launch_hints", "module_triton_evidence", "solution_triton_evidence"]
+
+_LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+def _const(node: ast.AST, module_ints: dict[str, int]) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool)):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in module_ints:
+        return module_ints[node.id]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _const(node.operand, module_ints)
+        return -v if isinstance(v, (int, float)) else None
+    return None
+
+
+def launch_hints(source: str, module_ints: dict[str, int] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """``{kernel_name: [{arg_or_option: constant, ..., "__positional": {index: constant}}, ...]}`` per launch site."""
+    module_ints = dict(module_ints or {})
+    tree = ast.parse(source)
+    for node in tree.body:  # module-level NAME = <int> (BLOCK = 1024)
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            v = _const(node.value, module_ints)
+            if isinstance(v, int):
+                module_ints.setdefault(node.targets[0].id, v)
+    hints: dict[str, list[dict[str, Any]]] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)):
+            continue
+        target = node.func.value
+        name = target.id if isinstance(target, ast.Name) else target.attr if isinstance(target, ast.Attribute) else None
+        if name is None:
+            continue
+        site: dict[str, Any] = {"__positional": {}}
+        for i, a in enumerate(node.args):
+            v = _const(a, module_ints)
+            if v is not None:
+                site["__positional"][i] = v
+        for kw in node.keywords:
+            if kw.arg is None:
+                continue
+            v = _const(kw.value, module_ints)
+            if v is not None:
+                site[kw.arg] = v
+        hints.setdefault(name, []).append(site)
+    return hints
+
+
+def _jit_kernels(module: ModuleType) -> dict[str, Any]:
+    out = {}
+    for name, obj in vars(module).items():
+        try:
+            unwrap_jit(obj)
+        except TypeError:
+            continue
+        out[name] = obj
+    return out
+
+
+def _tensor_dtypes(definition: Definition) -> dict[str, str]:
+    return {n: s.dtype for group in (definition.inputs, definition.outputs) for n, s in group.items() if s.shape is not None}
+
+
+def module_triton_evidence(module: ModuleType, source: str, definition: Definition) -> tuple[Collected, dict[str, Any]]:
+    """(evidence of the largest kernel, per-kernel details) for every @triton.jit kernel of ``module``."""
+    kernels = _jit_kernels(module)
+    if not kernels:
+        return Collected.unavailable("triton", "no @triton.jit kernel in the solution"), {}
+    module_ints = {k: v for k, v in vars(module).items() if isinstance(v, int) and not isinstance(v, bool)}
+    hints = launch_hints(source, module_ints)
+    launched = [k for k in kernels if k in hints]
+    if launched:  # @triton.jit helpers called from inside kernels are not kernels of their own
+        kernels = {k: kernels[k] for k in launched}
+    dtypes = _tensor_dtypes(definition)
+    details: dict[str, Any] = {}
+    best: Collected | None = None
+    for name, fn in kernels.items():
+        jit = unwrap_jit(fn)
+        sites = hints.get(name) or [{"__positional": {}}]
+        problems = []
+        for site in sites:
+            consts = {k: v for k, v in site.items() if k in jit.arg_names}
+            for i, v in site["__positional"].items():
+                if i < len(jit.arg_names):
+                    consts.setdefault(jit.arg_names[i], v)
+            constexpr_names = {p.name for p in jit.params if p.is_constexpr}
+            consts = {k: v for k, v in consts.items() if k in constexpr_names}
+            options = {k: site[k] for k in _LAUNCH_OPTIONS if k in site and k != "num_ctas"}
+            try:
+                sig, consts = infer_signature(fn, dtypes, constexprs=consts)
+            except ValueError as e:
+                problems.append(str(e))
+                continue
+            sig = {k: v for k, v in sig.items() if v != "constexpr"}
+            c = triton_evidence(fn, sig, consts, tensor_dtypes=dtypes, **options)
+            if c.ok:
+                details[name] = {"evidence": c.evidence, "launch": {**consts, **options}}
+                if best is None or c.evidence.get("sass_instructions", 0) > best.evidence.get("sass_instructions", 0):
+                    best = c
+                break
+            problems.append(c.missing or "compile failed")
+        else:
+            details[name] = {"missing": "; ".join(dict.fromkeys(problems)) or "no launch site found"}
+    if best is None:
+        reasons = "; ".join(f"{k}: {v.get('missing')}" for k, v in details.items())
+        return Collected.unavailable("triton", f"no kernel could be compiled ahead of time ({reasons})"[:800]), details
+    best.raw["kernels"] = details
+    return best, details
+
+
+def solution_triton_evidence(solution: Solution, definition: Definition, workdir: Path | None = None) -> Collected:
+    """Import the solution's Python sources and compile its Triton kernels for sm_90 (runs candidate code)."""
+    from ..build import write_sources
+
+    tmp = tempfile.TemporaryDirectory() if workdir is None else None
+    root = write_sources(solution, Path(tmp.name if tmp else workdir) / "src")  # type: ignore[union-attr]
+    best: Collected | None = None
+    reasons = []
+    try:
+        for i, src in enumerate(s for s in solution.sources if s.path.endswith(".py")):
+            modname = f"kbot_triton_stats_{i}_{abs(hash(str(root)))}"
+            spec = importlib.util.spec_from_file_location(modname, root / src.path)
+            if spec is None or spec.loader is None:
+                continue
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[modname] = mod
+            sys.path.insert(0, str(root))
+            try:
+                spec.loader.exec_module(mod)
+            except Exception as e:  # noqa: BLE001 -- a module that does not import is reported, not raised
+                reasons.append(f"{src.path}: import failed: {type(e).__name__}: {e}")
+                continue
+            finally:
+                sys.path.remove(str(root))
+            c, _ = module_triton_evidence(mod, src.content, definition)
+            if c.ok and (best is None or c.evidence.get("sass_instructions", 0) > best.evidence.get("sass_instructions", 0)):
+                best = c
+            elif not c.ok:
+                reasons.append(f"{src.path}: {c.missing}")
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return best or Collected.unavailable("triton", "; ".join(reasons) or "no Python sources")
