@@ -84,7 +84,7 @@ def _summary_table(s: dict[str, Any]):
         t.add_column(col, justify="right" if col not in ("node", "status", "decision") else "left")
     for r in s["candidates"]:
         lat = f"{r['mean_latency_ms']:.3f}" if r["mean_latency_ms"] is not None else "—"
-        roof = f"{r['roofline_fraction']:.2f}" if r["roofline_fraction"] is not None else "—"
+        roof = f"{r['roofline_fraction']:.2g}" if r["roofline_fraction"] is not None else "—"
         dec = r["decision"] or "—"
         style = {"promote": "green", "reject": "red", "champion": "cyan"}.get(dec, "white")
         t.add_row(r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),
@@ -127,12 +127,14 @@ def register(cli: click.Group) -> None:
             click.echo(json.dumps(summary, indent=1, default=str))
             return
         out = Console()
+        if not out.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
+            out = Console(width=160)
         out.print(_summary_table(summary))
         ch = summary["champion"]
         out.print(f"champion of {summary['definition']}: [bold]{ch['solution']}[/bold]"
                   + (f" (PR #{ch['pr']})" if ch["pr"] else " (the starting point)")
                   + f"; {summary['evaluations_run']} evaluations run, {summary['evaluations_cached']} reused from the cache")
-        out.print(f"next: kbot pr list --workspace {workspace} · kbot report --html report/ --workspace {workspace}")
+        out.print(f"next: kbot pr list --workspace {workspace} · kbot report --html .kbot/report --workspace {workspace}")
 
     @cli.group("pr")
     def pr_group() -> None:
