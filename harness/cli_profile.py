@@ -168,14 +168,17 @@ def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin
     target = ncu.evidence.get("kernel_name") if ncu.ok else kernel
     collected += [sass_evidence(c, target) for c in cubin]
     if solution_json:
-        from .profile.triton_module import solution_triton_evidence
+        import tempfile
+
+        from .profile.triton_module import run_isolated
         from .schema import SchemaError, load_solution
 
         try:
             sol = load_solution(solution_json)
         except SchemaError as e:
             _fail(str(e))
-        collected.append(solution_triton_evidence(sol, definition))
+        with tempfile.TemporaryDirectory() as tmp:
+            collected.append(run_isolated(sol, definition, Path(tmp)))
     try:
         outcome = analyze(definition, axes, collected, ceilings=ceilings, measured_ms=measured_ms,
                           kernel=target, rules_dir=rules_dir)

@@ -188,15 +188,23 @@ def profile_workload(solution: Solution, definition: Definition, workload: Workl
 
 def profile_report(report: Report, out: Path, definition: Definition, solution: Solution, workloads: list[Workload], *,
                    ceilings: Ceilings | None = None, definition_path: Path | None = None, profile: bool = True,
-                   max_profiled: int = 4, rules_dir: str | Path | None = None) -> None:
+                   max_profiled: int = 4, static: bool = True, rules_dir: str | Path | None = None) -> None:
     """Fold roofline, feedback items, profile evidence and energy into each PASSED workload of ``report``.
 
     Every passing workload gets its roofline (with the measured median) and the rules that need no
     profiler. Up to ``max_profiled`` of them -- spread from the smallest to the largest roofline floor,
     since one ncu run costs tens of seconds -- are also profiled (ncu, SASS, NVML) when ``profile``.
+    With ``static`` (and a Triton solution) the kernels are also compiled ahead of time for sm_90 in a
+    child process, once, and their statistics (registers, spills, SASS facts) join every workload's
+    evidence -- the part of the feedback that needs no GPU.
     Writes ``<out>/profile/<uuid>/{ncu.csv, feedback.json, feedback.md}``.
     """
     out = Path(out)
+    static_ev: list[Collected] = []
+    if static and solution is not None and solution.spec.language.value == "triton":
+        from .triton_module import run_isolated
+
+        static_ev = [run_isolated(solution, definition, out / "profile" / "_triton")]
     if ceilings is None:
         ceilings = _ceilings_for_report(report)
     by_uuid = {w.uuid: w for w in workloads}
@@ -225,7 +233,10 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
                                                f"{max_profiled} workloads by size are (profile=True)" if profile else
                                                "profiling not requested")]
         measured = wr.latency_ms.median if wr.latency_ms else None
-        outcome = analyze(definition, axes, collected, ceilings=ceilings, measured_ms=measured, rules_dir=rules_dir)
+        # Order matters: analyze() keeps the first value of a name, so the SASS of the kernels this run
+        # really compiled (runtime) wins over the static compile's guess at the same names.
+        outcome = analyze(definition, axes, [*collected, *static_ev], ceilings=ceilings, measured_ms=measured,
+                          rules_dir=rules_dir)
         outcome.files = files
         _fold(wr, outcome)
         wdir.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,8 @@ constexprs cannot be resolved that way is reported as missing, with the names.
 
 :func:`module_triton_evidence` works on an already-imported module (inside the harness worker, where
 the candidate is imported anyway). :func:`solution_triton_evidence` imports the solution itself --
-that runs the candidate's module-level code, so call it only where running candidate code is allowed
-(the isolated worker, or a developer's own machine).
+that runs the candidate's module-level code -- so the harness calls it through :func:`run_isolated`,
+in a child process (``python -m harness.profile.triton_module JOB.json``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..schema import Definition, Solution
 from . import Collected
 from .triton_stats import infer_signature, triton_evidence, unwrap_jit
 
-__all__ = ["launch_hints", "module_triton_evidence", "solution_triton_evidence"]
+__all__ = ["launch_hints", "module_triton_evidence", "run_isolated", "solution_triton_evidence"]
 
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
@@ -170,3 +170,48 @@ def solution_triton_evidence(solution: Solution, definition: Definition, workdir
         if tmp is not None:
             tmp.cleanup()
     return best or Collected.unavailable("triton", "; ".join(reasons) or "no Python sources")
+
+
+def run_isolated(solution: Solution, definition: Definition, workdir: Path, *, timeout_s: int = 300,
+                 python: str | None = None) -> Collected:
+    """:func:`solution_triton_evidence` in a child process: the candidate's module code never runs here."""
+    import json
+    import os
+    import subprocess
+
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    job = workdir / "triton_stats.job.json"
+    result = workdir / "triton_stats.result.json"
+    job.write_text(json.dumps({"solution": solution.model_dump(mode="json", exclude_unset=True),
+                               "definition": definition.model_dump(mode="json", exclude_unset=True),
+                               "workdir": str(workdir), "result": str(result)}))
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+           "TRITON_CACHE_DIR": str(workdir / "triton_cache")}
+    env.pop("TRITON_INTERPRET", None)  # the interpreter compiles nothing
+    try:
+        p = subprocess.run([python or sys.executable, "-m", "harness.profile.triton_module", str(job)],
+                           capture_output=True, text=True, timeout=timeout_s, env=env, cwd=str(repo))
+    except subprocess.TimeoutExpired:
+        return Collected.unavailable("triton", f"ahead-of-time compile did not finish in {timeout_s} s")
+    if not result.is_file():
+        return Collected.unavailable("triton", f"stats process failed ({p.returncode}): {p.stderr.strip()[-400:]}")
+    data = json.loads(result.read_text())
+    return Collected(source="triton", evidence=data.get("evidence") or {}, missing=data.get("missing"),
+                     raw=data.get("raw") or {})
+
+
+def _main(argv: list[str]) -> int:
+    import json
+
+    job = json.loads(Path(argv[0]).read_text())
+    sol = Solution.model_validate(job["solution"])
+    d = Definition.model_validate(job["definition"])
+    c = solution_triton_evidence(sol, d, Path(job["workdir"]))
+    Path(job["result"]).write_text(json.dumps({"evidence": c.evidence, "missing": c.missing, "raw": c.raw}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

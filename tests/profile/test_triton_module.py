@@ -108,3 +108,25 @@ def test_explain_with_solution_only(tmp_path, monkeypatch):
     assert data["missing"]["ncu"] == "no --ncu-csv given"
     r = CliRunner().invoke(cli, ["explain", "-d", str(FIX / "kbot_vector_add_f32.json"), "-w", "N=16"])
     assert r.exit_code == 2 and "at least one of" in r.output
+
+
+def test_run_isolated_and_profile_report_static(tmp_path):
+    from harness.ceilings import documented_ceilings
+    from harness.profile.pipeline import profile_report
+    from harness.profile.triton_module import run_isolated
+    from harness.report import DeviceInfo, LatencyStats, Report, WorkloadResult
+    from harness.schema import Status, Workload
+
+    d = load_definition(FIX / "kbot_vector_add_f32.json")
+    c = run_isolated(_solution(SOURCE), d, tmp_path / "iso")
+    assert c.ok, c.missing
+    assert c.evidence["triton_kernel"] == "add_kernel" and c.evidence["sass_ldg_128_pct"] == 100
+    lat = LatencyStats(median=0.1, mean=0.1, ci95=(0.1, 0.1), stdev=0.0, sem=0.0, n=3, min=0.1, max=0.1)
+    report = Report(run_id="r", definition=d.name, solution="s", solution_hash="h",
+                    device=DeviceInfo(kind="cpu", name="cpu", timer="cpu_monotonic"), started="now",
+                    workloads=[WorkloadResult(uuid="w", axes={"N": 1 << 20}, status=Status.PASSED, latency_ms=lat)])
+    profile_report(report, tmp_path / "run", d, _solution(SOURCE), [Workload(uuid="w", axes={"N": 1 << 20}, inputs={})],
+                   ceilings=documented_ceilings("NVIDIA H200"), profile=False)
+    w = report.workloads[0]
+    assert w.profile["evidence"]["triton"]["triton_kernel"] == "add_kernel"
+    assert "register_spills_triton" not in {n["rule"] for n in w.profile["not_evaluated"]}
