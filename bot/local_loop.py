@@ -243,6 +243,9 @@ class PullRequestEvaluator:
             # Published before an interruption; the evaluation is cached, its decision is on the PR.
             done = self.harness.latest_report(solution.content_hash())
             if done is not None:
+                if nid not in self.outcomes():  # e.g. proposed again by a later campaign
+                    self._record(Outcome(nid, pr.number, "promote" if pr.merged else "reject",
+                                         f"decided earlier in #{pr.number} ({'merged' if pr.merged else 'closed'})"))
                 return done
         report: Report | None = None
         for _ in range(3):  # a re-benchmark is asked for when the champion or main moved meanwhile
