@@ -82,14 +82,14 @@ def jitter(seed: int, state: str, scale: float) -> float:
 
 def deceptive_speedup(state: str, seed: int = 0) -> float:
     """Local optimum right next to the root (1.3x down the L branch, never above ~1.35x); the global
-    one (3x) sits four moves down R-R-R-R behind a first step that is worse than the root (0.8x)."""
+    one (3x) sits down the R-R-R spine behind a first step that is worse than the root (0.8x)."""
     if state == "":
         return 1.0
     if state[0] == "L":
         return 1.3 * jitter(seed, state, 0.03)
     # R branch: only the all-R spine climbs; side branches stay poor.
     if set(state) == {"R"}:
-        return {1: 0.8, 2: 1.0, 3: 1.6, 4: 3.0}.get(len(state), 3.0) * jitter(seed, state, 0.02)
+        return {1: 0.8, 2: 1.5, 3: 2.2}.get(len(state), 3.0) * jitter(seed, state, 0.02)
     return 0.9 * jitter(seed, state, 0.05)
 
 

@@ -12,9 +12,9 @@ import triton.language as tl
 BLOCK_M = 128  # kbot: tunable [64, 128, 256]
 BLOCK_N = 128  # kbot: tunable [64, 128, 256]
 BLOCK_K = 64  # kbot: tunable [32, 64, 128]
-GROUP_M = 8  # kbot: tunable [1, 4, 8, 16]
+GROUP_M = 8  # kbot: tunable [1, 8]
 NUM_WARPS = 8  # kbot: tunable [4, 8]
-NUM_STAGES = 3  # kbot: tunable [2, 3, 4, 5]
+NUM_STAGES = 3  # kbot: tunable [3, 4]
 
 
 @triton.jit
