@@ -198,3 +198,12 @@ def test_low_occupancy_of_a_busy_kernel_is_not_high():
           "sm_throughput_pct": 85, "mem_throughput_pct": 40}
     res = run_rules(ev, COMPUTE_TENSOR, rules=[RULES["occupancy_limited_by_registers"]])
     assert res[0].severity == "medium"
+
+
+def test_tiny_workloads_are_not_alarmed_about_grid_or_distance():
+    tiny = roof("latency", "memory", fraction=0.01, floor_us=0.5)
+    res = run_rules({"grid_size": 1, "sm_count": 132}, tiny, rules=[RULES["grid_too_small"], RULES["roofline_distance"]])
+    assert {i.rule: i.severity for i in res} == {"grid_too_small": "medium", "roofline_distance": "low"}
+    big = roof("latency", "memory", fraction=0.01, floor_us=50)
+    res = run_rules({"grid_size": 1, "sm_count": 132}, big, rules=[RULES["grid_too_small"], RULES["roofline_distance"]])
+    assert {i.rule: i.severity for i in res} == {"grid_too_small": "critical", "roofline_distance": "high"}
