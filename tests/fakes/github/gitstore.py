@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,35 @@ class GitStore:
         if not (self.path / "HEAD").exists():
             self.path.mkdir(parents=True, exist_ok=True)
             self.git("init", "--quiet", "--bare", f"--initial-branch={default_branch}")
+        self._batch: subprocess.Popen | None = None  # one long-lived `git cat-file --batch` for reads
+        self._batch_lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._batch_lock:
+            if self._batch is not None:
+                self._batch.stdin.close()
+                self._batch.wait(timeout=10)
+                self._batch = None
+
+    def cat(self, sha: str) -> tuple[str, bytes] | None:
+        """(type, content) of an object, or None if it does not exist (one process for all reads)."""
+        if not _is_hex(sha):
+            return None
+        with self._batch_lock:
+            if self._batch is None or self._batch.poll() is not None:
+                env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+                env.update({"GIT_CONFIG_NOSYSTEM": "1", "HOME": str(self.path), "LC_ALL": "C"})
+                self._batch = subprocess.Popen(["git", "--git-dir", str(self.path), "cat-file", "--batch"],
+                                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+            self._batch.stdin.write(sha.encode() + b"\n")
+            self._batch.stdin.flush()
+            header = self._batch.stdout.readline().decode().split()
+            if len(header) != 3:  # "<name> missing" (or ambiguous)
+                return None
+            _, typ, size = header
+            data = self._batch.stdout.read(int(size))
+            self._batch.stdout.read(1)  # the newline after the content
+            return typ, data
 
     # -- plumbing ------------------------------------------------------------------------------
     def run(self, *args: str, input: bytes | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -70,19 +100,17 @@ class GitStore:
         return proc.stdout
 
     def object_type(self, sha: str) -> str | None:
-        if not _is_hex(sha):
-            return None
-        out = self.git("cat-file", "-t", sha, check=False).decode().strip()
-        return out or None
+        found = self.cat(sha)
+        return found[0] if found else None
 
     def write_blob(self, data: bytes) -> str:
         return self.git("hash-object", "-w", "-t", "blob", "--stdin", input=data).decode().strip()
 
     def read_blob(self, sha: str) -> bytes:
-        return self.git("cat-file", "blob", sha)
-
-    def blob_size(self, sha: str) -> int:
-        return int(self.git("cat-file", "-s", sha).decode())
+        found = self.cat(sha)
+        if found is None or found[0] != "blob":
+            raise GitError(f"{sha} is not a blob")
+        return found[1]
 
     def ls_tree(self, tree: str, recursive: bool = False) -> list[TreeEntry]:
         args = ["ls-tree", "-z", "--long"] + (["-r"] if recursive else []) + [tree]
@@ -142,7 +170,10 @@ class GitStore:
         return self.git(*args, input=message.encode(), env=env).decode().strip()
 
     def read_commit(self, sha: str) -> CommitObject:
-        raw = self.git("cat-file", "commit", sha).decode(errors="replace")
+        found = self.cat(sha)
+        if found is None or found[0] != "commit":
+            raise GitError(f"{sha} is not a commit")
+        raw = found[1].decode(errors="replace")
         header, _, message = raw.partition("\n\n")
         tree, parents, author, committer = "", [], None, None
         for line in header.splitlines():

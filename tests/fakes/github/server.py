@@ -299,6 +299,7 @@ class FakeGitHub:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+        self.git.close()
 
     def __enter__(self) -> "FakeGitHub":
         return self.start()
