@@ -185,3 +185,27 @@ def test_indexer_and_attention_full_pool_match_official(shared, official_refs):
         x = make(defn, cfg, w, 0)
         r = judge(defn, cfg, w, x, our_run(name)(**clone(x)), ref(**clone(x)))
         assert r.ok, f"{name}: {r.message}"
+
+
+def test_gdn_prefill_empty_sequence_like_official(shared):
+    """cu_seqlens may repeat a value (an empty sequence): no output rows, and new_state zeros as the official."""
+    defn, cfg = ours(PREFILL)
+    ref = exec_reference(official(shared, PREFILL).reference)
+    x = make(defn, cfg, workload({"total_seq_len": 12, "num_seqs": 3, "len_cu_seqlens": 4}, scale=scalar(0.0)), 2)
+    x["cu_seqlens"] = torch.tensor([0, 5, 5, 12], dtype=torch.int64)
+    o1, s1 = our_run(PREFILL)(**clone(x))
+    o2, s2 = ref(**clone(x))
+    close(o1.float(), o2.float(), BF16, "output")
+    close(s1, s2, F32, "new_state")
+    assert bool((s1[1] == 0).all())
+
+
+def test_indexer_empty_sequence_like_official(shared):
+    defn, cfg = ours(INDEXER)
+    ref = exec_reference(official(shared, INDEXER).reference)
+    w = workload({"batch_size": 3, "max_num_pages": 34, "num_pages": 120}, seq_lens=gen("dsa_seq_lens", mix="mixed"))
+    x = make(defn, cfg, w, 4)
+    x["seq_lens"][1] = 0
+    mine, theirs = our_run(INDEXER)(**clone(x)), ref(**clone(x))[0]
+    assert bool((mine[1] == -1).all()) and bool((theirs[1] == -1).all())
+    assert judge(defn, cfg, w, x, mine, (theirs,)).ok
