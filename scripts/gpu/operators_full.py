@@ -17,7 +17,8 @@ stays under ``--budget-s`` (default 270 s) of measuring time plus start-up.
     python scripts/gpu/operators_full.py --device cpu --only gdn_decode_qk4_v8_d128_k_last --max-per-op 1   # smoke test
 
 With ``--eval`` it also runs each reference as a solution of itself through ``kbot eval`` on two of its
-workloads (needs the worker to import harness.operators); otherwise it prints those commands.
+workloads (needs harness/worker.py to import harness.operators, which registers the generators and
+comparators in the worker process); otherwise it prints those commands.
 """
 
 from __future__ import annotations
@@ -273,7 +274,7 @@ def main() -> int:
               "timing": "CUDA events around each Python call (includes host launch gaps), median of up to 10 calls after 1 warm-up",
               "notes": notes, "wall_s": round(time.perf_counter() - t0, 1), "rows": rows}
     cmds = eval_commands(names, out)
-    result["kbot_eval_commands"] = [" ".join(c[2:]) for _, c in cmds]
+    result["kbot_eval_commands"] = ["kbot eval " + " ".join(c[4:]) for _, c in cmds]
     if args.eval:
         result["kbot_eval"] = {}
         for n, c in cmds:
@@ -282,7 +283,7 @@ def main() -> int:
             print(f"kbot eval {n}: rc={p.returncode}\n{(p.stdout + p.stderr)[-600:]}", flush=True)
     (out / "operators_full.json").write_text(json.dumps(result, indent=1, default=str))
     md = f"# Contest operators on {gpu}\n\n" + "\n".join(f"- {x}" for x in notes) + f"\n- {result['timing']}\n\n" + table(rows) + "\n"
-    md += "\n## kbot eval of each reference as a solution of itself\n\n" + "\n".join(f"    kbot {' '.join(c[3:])}" for _, c in cmds) + "\n"
+    md += "\n## kbot eval of each reference as a solution of itself\n\n" + "\n".join(f"    kbot eval {' '.join(c[4:])}" for _, c in cmds) + "\n"
     (out / "operators_full.md").write_text(md)
     print(md)
     bad = [r for r in rows if r.get("agrees") is False or str(r.get("status", "")).startswith("error")]
