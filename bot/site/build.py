@@ -182,7 +182,9 @@ def build_site(ws: Any, out: str | Path) -> list[Path]:
         review = find_bot_review(forge, pr.number)
         status = forge.combined_status(pr.head_sha).get("kbot/harness")
         comments = list(forge.list_comments(pr.number))
-        html = _ENV.get_template("pr.html.j2").render(pr=pr, meta=meta, report=report, review=review, status=status,
+        # hidden machine blocks (marker, evidence) are for the bot, not for people reading the page
+        review_text = "\n".join(line for line in review.body.splitlines() if not line.startswith("<!-- kbot:")).strip() if review else None
+        html = _ENV.get_template("pr.html.j2").render(pr=pr, meta=meta, report=report, review=review_text, status=status,
                                                      comments=comments, attempt=outcome_of.get(pr.number))
         path = out / f"pr-{pr.number}.html"
         path.write_text(html)
