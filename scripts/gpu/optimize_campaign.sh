@@ -24,7 +24,9 @@ command -v git >/dev/null || { echo "git is needed (the local forge is a git rep
 WS="$OUT/workspace"
 rm -rf "$WS"
 K=("$PY" -m harness.cli)
-"${K[@]}" optimize rmsnorm_h4096 --agent offline --device cuda --rounds "${ROUNDS:-3}" --candidates "${CANDIDATES:-2}" \
+# DEVICE=cpu only for a dry run of this script on a machine without a GPU (small workloads, CPU timing)
+DEVICE="${DEVICE:-cuda}"
+"${K[@]}" optimize rmsnorm_h4096 --agent offline --device "$DEVICE" --rounds "${ROUNDS:-3}" --candidates "${CANDIDATES:-2}" \
   --budget "${BUDGET:-0.5}" --workspace "$WS" --json > "$OUT/summary.json" 2> "$OUT/optimize.log"
 rc=$?
 tail -n 40 "$OUT/optimize.log"
@@ -34,14 +36,14 @@ for n in $("$PY" -c "import json,sys; print(' '.join(str(p['number']) for p in j
 done
 "${K[@]}" leaderboard rmsnorm_h4096 --workspace "$WS" > "$OUT/leaderboard.md" || true
 "${K[@]}" report --html "$OUT/site" --workspace "$WS" || true
-"$PY" - "$OUT/summary.json" <<'PYEOF'
+"$PY" - "$OUT/summary.json" "$DEVICE" <<'PYEOF'
 import json, sys
 s = json.load(open(sys.argv[1]))
 for r in s["candidates"]:
     print(f"{r['node']} PR {r['pr']} {r['status']} vs champion {r['speedup_vs_champion']} vs start {r['speedup_vs_start']} -> {r['decision']}: {r['headline']}")
 print("champion:", s["champion"], "device:", s["device"])
-ok = s["device"] == "cuda" and any(r["decision"] == "promote" for r in s["candidates"])
-print("PROMOTED A REAL GPU SPEEDUP" if ok else "NO PROMOTION")
+ok = s["device"] == sys.argv[2] and any(r["decision"] == "promote" for r in s["candidates"])
+print(f"PROMOTED A REAL {s['device'].upper()} SPEEDUP" if ok else "NO PROMOTION")
 sys.exit(0 if ok else 1)
 PYEOF
 check=$?
