@@ -38,6 +38,7 @@ _COMPUTING_BUILTINS = frozenset({"builtins.sum", "builtins.abs", "builtins.pow",
                                  "builtins.round", "builtins.divmod"})
 _KEY_LOOKUP_METHODS = frozenset({"get", "setdefault", "pop", "__contains__", "__getitem__", "__setitem__"})
 _TEST_DATA_STRING = re.compile(r"(^|/)(definitions|workloads|traces)/|\.safetensors\b|traces\.jsonl|report\.json")
+_ATTR_IN_STRING = re.compile(r"(?<![A-Za-z0-9])(__[A-Za-z]\w*__|f_back|f_globals|f_locals|f_code|f_builtins|tb_frame|tb_next|gi_frame|cr_frame|ag_frame|co_code|co_consts|_getframe|_cdata)(?![A-Za-z0-9_])")
 _KERNEL_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit",
                       "triton.runtime.autotuner", "triton.language.jit")
 _SUBCLASS_BASES = ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase", "torch.overrides",
@@ -254,6 +255,19 @@ class ModuleScan(ast.NodeVisitor):
             if p:
                 self.hit(self.ctx.names[p], node, f"uses {q}")
                 flagged = True
+                continue
+            # A module reached through another module's namespace (torch.os.system, numpy.sys.modules,
+            # torch.serialization.pickle): judge the tail as if it had been imported directly.
+            parts = q.split(".")
+            for i in range(1, len(parts)):
+                tail = ".".join(parts[i:])
+                tp = prefix_match(tail, self.ctx.names)
+                dm = prefix_match(tail, self.ctx.denied_modules)
+                if tp or dm or parts[i] in ("os", "sys"):
+                    rule = self.ctx.names[tp] if tp else self.ctx.denied_modules[dm] if dm else "introspection"
+                    self.hit(rule, node, f"reaches {tail} through {'.'.join(parts[:i])}")
+                    flagged = True
+                    break
         return flagged
 
     # ------------------------------------------------------------------------------ visiting
@@ -396,8 +410,17 @@ class ModuleScan(ast.NodeVisitor):
     visit_TryStar = visit_Try
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and _TEST_DATA_STRING.search(node.value):
+        if not isinstance(node.value, str) or self.ctx.is_docstring(node):
+            return
+        if _TEST_DATA_STRING.search(node.value):
             self.hit("reference-access", node, f"names test data or harness output: {node.value[:60]!r}")
+        # Attribute names in strings reach attributes without an attribute node: format-string gadgets
+        # ("{0.__globals__}".format(f)), attrgetter, object.__getattribute__(x, "f_back").
+        for m in _ATTR_IN_STRING.finditer(node.value):
+            rule = self.ctx.attributes.get(m.group(1))
+            if rule:
+                self.hit(rule, node, f"names the attribute {m.group(1)} in a string")
+                break
 
     def visit_Name(self, node: ast.Name) -> None:
         qs = self.resolve(node, self.func)
@@ -876,6 +899,7 @@ class SolutionScan:
         self.module_refs: set[str] = set()
         self.module_launches = 0
         self.tainted_returns: dict[str, str] = {}
+        self._docstrings: set[int] = set()
         self.func_params: dict[str, list[str]] = {}
         self.tensor_params: dict[str, set[str]] = {}
         self.input_params: dict[str, set[str]] = {}
@@ -905,6 +929,7 @@ class SolutionScan:
             try:
                 s.collect_module_bindings()
                 self._taint_returns(s)
+                self._note_docstrings(s.tree)
                 for node in ast.walk(s.tree):
                     for child in ast.iter_child_nodes(node):
                         self.parents[child] = node
@@ -947,6 +972,16 @@ class SolutionScan:
                 facts[callee].add(name)
                 changed = True
         return changed
+
+    def is_docstring(self, node: ast.Constant) -> bool:
+        return id(node) in self._docstrings
+
+    def _note_docstrings(self, tree: ast.Module) -> None:
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.body:
+                first = n.body[0]
+                if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+                    self._docstrings.add(id(first.value))
 
     def _taint_returns(self, s: ModuleScan) -> None:
         """Own functions that return a pointer or a fingerprint of a tensor: calling one makes a key."""

@@ -248,6 +248,7 @@ CLEAN = [
     ("no-grad-decorator", "import torch\n\n@torch.no_grad()\ndef run(hidden_states, weight):\n    return hidden_states.clone()\n", "python"),
     ("data-ptr-as-arg", tri("n = hidden_states.data_ptr() % 16"), "triton"),
     ("math", tri("b = int(math.sqrt(16))", "import math\n"), "triton"),
+    ("docstring-mentions-dunder", '"""Kernel notes: avoids __dict__ lookups and f_back walks."""\nimport torch\n\n\ndef run(hidden_states, weight):\n    """No __globals__ here either."""\n    return hidden_states.clone()\n', "python"),
 ]
 
 
@@ -424,6 +425,13 @@ EVASIONS = [
     ("lambda-arith", tri("y = _g(hidden_states)", "_g = lambda a: a * 2\n"), "triton", "host-compute"),
     ("builtin-sum", tri("y = sum([hidden_states, weight])"), "triton", "host-compute"),
     ("builtin-abs", tri("y = abs(hidden_states)"), "triton", "host-compute"),
+    ("module-through-torch", py("torch.os.system('ls')"), "python", "process"),
+    ("environ-through-torch", py("e = torch.nn.modules.os.environ"), "python", "environment"),
+    ("sys-through-numpy", py("m = numpy.sys.modules", "import torch\nimport numpy\n"), "python", "introspection"),
+    ("attrgetter", py("g = operator.attrgetter('allclose')(torch)", "import torch\nimport operator\n"), "python", "dynamic-attr"),
+    ("format-gadget", py("s = '{0.__globals__}'.format(run)"), "python", "introspection"),
+    ("getattribute-string", py("f = object.__getattribute__(run, '__code__')"), "python", "introspection"),
+    ("profiler", py("p = torch.profiler.profile()"), "python", "introspection"),
     ("helper-mutates-input", py("_scale(hidden_states)", "import torch\ndef _scale(t):\n    t.mul_(2)\n"), "python", "input-mutation"),
 ]
 
