@@ -2,7 +2,7 @@
 
 For each operator and each workload of ``definitions/<name>/workloads.jsonl`` (MoE: also the official
 workload file's seq_len values and local offsets, with our generated routing in place of its missing
-safetensors blobs), smallest first, until the operator's time budget is spent:
+safetensors blobs), alternating smallest and largest, until the operator's time budget is spent:
 
 1. generate the inputs (the sidecar's generators/builder, on the CPU from the seed, then moved);
 2. time our reference (CUDA events around each call, median of up to 10 calls after one warm-up);
@@ -146,6 +146,9 @@ def run_operator(name: str, args, shared: Path | None, clock: Clock, budget_s: f
         if wpath.is_file():
             workloads += [("official axes, generated routing", w) for w in official_workloads(wpath, shared / "flashinfer-trace")]
     workloads.sort(key=lambda sw: size_key(sw[1].axes))
+    # Smallest, largest, second smallest, second largest, ...: when the time budget runs out, both
+    # ends of the size range have been measured.
+    workloads = [workloads[i // 2] if i % 2 == 0 else workloads[-1 - i // 2] for i in range(len(workloads))]
     if args.max_per_op:
         workloads = workloads[: args.max_per_op]
     official = None
@@ -269,7 +272,8 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     total_share = sum(BUDGET_SHARE[family(n)] for n in names)
     for n in names:
-        rows += run_operator(n, args, shared, clock, args.budget_s * BUDGET_SHARE[family(n)] / total_share)
+        done = run_operator(n, args, shared, clock, args.budget_s * BUDGET_SHARE[family(n)] / total_share)
+        rows += sorted(done, key=lambda r: size_key(r["axes"]))
     result = {"gpu": gpu, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d %H:%M:%S"), "seed": args.seed,
               "timing": "CUDA events around each Python call (includes host launch gaps), median of up to 10 calls after 1 warm-up",
               "notes": notes, "wall_s": round(time.perf_counter() - t0, 1), "rows": rows}
