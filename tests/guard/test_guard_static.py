@@ -463,3 +463,14 @@ def test_guard_failure_fails_closed(rmsnorm_def, monkeypatch):
     monkeypatch.setattr(pyscan.ModuleScan, "visit_Call", boom)
     fs = check_solution(make_solution(tri()), rmsnorm_def)
     assert [f.rule for f in fs] == ["guard-error"] and "simulated guard bug" in fs[0].message
+
+
+def test_every_static_rule_has_a_unit_case():
+    import yaml
+
+    from harness.guard.policy import DEFAULT_POLICY_DIR
+
+    static_rules = set(yaml.safe_load((DEFAULT_POLICY_DIR / "rules.yaml").read_text())["static"])
+    covered = {c[3] for c in CASES + EVASIONS}
+    covered |= {"parse-error", "guard-error", "no-kernel-launch", "library-fallback"}  # dedicated tests above
+    assert static_rules - covered == set(), f"rules without a unit case: {sorted(static_rules - covered)}"
