@@ -161,6 +161,9 @@ def test_official_moe_workloads_keep_axes_and_substitute_missing_blobs(shared):
     assert len(ws) == 19
     assert {w.axes["seq_len"] for w in ws} >= {1, 7, 32, 80, 901, 11948, 14107}
     defn, cfg = ours(MOE)
+    blobs_present = any((shared / "flashinfer-trace" / "blob").rglob("*.safetensors")) if (shared / "flashinfer-trace" / "blob").is_dir() else False
+    if blobs_present:
+        pytest.skip("the official blobs are present here: nothing is substituted")
     for w in ws:
         assert w.inputs["routing_logits"].type == "generated" and w.kbot_substituted == ["routing_bias", "routing_logits"]
         assert w.inputs["local_expert_offset"].type == "scalar" and w.inputs["local_expert_offset"].value % 32 == 0
