@@ -41,15 +41,9 @@ def _bad_input(msg: str) -> None:
 
 
 def _load_definition_arg(value: str):
-    """A definition given as a path, or as the name of one of ours in definitions/."""
-    from .schema import load_definition
+    from .schema import find_definition
 
-    p = Path(value)
-    if not p.exists():
-        ours = REPO_ROOT / "definitions" / value / "definition.json"
-        if ours.exists():
-            p = ours
-    return load_definition(p), p
+    return find_definition(value, REPO_ROOT)
 
 
 def default_workloads_path(definition_path: Path, name: str) -> Path | None:

@@ -26,15 +26,10 @@ def _fail(msg: str, code: int = EXIT_BAD_INPUT) -> None:
 
 
 def _load_definition(value: str):
-    from .schema import SchemaError, load_definition
+    from .schema import SchemaError, find_definition
 
-    p = Path(value)
-    if not p.exists():
-        ours = REPO / "definitions" / value / "definition.json"
-        if ours.exists():
-            p = ours
     try:
-        return load_definition(p), p
+        return find_definition(value, REPO)
     except SchemaError as e:
         _fail(str(e))
         raise  # unreachable

@@ -305,15 +305,19 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
         record(WorkloadResult(uuid=target.uuid, axes=dict(target.axes), status=status, message=message, log=worker.log.take()))
         remaining = [w for w in remaining if w.uuid != target.uuid]
 
+    def fail_all(status: Status, message: str, log: str | None = None) -> list[Workload]:
+        """Every workload still to do shares one fate (a failed or hung build, a harness error)."""
+        text = worker.log.take() if log is None else log
+        for w in remaining:
+            record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=status, message=message[:2000], log=text))
+        return []
+
     while True:
         msg = worker.next_message(deadline)
         if msg is None:  # timed out
             worker.kill()
             if current is None and report.build is None:
-                # the build itself hung: every workload shares that fate
-                for w in remaining:
-                    record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.TIMEOUT, message=f"build/import did not finish within {cfg.startup_timeout_s:.0f} s", log=worker.log.take()))
-                return []
+                return fail_all(Status.TIMEOUT, f"build/import did not finish within {cfg.startup_timeout_s:.0f} s")
             fail_current(Status.TIMEOUT, f"did not finish within {cfg.timeout_s:.0f} s")
             return remaining
         kind = msg.get("type")
@@ -323,15 +327,11 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
             if not remaining:
                 return []
             if current is None and report.build is None:
-                for w in remaining:
-                    record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message=f"the worker died while building/importing the solution ({why})", log=worker.log.take()))
-                return []
+                return fail_all(Status.RUNTIME_ERROR, f"the worker died while building/importing the solution ({why})")
             fail_current(Status.RUNTIME_ERROR, f"the worker died during this workload ({why})")
             return remaining
         if kind == "fatal":
-            for w in remaining:
-                record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message=f"harness error: {msg.get('message')}", log=str(msg.get("log", ""))))
-            return []
+            return fail_all(Status.RUNTIME_ERROR, f"harness error: {msg.get('message')}", str(msg.get("log", "")))
         if kind == "env":
             env.clear()
             env.update(msg.get("env") or {})
@@ -345,9 +345,7 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                 if not res.ok:
                     first = res.errors[0] if res.errors else None
                     where = f"{first.file}:{first.line}: " if first and first.file else ""
-                    for w in remaining:
-                        record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.COMPILE_ERROR, message=f"{where}{first.message if first else 'build failed'}"[:2000], log=res.log))
-                    return []
+                    return fail_all(Status.COMPILE_ERROR, f"{where}{first.message if first else 'build failed'}", res.log)
             elif not res.ok:
                 report.config["baseline_build_error"] = res.model_dump(mode="json")
             if progress:
@@ -374,10 +372,7 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
             current = None
             deadline = min(time.monotonic() + cfg.timeout_s, total_deadline)
         elif kind == "done":
-            if remaining:
-                for w in remaining:
-                    record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message="the worker finished without evaluating this workload"))
-            return []
+            return fail_all(Status.RUNTIME_ERROR, "the worker finished without evaluating this workload")
 
 
 def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, workload: Workload) -> None:

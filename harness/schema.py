@@ -431,6 +431,16 @@ def load_definition(path: str | Path) -> Definition:
     return _parse(Definition, _read_json(Path(path)), str(path))
 
 
+def find_definition(value: str, root: Path | None = None) -> tuple[Definition, Path]:
+    """A definition given as a path, or as the name of one of ours (``definitions/NAME/definition.json``)."""
+    p = Path(value)
+    if not p.exists():
+        ours = (root or Path(__file__).resolve().parents[1]) / "definitions" / value / "definition.json"
+        if ours.exists():
+            p = ours
+    return load_definition(p), p
+
+
 def load_solution(path: str | Path) -> Solution:
     return _parse(Solution, _read_json(Path(path)), str(path))
 
@@ -443,39 +453,31 @@ def parse_definition(data: Any, where: str = "definition") -> Definition:
     return _parse(Definition, data, where)
 
 
-def load_jsonl(path: str | Path, model: type[BaseModel]) -> list[Any]:
-    out = []
-    text = Path(path).read_text() if Path(path).exists() else None
-    if text is None:
+def _jsonl_records(path: str | Path):
+    """(where, parsed JSON) for every non-blank line, with file:line in every error."""
+    p = Path(path)
+    if not p.is_file():
         raise SchemaError(f"{path}: no such file")
-    for i, line in enumerate(text.splitlines(), 1):
+    for i, line in enumerate(p.read_text().splitlines(), 1):
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            yield f"{path}:{i}", json.loads(line)
         except json.JSONDecodeError as e:
             raise SchemaError(f"{path}:{i}: not valid JSON: {e.msg}") from None
-        out.append(_parse(model, data, f"{path}:{i}"))
-    return out
 
 
 def load_workloads(path: str | Path, definition: Definition | None = None) -> list[Workload]:
     """Workloads from a JSONL file of workload traces (the official layout) or of bare workloads."""
     workloads: list[Workload] = []
-    for i, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise SchemaError(f"{path}:{i}: not valid JSON: {e.msg}") from None
+    for where, data in _jsonl_records(path):
         if isinstance(data, dict) and "workload" in data:
-            t = _parse(Trace, data, f"{path}:{i}")
+            t = _parse(Trace, data, where)
             if definition is not None and t.definition != definition.name:
-                raise SchemaError(f"{path}:{i}: workload is for '{t.definition}', not '{definition.name}'")
+                raise SchemaError(f"{where}: workload is for '{t.definition}', not '{definition.name}'")
             workloads.append(t.workload)
         else:
-            workloads.append(_parse(Workload, data, f"{path}:{i}"))
+            workloads.append(_parse(Workload, data, where))
     if definition is not None:
         for w in workloads:
             definition.resolve_axes(w.axes)

@@ -155,7 +155,7 @@ def test_resume_keeps_finished_workloads(definition, workloads, tmp_path):
 
 
 def test_baseline_is_measured_interleaved(definition, workloads, tmp_path):
-    slow = GOOD_RET.replace("def run(hidden_states, weight):", "def run(hidden_states, weight):\n    for _ in range(30):\n        (hidden_states.float() * 2).sum()")
+    slow = GOOD_RET.replace("def run(hidden_states, weight):", "def run(hidden_states, weight):\n    for _ in range(400):\n        (hidden_states.float() * 2).sum()")
     rep = run(definition, workloads[-1:], sol(GOOD_RET), tmp_path, baseline=sol(slow, name="slow"))
     w = rep.workloads[0]
     assert w.speedup_vs_baseline is not None and w.speedup_vs_baseline.median > 1.5
