@@ -53,6 +53,7 @@ class Ceilings(BaseModel):
     measured_at: str | None = None
     torch_version: str | None = None
     sm_count: int | None = None
+    l2_bytes: int | None = None  # traffic that can stay on chip: lets a floor check tell L2 hits from cheats
     missing: dict[str, str] = Field(default_factory=dict)  # peak key -> why it was not measured
     details: dict[str, Any] = Field(default_factory=dict)
 
@@ -93,6 +94,7 @@ class Ceilings(BaseModel):
             "source": self.source if self.source == "measured" else DOCUMENTED_LABEL,
             "measured_at": self.measured_at,
             "sm_count": self.sm_count,
+            "l2_bytes": self.l2_bytes if self.l2_bytes else _documented_field(self.gpu_name, "l2_bytes"),
         }
 
 
@@ -106,6 +108,7 @@ DOCUMENTED: dict[str, dict[str, Any]] = {
         "copy_bandwidth_gbs": 4300.0,
         "matmul_tflops": {"bf16": 790.0, "fp16": 790.0, "fp8": 1980.0, "fp32": 67.0},
         "sm_count": 132,
+        "l2_bytes": 60 * 1024 * 1024,  # REFERENCES.md: 60 MB L2
         "note": (
             f"{DOCUMENTED_LABEL}: copy ~4.3 TB/s and bf16 ~790 TFLOP/s were measured on an H200 in an "
             "earlier session (REFERENCES.md); fp16 assumed = bf16; fp8 and fp32 are datasheet values. "
@@ -113,6 +116,13 @@ DOCUMENTED: dict[str, dict[str, Any]] = {
         ),
     },
 }
+
+
+def _documented_field(gpu_name: str, key: str) -> Any:
+    for name, data in DOCUMENTED.items():
+        if name.lower() in gpu_name.lower():
+            return data.get(key)
+    return None
 
 
 def _slug(name: str) -> str:
@@ -283,6 +293,7 @@ def measure_ceilings(device: str = "cuda", *, quick: bool = False) -> Ceilings:
         measured_at=now,
         torch_version=torch.__version__,
         sm_count=props.multi_processor_count,
+        l2_bytes=int(getattr(props, "L2_cache_size", 0)) or None,
         missing=missing,
         details=details,
     )

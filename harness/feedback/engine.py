@@ -45,8 +45,8 @@ REPO = Path(__file__).resolve().parents[2]
 RULES_DIR = REPO / "skills" / "profiling" / "rules"
 SEVERITIES = ("critical", "high", "medium", "low", "info")
 CLASSES = ("memory", "compute", "latency")
-_RULE_KEYS = {"name", "title", "applies_to", "requires", "thresholds", "trigger", "analysis", "recommendation",
-              "severity", "impact", "group", "stop", "description"}
+_RULE_KEYS = {"name", "title", "applies_to", "requires", "optional", "thresholds", "trigger", "analysis",
+              "recommendation", "severity", "impact", "group", "stop", "description"}
 
 
 class RuleError(ValueError):
@@ -71,6 +71,7 @@ class Rule:
     recommendation: str
     severity: list[_Severity]
     impact: Expr | None = None
+    optional: tuple[str, ...] = ()
     group: str | None = None
     stop: bool = False
     file: str = ""
@@ -181,17 +182,19 @@ def _parse_rule(d: dict[str, Any], file: str) -> Rule:
     if sev[-1].when is not None:
         raise RuleError(f"{where}: the last severity entry must have no 'when' (the default)")
     requires = tuple(_as_list(d.get("requires")))
-    # Every name the trigger reads must be evidence (declared in requires) or a threshold.
-    undeclared = [n for n in trigger.names if n not in requires and n not in thresholds]
+    optional = tuple(_as_list(d.get("optional")))
+    # Every name the trigger reads must be evidence (declared in requires, or in optional when the
+    # trigger only reads it behind a short-circuit) or a threshold.
+    undeclared = [n for n in trigger.names if n not in requires and n not in optional and n not in thresholds]
     if undeclared:
-        raise RuleError(f"{where}: trigger reads {undeclared}, which are neither in requires nor thresholds")
+        raise RuleError(f"{where}: trigger reads {undeclared}, which are neither in requires, optional nor thresholds")
     for key in ("analysis", "recommendation", "title"):
         if key in d:
             _check_template(str(d[key]), f"{where} {key}")
     return Rule(
         name=str(d["name"]), title=str(d.get("title", d["name"])), applies_to=applies, requires=requires,
         thresholds=thresholds, trigger=trigger, analysis=str(d["analysis"]).strip(),
-        recommendation=str(d["recommendation"]).strip(), severity=sev, impact=impact,
+        recommendation=str(d["recommendation"]).strip(), severity=sev, impact=impact, optional=optional,
         group=d.get("group"), stop=bool(d.get("stop", False)), file=file,
     )
 
@@ -246,6 +249,13 @@ def derived_evidence(evidence: dict[str, Any], roofline: Roofline | None) -> dic
         ev.setdefault("compute_unit", extra.get("compute_unit"))
         ev.setdefault("intensity", roofline.intensity)
         ev.setdefault("roofline_bytes", roofline.bytes)
+        # The floor if the whole L2 served traffic for free: a measured time below it is impossible,
+        # one between it and floor_us is plausible (outputs still in L2, inputs L2-resident).
+        c = roofline.ceilings if isinstance(roofline.ceilings, dict) else {}
+        l2, bw = c.get("l2_bytes"), c.get("copy_bandwidth_gbs")
+        if l2 and bw and extra.get("memory_floor_ms") is not None:
+            mem_l2_ms = max(0.0, extra["memory_floor_ms"] - l2 / (bw * 1e9) * 1e3)
+            ev.setdefault("floor_l2_us", max(mem_l2_ms, extra.get("compute_floor_ms") or 0.0) * 1e3)
         ev.setdefault("roofline_flops", roofline.flops)
         if roofline.fraction is not None:
             ev.setdefault("roofline_fraction", roofline.fraction)
@@ -369,7 +379,7 @@ def run_rules(evidence: dict[str, Any], roofline: Roofline | None = None, rules_
                 impact = float(rule.impact(env))
             except (ExprError, TypeError, ValueError):
                 impact = 0.0
-        shown = {n: ev[n] for n in dict.fromkeys([*rule.requires, *rule.trigger.names]) if n in ev}
+        shown = {n: ev[n] for n in dict.fromkeys([*rule.requires, *rule.optional, *rule.trigger.names]) if n in ev}
         shown.update({f"threshold.{k}": v for k, v in rule.thresholds.items()})
         item = FeedbackItem(
             rule=rule.name,

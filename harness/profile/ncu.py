@@ -91,6 +91,7 @@ METRICS: tuple[str, ...] = (
     "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
     "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
     "sm__sass_data_bytes_mem_global_op_ld.sum",
+    "sm__sass_data_bytes_mem_global_op_ldgsts.sum",  # cp.async: its sectors count as op_ld in l1tex
     "sm__sass_data_bytes_mem_global_op_st.sum",
     # local memory (register spills)
     "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
@@ -409,6 +410,15 @@ def kernel_evidence(m: dict[str, Any]) -> dict[str, Any]:
         sectors = _get(m, f"l1tex__t_sectors_pipe_lsu_mem_global_op_{op}.sum")
         requests = _get(m, f"l1tex__t_requests_pipe_lsu_mem_global_op_{op}.sum")
         useful = _get(m, f"sm__sass_data_bytes_mem_global_op_{op}.sum")
+        if op == "ld":
+            # cp.async (LDGSTS) traffic shows up in the L1 op_ld sectors but in its own SASS byte count.
+            async_bytes = _get(m, "sm__sass_data_bytes_mem_global_op_ldgsts.sum")
+            if async_bytes is not None and useful is not None:
+                useful += async_bytes
+            elif useful == 0:
+                # Sectors moved with zero LDG bytes: the loads are async copies whose bytes were not
+                # collected; an efficiency of 0% would be a false alarm, so leave it unknown.
+                useful = None
         put(f"global_{tag}_sectors_per_request", _ratio(sectors, requests))
         # Efficiency: bytes the threads asked for over bytes moved in 32-byte sectors (100% = coalesced).
         eff = _ratio(useful, sectors * 32 if sectors is not None else None, 100.0)

@@ -10,10 +10,13 @@ from harness.feedback.engine import RuleError, load_rules, run_rules
 from harness.report import FeedbackItem, Roofline
 
 
-def roof(bound="memory", intrinsic=None, fraction=None, floor_us=100.0, unit="simt", nbytes=1e8, sm_count=132):
+def roof(bound="memory", intrinsic=None, fraction=None, floor_us=100.0, unit="simt", nbytes=1e8, sm_count=132,
+         l2_bytes=None, bw_gbs=None):
     intrinsic = intrinsic or (bound if bound != "latency" else "memory")
+    ceilings = {"sm_count": sm_count, "l2_bytes": l2_bytes, "copy_bandwidth_gbs": bw_gbs}
     return Roofline(bytes=nbytes, flops=1e9, intensity=1e9 / nbytes, floor_ms=floor_us / 1e3, fraction=fraction,
-                    bound=bound, ceilings={"sm_count": sm_count}, intrinsic_bound=intrinsic, compute_unit=unit)
+                    bound=bound, ceilings=ceilings, intrinsic_bound=intrinsic, compute_unit=unit,
+                    memory_floor_ms=floor_us / 1e3, compute_floor_ms=0.0)
 
 
 RULES = {r.name: r for r in load_rules()}
@@ -163,7 +166,7 @@ def test_rule_file_errors_are_clear(tmp_path):
     assert [r.name for r in load_rules(ok)] == ["r"]
     cases = {
         "unknown keys": base + "colour: red\n",
-        "neither in requires nor thresholds": base.replace("x > 1", "x > y"),
+        "neither in requires, optional nor thresholds": base.replace("x > 1", "x > y"),
         "is not allowed": base.replace("x > 1", 'x.__class__ or __import__("os")'),
         "severity": base.replace("severity: high", "severity: urgent"),
         "missing 'trigger'": base.replace("trigger: 'x > 1'\n", ""),
@@ -207,3 +210,17 @@ def test_tiny_workloads_are_not_alarmed_about_grid_or_distance():
     big = roof("latency", "memory", fraction=0.01, floor_us=50)
     res = run_rules({"grid_size": 1, "sm_count": 132}, big, rules=[RULES["grid_too_small"], RULES["roofline_distance"]])
     assert {i.rule: i.severity for i in res} == {"grid_too_small": "critical", "roofline_distance": "high"}
+
+
+def test_faster_than_floor_tells_l2_reuse_from_the_impossible():
+    # 200 MB at 4 TB/s = 50 us floor; a free 60 MB L2 lowers it to 35 us.
+    kw = dict(nbytes=2e8, floor_us=50.0, l2_bytes=60e6, bw_gbs=4000.0)
+    plausible = run_rules({}, roof(fraction=50 / 45, **kw), rules=[RULES["faster_than_floor"], RULES["near_roofline_floor"]])
+    assert {i.rule: i.severity for i in plausible} == {"faster_than_floor": "low", "near_roofline_floor": "info"}
+    assert plausible.stop
+    impossible = run_rules({}, roof(fraction=50 / 20, **kw), rules=[RULES["faster_than_floor"], RULES["near_roofline_floor"]])
+    assert {i.rule: i.severity for i in impossible} == {"faster_than_floor": "critical"}
+    assert not impossible.stop
+    # Without an L2 size nothing excuses it.
+    unknown = run_rules({}, roof(fraction=1.2), rules=[RULES["faster_than_floor"]])
+    assert unknown[0].severity == "critical"
