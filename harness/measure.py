@@ -21,7 +21,7 @@ import torch
 from .compare import normalize_outputs
 from .inputs import poison
 from .schema import Definition
-from .stats import relative_median_halfwidth
+from .stats import precise_enough
 
 # Captured before any candidate code is imported into this process, so a candidate that patches the
 # torch or time attributes later cannot change what the harness calls.
@@ -50,6 +50,7 @@ class TimingConfig:
     target_rsem: float = 0.003  # stop when the median's 95% interval is within ±0.3 %...
     budget_s: float = 0.5  # ...or after this much wall time (small kernels' spread across processes is
     # dominated by per-process effects, not by sample count: H200 measurements in docs/measurements.md)
+    resolution_ms: float = 0.0005  # CUDA event resolution (~0.5 µs); on the CPU perf_counter is far finer
     chunk: int = 25  # iterations enqueued between synchronizations
     flush_l2_bytes: int = 256 << 20
     recheck: int = 5  # timed outputs re-checked against the reference
@@ -172,7 +173,7 @@ class Timer:
                 samples[j].times_ms.append(_event_elapsed(ev[0], ev[1]) if ev is not None else ms)
             n = len(samples[0].times_ms)
             elapsed = _monotonic() - t_start
-            if n >= cfg.max_iters or (n >= min_n and (elapsed > budget or all(relative_median_halfwidth(s.times_ms) < cfg.target_rsem for s in samples))):
+            if n >= cfg.max_iters or (n >= min_n and (elapsed > budget or all(precise_enough(s.times_ms, cfg.target_rsem, cfg.resolution_ms) for s in samples))):
                 break
             if elapsed > 4 * budget and n >= 3:  # a very slow callable (a reference taking seconds)
                 break

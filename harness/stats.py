@@ -53,19 +53,31 @@ def summarize(samples: Sequence[float]) -> LatencyStats:
     )
 
 
-def relative_median_halfwidth(samples: Sequence[float]) -> float:
-    """Half the width of the median's 95% interval, relative to the median.
+def median_halfwidth(samples: Sequence[float]) -> tuple[float, float]:
+    """(half the width of the median's 95% interval, the median).
 
     The stopping rule uses this rather than the standard error of the mean: GPU timings have rare
     large outliers (a preempted host, a clock change), which inflate the SEM without moving the median.
     """
     n = len(samples)
     if n < 6:
-        return float("inf")
+        return float("inf"), float("nan")
     xs = sorted(samples)
     lo, hi = median_ci_indices(n)
-    med = statistics.median(xs)
-    return (xs[hi] - xs[lo]) / 2 / med if med > 0 else float("inf")
+    return (xs[hi] - xs[lo]) / 2, statistics.median(xs)
+
+
+def relative_median_halfwidth(samples: Sequence[float]) -> float:
+    half, med = median_halfwidth(samples)
+    return half / med if med and med > 0 else float("inf")
+
+
+def precise_enough(samples: Sequence[float], rel: float, resolution: float) -> bool:
+    """The median is known to ±``rel`` of itself, or to within the timer's ``resolution`` (CUDA events
+    tick in about half a microsecond: a 4 µs kernel's interval cannot shrink below that, however long
+    it is sampled)."""
+    half, med = median_halfwidth(samples)
+    return med == med and half <= max(rel * med, resolution)
 
 
 def relative_sem(samples: Sequence[float]) -> float:

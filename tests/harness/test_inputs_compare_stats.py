@@ -130,3 +130,12 @@ def test_stop_rule_ignores_rare_outliers():
 def test_paired_ratio():
     r = paired_ratio([2.0] * 20, [1.0] * 20)
     assert r.median == 2.0 and r.ci95 == (2.0, 2.0) and r.n == 20
+
+
+def test_stop_rule_respects_timer_resolution():
+    from harness.stats import precise_enough
+
+    quantized = [0.0035 + 0.0005 * (i % 5) for i in range(60)]  # a 4.5 µs kernel on a 0.5 µs clock
+    assert not precise_enough(quantized, 0.003, 0.0)
+    assert precise_enough(quantized, 0.003, 0.0005)
+    assert not precise_enough([1.0, 2.0] * 30, 0.003, 0.0005)
