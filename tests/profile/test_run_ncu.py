@@ -77,3 +77,11 @@ def test_filter_distrusts_a_query_that_knows_almost_nothing():
     bases = {m.split(".")[0] for m in METRICS} - {"sm__pipe_tensor_cycles_active"}
     kept, dropped = filter_metrics(METRICS, bases)
     assert dropped == ["sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"]
+
+
+def test_unsuffixed_names_survive_the_query_filter():
+    from harness.profile.ncu import filter_metrics
+
+    bases = {m.split(".")[0] for m in METRICS if "." in m}  # what ncu 2025.3 lists: no unsuffixed names
+    kept, dropped = filter_metrics(METRICS, bases)
+    assert "sm__maximum_warps_per_active_cycle_pct" in kept and not dropped
