@@ -344,8 +344,6 @@ class ModuleScan(ast.NodeVisitor):
         if node.name in self.ctx.attributes and node.name.startswith("__"):
             self.hit(self.ctx.attributes[node.name], node, f"defines {node.name}")
         f = self._enter_function(node, node.name)
-        if f.globals_declared and self.ctx.module_state:
-            pass  # reported at the Global statement
         for stmt in node.body:
             self.visit(stmt)
         self.func_stack.pop()
@@ -454,10 +452,9 @@ class ModuleScan(ast.NodeVisitor):
         self.generic_visit(node)
 
     def note_refs(self, qs: set[str]) -> None:
+        # Module-level references need no edge: reachability starts at the entry function.
         if self.func is not None:
             self.func.refs.update(q for q in qs if q.startswith(OWN) and not q.startswith(f"{OWN}local:"))
-        else:
-            self.ctx.module_refs.update(q for q in qs if q.startswith(OWN))
 
     # ---- stores: monkey-patching, module state, input mutation
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -673,11 +670,8 @@ class ModuleScan(ast.NodeVisitor):
         if target is None:
             return
         qs = self.resolve(target, self.func)
-        if qs & self.ctx.all_kernels:
-            if self.func is not None:
-                self.func.launches += 1
-            else:
-                self.ctx.module_launches += 1
+        if qs & self.ctx.all_kernels and self.func is not None:
+            self.func.launches += 1  # a launch at import time does not make the entry point launch
 
     # ---- cache keys
     def check_key(self, key: ast.AST, where: ast.AST) -> None:
@@ -896,8 +890,6 @@ class SolutionScan:
         self.input_names = input_names
         self.scalar_names = scalar_names
         self.all_kernels: set[str] = set()
-        self.module_refs: set[str] = set()
-        self.module_launches = 0
         self.tainted_returns: dict[str, str] = {}
         self._docstrings: set[int] = set()
         self.func_params: dict[str, list[str]] = {}
