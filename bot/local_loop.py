@@ -38,7 +38,7 @@ from typing import Any, Callable
 from bot.controller.campaign import Campaign, CampaignConfig, StepResult
 from bot.controller.tree import ROOT, solution_node_id
 from bot.forge.local import LocalForge
-from bot.forge.markers import decode_meta, with_meta
+from bot.forge.markers import with_meta
 from bot.harness_evaluator import HarnessEvaluator
 from bot.leaderboard import render_leaderboard, updated_champion
 from bot.promotion import champion_path, leaderboard_path, read_champion
@@ -484,12 +484,3 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
         "stop_reason": rep["stop_reason"],
     }
 
-
-def pr_meta_of(pr: Any, bot_login: str) -> dict[str, Any] | None:
-    from bot.forge.markers import pr_meta
-
-    return pr_meta(pr.body, pr.author, bot_login)
-
-
-__all__ = ["Workspace", "OptimizeOptions", "optimize", "weak_start", "PullRequestEvaluator", "LoopError",
-           "default_agent", "decode_meta"]
