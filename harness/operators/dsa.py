@@ -84,7 +84,7 @@ def _lengths(n: int, low: int, high: int, mix: str, threshold: int, gen: torch.G
     def uni(lo: int, hi: int, m: int) -> torch.Tensor:
         lo, hi = max(lo, low), min(hi, high)
         if hi < lo:
-            lo, hi = low, high
+            raise SchemaError(f"length mix '{mix}' needs lengths in [{lo}, {hi}]: empty (bounds [{low}, {high}], top-k {threshold})")
         return torch.randint(lo, hi + 1, (m,), generator=gen)
     if mix == "uniform":
         return uni(low, high, n)

@@ -223,3 +223,9 @@ def test_cu_seqlens_length_must_match_num_seqs():
     defn, cfg = ours(PREFILL)
     with pytest.raises(SchemaError):
         make(defn, cfg, workload({"total_seq_len": 10, "num_seqs": 2, "len_cu_seqlens": 4}, scale=scalar(0.0)), 0)
+
+
+def test_impossible_length_mix_is_a_clear_error():
+    defn, cfg = ours(ATTENTION)
+    with pytest.raises(SchemaError, match="mix 'long'"):
+        make(defn, cfg, workload({"num_tokens": 2, "num_pages": 100}, sparse_indices=gen("dsa_sparse_indices", mix="long", max_context=1000), sm_scale=scalar(0.07)), 0)
