@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from harness.ceilings import Ceilings, cache_dir, ceilings_for, documented_ceilings, load_ceilings, measure_ceilings, save_ceilings
+from harness.ceilings import Ceilings, cache_dir, ceilings_for, load_ceilings, measure_ceilings, save_ceilings
 
 
 @pytest.fixture(autouse=True)
