@@ -113,6 +113,7 @@ class ModuleScan(ast.NodeVisitor):
         self.module_level_names: set[str] = set()
         self.kernels: set[str] = set()  # qualified names of @triton.jit (and autotuned) kernels
         self.func_stack: list[_Func] = []
+        self.class_stack: list[tuple[int, str]] = []  # (function depth, class name) being visited
         self.except_depth = 0
         self.annotation_depth = 0
         self.functions: dict[str, _Func] = {}
@@ -145,6 +146,8 @@ class ModuleScan(ast.NodeVisitor):
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 qual = self.own(node.name) if func is None else f"{func.qual}.{node.name}"
                 self._bind(into, node.name, {qual})
+                if isinstance(node, ast.ClassDef):
+                    self.ctx.classes.add(qual)
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and self._is_kernel_decorated(node, func):
                     self.kernels.add(qual)
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)):
@@ -218,6 +221,8 @@ class ModuleScan(ast.NodeVisitor):
             return {f"{q}.{node.attr}" for q in self.resolve(node.value, func, into) if not q.startswith(f"{OWN}local:")}
         if isinstance(node, ast.Call):
             fq = self.resolve(node.func, func, into)
+            if fq & self.ctx.classes:
+                return fq & self.ctx.classes  # an instance of an own class: its methods resolve through it
             lit = _literal_str(node.args[1]) if len(node.args) >= 2 else None
             if "builtins.getattr" in fq and lit is not None:
                 return {f"{q}.{lit}" for q in self.resolve(node.args[0], func, into)}
@@ -313,7 +318,10 @@ class ModuleScan(ast.NodeVisitor):
 
     def _enter_function(self, node: ast.AST, name: str) -> _Func:
         parent = self.func
-        qual = self.own(name) if parent is None else f"{parent.qual}.{name}"
+        # Classes between the enclosing function (or module) and this def are part of its name, so
+        # methods are `$mod.Class.method` and reachable when the class is.
+        classes = [c for depth, c in self.class_stack if depth == len(self.func_stack)]
+        qual = ".".join([f"{OWN}{self.mod}" if parent is None else parent.qual] + classes + [name])
         args = node.args
         params = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs]
         params += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
@@ -327,6 +335,9 @@ class ModuleScan(ast.NodeVisitor):
             self._collect(body, f.bindings, f)
         for p in params:  # a parameter is never a module or library object, whatever it is later bound to
             f.bindings[p].add(f"{OWN}local:{p}")
+        if classes and params and params[0] in ("self", "cls"):
+            # self.method(...) inside a class resolves to the class's own method
+            f.bindings[params[0]] = {".".join([f"{OWN}{self.mod}" if parent is None else parent.qual] + classes)}
         if not f.is_device:
             self._type_tensors(f, node, body)
         self.functions[qual] = f
@@ -384,7 +395,11 @@ class ModuleScan(ast.NodeVisitor):
             if any(prefix_match(q, _SUBCLASS_BASES) for q in qs):
                 self.hit("tensor-subclass", node, f"class {node.name} subclasses {sorted(qs)[0]}")
         # Methods of a class are reachable when the class is.
-        self.generic_visit(node)
+        self.class_stack.append((len(self.func_stack), node.name))
+        try:
+            self.generic_visit(node)
+        finally:
+            self.class_stack.pop()
         if self.func is not None:
             self.func.refs.add(f"{self.func.qual}.{node.name}")
 
@@ -490,6 +505,9 @@ class ModuleScan(ast.NodeVisitor):
         if isinstance(target, ast.Attribute):
             if target.attr in self.ctx.attributes:
                 self.hit(self.ctx.attributes[target.attr], target, f"assigns attribute .{target.attr}")
+            if isinstance(target.value, ast.Name) and target.value.id in ("self", "cls"):
+                self.visit(target.value)
+                return  # an object's own state (a class attribute set through cls is still per class)
             base = self.resolve(target.value, f)
             libs = sorted(q for q in base if not q.startswith(OWN))
             owns = sorted(q for q in base if q.startswith(OWN) and not q.startswith(f"{OWN}local:"))
@@ -582,14 +600,15 @@ class ModuleScan(ast.NodeVisitor):
             return
         pairs: list[tuple[int | str, ast.AST]] = [(i, a) for i, a in enumerate(node.args) if not isinstance(a, ast.Starred)]
         pairs += [(k.arg, k.value) for k in node.keywords if k.arg]
+        bound = isinstance(node.func, ast.Attribute)  # obj.method(...): `self` takes no argument
         for key, arg in pairs:
             is_t = self._is_tensor(arg, f)
             is_in = self._names_input(arg, f) if isinstance(arg, (ast.Name, ast.Subscript, ast.Attribute)) else False
             for q in own:
                 if is_t:
-                    self.ctx.pending_args.add((q, key, "tensor"))
+                    self.ctx.pending_args.add((q, key, "tensor", bound))
                 if is_in:
-                    self.ctx.pending_args.add((q, key, "input"))
+                    self.ctx.pending_args.add((q, key, "input", bound))
 
     def _check_method_call(self, node: ast.Call, f: _Func | None) -> None:
         meth = node.func.attr
@@ -895,7 +914,8 @@ class SolutionScan:
         self.func_params: dict[str, list[str]] = {}
         self.tensor_params: dict[str, set[str]] = {}
         self.input_params: dict[str, set[str]] = {}
-        self.pending_args: set[tuple[str, int | str, str]] = set()
+        self.pending_args: set[tuple[str, int | str, str, bool]] = set()
+        self.classes: set[str] = set()  # qualified names of the solution's own classes
         self.parents: dict[ast.AST, ast.AST] = {}
         self.modules: list[ModuleScan] = []
 
@@ -952,10 +972,12 @@ class SolutionScan:
     def _propagate_params(self) -> bool:
         """Turn recorded (callee, argument position/name, kind) into parameter facts; True if any new."""
         changed = False
-        for callee, key, kind in self.pending_args:
+        for callee, key, kind, bound in self.pending_args:
             params = self.func_params.get(callee)
             if params is None:
                 continue
+            if isinstance(key, int) and bound and params and params[0] in ("self", "cls"):
+                key += 1
             name = params[key] if isinstance(key, int) and key < len(params) else key if isinstance(key, str) else None
             if name is None or name not in params:
                 continue

@@ -289,6 +289,15 @@ def test_triton_launch_autotuned_and_run_method(scan):
     assert scan(code) == set()
 
 
+def test_triton_launch_through_a_class(scan):
+    code = HEAD + (
+        "\n\nclass _Launcher:\n    def __init__(self, block):\n        self.block = block\n\n"
+        "    def go(self, x, y):\n        _k[(1,)](x, y, 1, BLOCK=self.block)\n\n\n"
+        "def run(hidden_states, weight):\n    out = torch.empty_like(hidden_states)\n"
+        "    _Launcher(16).go(hidden_states, out)\n    return out\n")
+    assert scan(code) == set()
+
+
 def test_triton_entry_missing(scan):
     code = HEAD + "\n\ndef other(hidden_states, weight):\n    pass\n"
     assert "no-kernel-launch" in scan(code)
@@ -432,6 +441,8 @@ EVASIONS = [
     ("format-gadget", py("s = '{0.__globals__}'.format(run)"), "python", "introspection"),
     ("getattribute-string", py("f = object.__getattribute__(run, '__code__')"), "python", "introspection"),
     ("profiler", py("p = torch.profiler.profile()"), "python", "introspection"),
+    ("method-arith", tri("y = _Ops().add(hidden_states, weight)", "class _Ops:\n    def add(self, a, b):\n        return a + b\n"), "triton", "host-compute"),
+    ("self-method-arith", tri("y = _Ops().outer(hidden_states)", "class _Ops:\n    def outer(self, a):\n        return self.inner(a)\n    def inner(self, t):\n        return t * 2\n"), "triton", "host-compute"),
     ("helper-mutates-input", py("_scale(hidden_states)", "import torch\ndef _scale(t):\n    t.mul_(2)\n"), "python", "input-mutation"),
 ]
 
