@@ -131,12 +131,14 @@ def _emit(outcome, title: str, as_json: bool, out: str | None, **extra: Any) -> 
 @click.option("--solution", "solution_json", type=click.Path(exists=True, dir_okay=False),
               help="Also compile the solution's Triton kernels for sm_90 (no GPU needed; imports the solution).")
 @click.option("--gpu", help="GPU whose ceilings to use (default: cached or documented NVIDIA H200).")
+@click.option("--ceilings", "ceilings_json", type=click.Path(exists=True, dir_okay=False),
+              help="Ceilings JSON to use (e.g. one recorded with a CSV: tests/fixtures/ncu/ceilings.json).")
 @click.option("--measured-ms", type=float, help="Measured latency per call; default: the kernels' ncu durations.")
 @click.option("--rules", "rules_dir", type=click.Path(file_okay=False, exists=True), help="Rules folder (default: skills/profiling/rules).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON here.")
-def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin, solution_json, gpu, measured_ms,
-                rules_dir, as_json, out):
+def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin, solution_json, gpu, ceilings_json,
+                measured_ms, rules_dir, as_json, out):
     """Run the rule engine on recorded evidence: an ncu CSV, cubins, a solution's Triton kernels.
 
     Works anywhere, no GPU needed. Without --ncu-csv only the roofline and the static evidence (SASS,
@@ -151,7 +153,15 @@ def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin
         _fail("give at least one of --ncu-csv, --cubin, --solution")
     definition, dpath = _load_definition(definition_arg)
     axes, w = _resolve_workload(definition, dpath, workload, workloads_path)
-    ceilings = _ceilings(gpu, None)
+    if ceilings_json:
+        from .ceilings import Ceilings
+
+        try:
+            ceilings = Ceilings.model_validate_json(Path(ceilings_json).read_text())
+        except ValueError as e:
+            _fail(f"{ceilings_json}: not a ceilings file: {e}")
+    else:
+        ceilings = _ceilings(gpu, None)
     collected: list = []
     if ncu_csv:
         ncu = ncu_evidence(Path(ncu_csv).read_text(errors="replace"), kernel)

@@ -195,3 +195,19 @@ def test_profile_report_profiles_a_spread_of_workloads(tmp_path, monkeypatch):
     assert len(profiled) == 3
     others = [w for w in report.workloads if w.axes["N"] not in calls]
     assert all(w.roofline is not None and "not profiled" in w.profile["missing"]["ncu"] for w in others)
+
+
+def test_explain_with_a_ceilings_file(cli, tmp_path):
+    csv_path = tmp_path / "k.csv"
+    csv_path.write_text(raw_csv([("add_good", common(**{"gpu__time_duration.sum": ("usecond", 52.0)}))]))
+    ceil = tmp_path / "c.json"
+    ceil.write_text(H200.model_copy(update={"copy_bandwidth_gbs": 2000.0, "source": "measured"}).model_dump_json())
+    r = CliRunner().invoke(cli, ["explain", "--ncu-csv", str(csv_path), "-d", str(FIX / "kbot_vector_add_f32.json"),
+                                 "-w", "N=16777216", "--ceilings", str(ceil), "--json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["roofline"]["ceilings"]["copy_bandwidth_gbs"] == 2000.0
+    ceil.write_text("{}")
+    r = CliRunner().invoke(cli, ["explain", "--ncu-csv", str(csv_path), "-d", str(FIX / "kbot_vector_add_f32.json"),
+                                 "-w", "N=16", "--ceilings", str(ceil)])
+    assert r.exit_code == 2 and "not a ceilings file" in r.output
