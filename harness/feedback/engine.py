@@ -105,7 +105,7 @@ class FeedbackResult(list):
 
     @property
     def stop(self) -> bool:
-        """True when a stop-signal rule fired (the kernel is within 5% of its floor)."""
+        """True when a stop-signal rule fired (the kernel runs at >= 95% of its floor)."""
         return any(getattr(i, "stop", False) for i in self)
 
     def to_dict(self) -> dict[str, Any]:

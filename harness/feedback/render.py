@@ -36,7 +36,7 @@ def render_markdown(result: FeedbackResult, roofline: Roofline | None = None, *,
     if roofline is not None:
         lines += ["Roofline: " + roofline_line(roofline), ""]
     if result.stop:
-        lines += ["**Stop signal:** this kernel is within 5% of its roofline floor.", ""]
+        lines += ["**Stop signal:** this kernel runs at 95% or more of its roofline floor; further work here is noise.", ""]
     items = list(result)[: max_items or None]
     if not items:
         lines.append("No rule fired: nothing to fix that the evidence can see.")
