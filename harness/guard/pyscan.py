@@ -505,9 +505,10 @@ class ModuleScan(ast.NodeVisitor):
         if isinstance(target, ast.Attribute):
             if target.attr in self.ctx.attributes:
                 self.hit(self.ctx.attributes[target.attr], target, f"assigns attribute .{target.attr}")
-            if isinstance(target.value, ast.Name) and target.value.id in ("self", "cls"):
+            if (isinstance(target.value, ast.Name) and target.value.id in ("self", "cls")
+                    and self.resolve(target.value, f) & self.ctx.classes):
                 self.visit(target.value)
-                return  # an object's own state (a class attribute set through cls is still per class)
+                return  # a method setting its own object's state (only where self is one of our classes)
             base = self.resolve(target.value, f)
             libs = sorted(q for q in base if not q.startswith(OWN))
             owns = sorted(q for q in base if q.startswith(OWN) and not q.startswith(f"{OWN}local:"))
@@ -515,7 +516,7 @@ class ModuleScan(ast.NodeVisitor):
                 self.hit("monkey-patch", target, f"assigns {libs[0]}.{target.attr}")
             elif owns and self.ctx.module_state and f is not None:
                 self.hit("module-state", target, f"assigns attribute {target.attr} of {owns[0][1:]} at run time")
-            elif not owns and not (isinstance(target.value, ast.Name) and target.value.id in ("self", "cls")):
+            elif not owns:
                 # A parameter, loop variable or call result may be a module (def patch(m): m.x = ...;
                 # patch(torch)); only attributes of self/cls and of the solution's own objects are safe.
                 if not (target.attr == "data" and f is not None and self._is_tensor(target.value, f)):

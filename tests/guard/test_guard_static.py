@@ -443,6 +443,7 @@ EVASIONS = [
     ("profiler", py("p = torch.profiler.profile()"), "python", "introspection"),
     ("method-arith", tri("y = _Ops().add(hidden_states, weight)", "class _Ops:\n    def add(self, a, b):\n        return a + b\n"), "triton", "host-compute"),
     ("self-method-arith", tri("y = _Ops().outer(hidden_states)", "class _Ops:\n    def outer(self, a):\n        return self.inner(a)\n    def inner(self, t):\n        return t * 2\n"), "triton", "host-compute"),
+    ("self-named-param", py("_patch(torch)", "import torch\ndef _patch(self):\n    self.allclose = len\n"), "python", "monkey-patch"),
     ("helper-mutates-input", py("_scale(hidden_states)", "import torch\ndef _scale(t):\n    t.mul_(2)\n"), "python", "input-mutation"),
 ]
 
