@@ -37,8 +37,6 @@ needs_cli = pytest.mark.skipif(not HAS_CLI, reason="harness.cli (the `kbot eval`
 pytestmark = [pytest.mark.slow, needs_cli]
 
 
-
-
 def _run_cli(name: str, definition: Path, out: Path, device: str) -> dict:
     # `python -m harness.cli` is what the `kbot` console script runs; it works without an installed script.
     cmd = [sys.executable, "-m", "harness.cli", "eval", str(CORPUS / f"{name}.json"),
