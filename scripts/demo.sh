@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Set everything up, then run kbot's main job on its embedded default: on whatever device is here,
-# evaluate the shipped Triton rmsnorm kernel (CPU: small workloads through the Triton interpreter).
+# Set everything up, then run kbot's main job on its embedded default: a local optimization campaign
+# (local git forge under .kbot/, offline agent unless an API key is in the environment, whatever
+# device is here — on a CPU, small workloads through the Triton interpreter, labelled as CPU timing).
+# Afterwards: .venv/bin/kbot pr list | pr show N | leaderboard rmsnorm_h4096 | report --html .kbot/report
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-if [ -e /dev/nvidiactl ]; then WL=(); else WL=(--workloads definitions/rmsnorm_h4096/workloads.small.jsonl); fi
-exec .venv/bin/kbot eval kernels/rmsnorm_h4096/triton_rows/solution.json --definition rmsnorm_h4096 "${WL[@]}" --out .kbot/demo-eval "$@"
+exec .venv/bin/kbot optimize rmsnorm_h4096 "$@"
