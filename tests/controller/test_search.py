@@ -130,3 +130,19 @@ def test_every_policy_never_evaluates_a_kernel_twice(tmp_path, policy):
     camp, _ = run_campaign(tmp_path, smooth, policy, moves="ABC", budget=30)
     calls = camp.evaluator.calls
     assert len(calls) == len(set(calls)) == 30
+
+
+def test_exploitation_schedule():
+    t = Tree(SearchConfig(stagnation=3))
+    t.add(Node(id="s", parent=None, status=EVALUATED, is_baseline=True, summary=_summary(1.0)))
+    t.add(Node(id="a", parent="s", status=EVALUATED, summary=_summary(1.5)))
+    assert t.since_gain == 0 and t.exploit_step()
+    assert t.select().id == "a"  # improving: the best node is expanded
+    for i, sp in enumerate([1.2, 1.1, 1.0, 1.3, 1.2]):
+        t.add(Node(id=f"b{i}", parent="a", status=EVALUATED, summary=_summary(sp)))
+    assert t.since_gain == 5 and not t.exploit_step()  # stuck: odd counts explore
+    t.add(Node(id="c", parent="a", status=EVALUATED, summary=_summary(1.0)))
+    assert t.exploit_step()  # ... even counts exploit
+    t.add(Node(id="d", parent="c", status=EVALUATED, summary=_summary(1.6)))
+    assert t.since_gain == 0  # a gain beyond noise restarts the exploitation phase
+    assert not Tree(SearchConfig(exploit=False)).exploit_step()
