@@ -37,6 +37,8 @@ __all__ = [
     "RuleError",
     "derived_evidence",
     "load_rules",
+    "kernel_level",
+    "merge_results",
     "run_rules",
     "source_of",
 ]
@@ -408,3 +410,30 @@ def run_rules(evidence: dict[str, Any], roofline: Roofline | None = None, rules_
         kept.append(item)
     return FeedbackResult(kept, not_evaluated=not_eval, not_applicable=not_app, evaluated=evaluated,
                           evidence=ev, classes=classes)
+
+
+_CALL_LEVEL = {"kernels_per_call", "kernel_time_us"}
+
+
+def kernel_level(rule: Rule) -> bool:
+    """A rule about one kernel's counters (not the call, the roofline, SASS or Triton statistics)."""
+    return bool(rule.requires) and all(source_of(n) == "ncu" for n in rule.requires) and not _CALL_LEVEL & set(rule.requires)
+
+
+def merge_results(main: FeedbackResult, others: list[tuple[FeedbackResult, float]]) -> FeedbackResult:
+    """Add the items of other kernels (with their share of the call's time) to the main kernel's result.
+
+    An item's impact is scaled by its kernel's share, so a flaw in a kernel that takes 15% of the time
+    ranks below the same flaw in the kernel that takes 85%. Not-evaluated lists stay the main kernel's.
+    """
+    items = [(SEVERITIES.index(i.severity), -float(getattr(i, "impact", 0) or 0), n, i) for n, i in enumerate(main)]
+    k = len(items)
+    for res, share in others:
+        for i in res:
+            i.impact = round(float(getattr(i, "impact", 0) or 0) * share, 4)  # type: ignore[attr-defined]
+            i.kernel_share = round(share, 4)  # type: ignore[attr-defined]
+            items.append((SEVERITIES.index(i.severity), -i.impact, k, i))  # type: ignore[attr-defined]
+            k += 1
+    items.sort(key=lambda t: t[:3])
+    return FeedbackResult([t[3] for t in items], not_evaluated=main.not_evaluated, not_applicable=main.not_applicable,
+                          evaluated=main.evaluated, evidence=main.evidence, classes=main.classes)

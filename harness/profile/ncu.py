@@ -476,7 +476,17 @@ def ncu_evidence(csv_text: str, kernel: str | None = None) -> Collected:
     ev["kernel_time_us"] = all_time * 1e6
     ev["library_kernel_time_pct"] = (sum(total(n) for n in kernels if kernels[n]["library"]) / all_time * 100) if all_time else 0.0
     ev["main_kernel_time_pct"] = total(main) / all_time * 100 if all_time else 100.0
-    return Collected(source="ncu", evidence=ev, raw={"kernels": kernels, "main_kernel": main})
+    # Other own kernels that take a real share of the time get their own kernel-level diagnosis.
+    secondary = []
+    if kernel is None and all_time:
+        for n in sorted(kernels, key=total, reverse=True):
+            share = total(n) / all_time
+            if n != main and not kernels[n]["library"] and share >= SECONDARY_SHARE:
+                secondary.append({"kernel": n, "share": share, "evidence": kernel_evidence(kernels[n])})
+    return Collected(source="ncu", evidence=ev, raw={"kernels": kernels, "main_kernel": main, "secondary": secondary})
+
+
+SECONDARY_SHARE = 0.10  # a kernel under 10% of the call's GPU time is not worth its own advice
 
 
 # ------------------------------------------------------------------------------------- running ncu

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..ceilings import Ceilings, ceilings_for, documented_ceilings
-from ..feedback.engine import FeedbackResult, run_rules
+from ..feedback.engine import FeedbackResult, kernel_level, load_rules, merge_results, run_rules
 from ..feedback.render import render_markdown, to_json
 from ..report import Report, Roofline, WorkloadResult
 from ..roofline import roofline as compute_roofline
@@ -80,7 +80,16 @@ def analyze(definition: Definition, axes: dict[str, int], collected: Iterable[Co
         missing["roofline"] = "no device ceilings (run `kbot ceilings` on the runner)"
     if measured_ms is None:
         missing.setdefault("timing", "no measured time (neither ncu durations nor a latency measurement)")
-    result = run_rules(evidence, roof, rules_dir, kernel=kernel, missing=missing)
+    rules = load_rules(rules_dir)
+    result = run_rules(evidence, roof, kernel=kernel, missing=missing, rules=rules)
+    ncu = next((c for c in collected if c.source == "ncu" and c.ok), None)
+    secondary = (ncu.raw.get("secondary") or []) if ncu is not None else []
+    if secondary:
+        per_kernel = [r for r in rules if kernel_level(r)]
+        shared = {k: evidence[k] for k in ("sm_count",) if k in evidence}
+        others = [(run_rules({**shared, **s["evidence"]}, roof, kernel=s["kernel"], rules=per_kernel), s["share"])
+                  for s in secondary]
+        result = merge_results(result, others)
     return ProfileOutcome(roofline=roof, feedback=result, collected=collected)
 
 

@@ -211,3 +211,20 @@ def test_explain_with_a_ceilings_file(cli, tmp_path):
     r = CliRunner().invoke(cli, ["explain", "--ncu-csv", str(csv_path), "-d", str(FIX / "kbot_vector_add_f32.json"),
                                  "-w", "N=16", "--ceilings", str(ceil)])
     assert r.exit_code == 2 and "not a ceilings file" in r.output
+
+
+def test_second_kernel_gets_its_own_items_scaled_by_its_share():
+    d, axes = vadd(1 << 24)
+    main = common(**{"gpu__time_duration.sum": ("usecond", 85.0)})
+    small = common(**{"gpu__time_duration.sum": ("usecond", 15.0), "launch__grid_size": ("", 2)})
+    tiny = common(**{"gpu__time_duration.sum": ("usecond", 1.0), "launch__grid_size": ("", 1)})
+    text = raw_csv([("phase1", main), ("phase2", small), ("phase3", tiny)])
+    out = explain_csv(text, d, axes, ceilings=H200)
+    grid = [i for i in out.feedback if i.rule == "grid_too_small"]
+    assert [i.kernel for i in grid] == ["phase2"]  # phase3 is under 10% of the time: no advice of its own
+    assert grid[0].kernel_share == pytest.approx(15 / 101, rel=1e-3)
+    assert grid[0].impact == pytest.approx((1 - 2 / 132) * 15 / 101, rel=1e-3)
+    assert out.feedback.evidence["kernel_name"] == "phase1"
+    assert {i.kernel for i in out.feedback} == {"phase1", "phase2"}
+    # Call-level rules are not repeated per kernel.
+    assert sum(i.rule == "roofline_distance" for i in out.feedback) <= 1
