@@ -72,3 +72,11 @@ def price_for(prices: dict[str, dict[str, float]], model: str) -> dict[str, floa
         return prices[model]
     best = max((m for m in prices if model.startswith(m + "-")), key=len, default=None)
     return prices[best] if best else None
+
+
+def build_agent(config: dict[str, Any], **kwargs: Any):
+    """The agent named in a config's ``agent:`` section, built through the registry."""
+    from .registry import create_agent
+
+    name, section = agent_section(config)
+    return create_agent(name, section, **kwargs)

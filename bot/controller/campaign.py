@@ -476,3 +476,15 @@ def _maybe_config_key(solution: Solution) -> str | None:
         return config_key(solution) if solution_tunables(solution) else None
     except TunableError:
         return None
+
+
+def load_campaign_config(source: str | Path | dict[str, Any]) -> tuple[CampaignConfig, dict[str, Any] | None]:
+    """(campaign settings, the ``agent:`` section or None) from a YAML/TOML/JSON file or a dict.
+
+    Build the agent with ``bot.agents.build_agent(whole_config)`` or ``create_agent(name, section)``.
+    """
+    from ..agents.config import load_config_file
+
+    data = load_config_file(source) if not isinstance(source, dict) else dict(source)
+    agent = data.get("agent")
+    return CampaignConfig.from_dict({k: v for k, v in data.items() if k != "agent"}), agent
