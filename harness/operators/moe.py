@@ -192,9 +192,10 @@ def official_workloads(path: str | Path, dataset_root: str | Path | None = None)
                 blob = (root / spec.path) if root else None
                 if blob is None or not blob.is_file():
                     replaced.append(name)
-                    inputs[name] = GeneratedInput(generator="moe_routing_logits") if name == "routing_logits" else GeneratedInput(generator="moe_routing_bias")
+                    inputs[name] = GeneratedInput(type="generated", generator="moe_routing_logits" if name == "routing_logits" else "moe_routing_bias")
         w2 = Workload(uuid=w.uuid, axes=dict(w.axes), inputs=inputs)
         if replaced:
             w2.kbot_substituted = sorted(replaced)  # type: ignore[attr-defined]
         out.append(w2)
     return out
+

@@ -229,3 +229,15 @@ def test_impossible_length_mix_is_a_clear_error():
     defn, cfg = ours(ATTENTION)
     with pytest.raises(SchemaError, match="mix 'long'"):
         make(defn, cfg, workload({"num_tokens": 2, "num_pages": 100}, sparse_indices=gen("dsa_sparse_indices", mix="long", max_context=1000), sm_scale=scalar(0.07)), 0)
+
+
+def test_moe_official_cli_writes_loadable_workloads(shared, tmp_path):
+    from harness.operators.moe_official import main
+    from harness.schema import load_workloads
+
+    src = shared / "flashinfer-trace" / "workloads" / "moe" / f"{MOE}.jsonl"
+    out = tmp_path / "moe.jsonl"
+    assert main([str(src), str(out)]) == 0
+    ws = load_workloads(out, ours(MOE)[0])
+    assert [w.axes["seq_len"] for w in ws] == [w.axes["seq_len"] for w in moe.official_workloads(src)]
+    assert all(w.inputs["routing_logits"].type in ("generated", "safetensors") for w in ws)
