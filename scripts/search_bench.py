@@ -16,6 +16,7 @@ target within the budget (the size of the space) counts as budget + 1 and is rep
 Usage:
     python scripts/search_bench.py TABLE.json [--seeds 10] [--within 0.02] [--out result.json]
     python scripts/search_bench.py --synthetic   # a made-up table over the real gemm seed space
+    python scripts/search_bench.py TABLE.json --search '{"exploit": false}'   # plain UCT
 """
 
 from __future__ import annotations
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--within", type=float, default=0.02)
     ap.add_argument("--only", help="substring of the table names to run")
     ap.add_argument("--out", help="write the results as JSON here")
+    ap.add_argument("--search", default="{}", help='JSON overrides of the MCTS search settings, e.g. \'{"exploit": false}\'')
     a = ap.parse_args(argv)
     if a.synthetic == bool(a.table):
         ap.error("give a table file or --synthetic (one of them)")
@@ -198,7 +200,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if not any(r.get("latency_ms") for r in t["configs"]):
             print(f"{t.get('name')}: no measured configuration, skipped")
             continue
-        r = bench_table(t, a.seeds, a.within)
+        r = bench_table(t, a.seeds, a.within, json.loads(a.search))
         results.append(r)
         e = r["evaluations_to_target"]
         print(f"{r['table']}: space {r['space']} ({r['measured']} measured), best {r['best_config']} "
@@ -206,7 +208,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for m in METHODS:
             print(f"  {m:7s} mean {e[m]['mean']:6.1f}  median {e[m]['median']:5.1f}  misses {e[m]['misses']}/{a.seeds}"
                   f"  per seed {e[m]['per_seed']}")
-    out = {"device": device, "within": a.within, "seeds": a.seeds, "results": results}
+    out = {"device": device, "within": a.within, "seeds": a.seeds, "search": json.loads(a.search), "results": results}
     if a.out:
         Path(a.out).write_text(json.dumps(out, indent=1))
     return out
