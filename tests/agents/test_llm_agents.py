@@ -238,3 +238,30 @@ def test_replay_reproduces_a_run_without_network(rmsnorm_def, tmp_path):
     # A context the log never saw is a divergence, reported as such.
     with pytest.raises(AgentError, match="diverged"):
         replay.propose(ctx_for(rmsnorm_def, tmp_path / "c", mode=Mode.INITIAL), 3)
+
+
+def test_a_whole_campaign_replays_offline_from_its_call_log(rmsnorm_def, tmp_path):
+    """Run a campaign against the fake server, then again from calls.jsonl alone: same nodes, same order."""
+    from bot.agents.offline import load_seeds
+
+    seed = load_seeds("rmsnorm_h4096")[0]
+
+    def latency(sol):
+        # deterministic: the kernel's text decides its "speed"
+        return [{"axes": {"batch_size": 8}, "latency_ms": 1.0 + (len(sol.source("main.py")) % 7) / 10, "reference_ms": 3.0}]
+
+    replies = [GOOD.replace("placeholder", f"variant {i}").replace("hidden_states)", "hidden_states" + " * 1" * i + ")")
+               for i in range(1, 6)]
+    cfg = {"fsync": False, "budget": {"max_candidates": 5, "patience": None}, "proposals_per_step": 2}
+    with FakeOpenAI() as srv:
+        srv.push(replies[0], MALFORMED, replies[1], *replies[2:])
+        agent = make("openai", srv, stream=True)
+        first = Campaign.start(rmsnorm_def, [seed], agent, FunctionEvaluator(latency), cfg, tmp_path / "live")
+        first.run()
+    replay = create_agent("replay", {"log": str(tmp_path / "live" / "calls.jsonl")})
+    second = Campaign.start(rmsnorm_def, [seed], replay, FunctionEvaluator(latency), cfg, tmp_path / "replayed")
+    second.run()
+    strip = lambda recs: [(r["node_id"], r["parent_id"], r["status"], r["prompt_hash"]) for r in recs]  # noqa: E731
+    assert strip(second.records()) == strip(first.records())
+    assert len(first.records()) == 5
+    assert second.usage.cost_usd == pytest.approx(first.usage.cost_usd) and first.usage.cost_usd > 0
