@@ -72,7 +72,7 @@ def size_key(axes: dict[str, int]) -> int:
 
 
 def find_shared(arg: str | None) -> Path | None:
-    for c in (arg, os.environ.get("KBOT_SHARED"), str(REPO.parent / "shared"), str(REPO / "shared")):
+    for c in (arg, os.environ.get("KBOT_SHARED"), str(REPO.parent / "shared"), str(REPO / ".kbot" / "shared"), str(REPO / "shared")):
         if c and (Path(c) / "flashinfer-trace" / "definitions").is_dir():
             return Path(c)
     return None
@@ -254,7 +254,7 @@ def main() -> int:
     ap.add_argument("--max-per-op", type=int, default=0, help="at most this many workloads per operator (0 = all)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--shared", default=None, help="folder holding flashinfer-trace/ (default: $KBOT_SHARED, ../shared)")
+    ap.add_argument("--shared", default=None, help="folder holding flashinfer-trace/ (default: $KBOT_SHARED, ../shared, .kbot/shared as staged by operators_stage_shared.sh)")
     ap.add_argument("--eval", action="store_true", help="run each reference through `kbot eval` as a solution of itself")
     args = ap.parse_args()
 
