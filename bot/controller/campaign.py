@@ -240,6 +240,7 @@ class Campaign:
 
     # -- the loop ----------------------------------------------------------------------------------
     def step(self) -> StepResult:
+        """One synchronous step: propose, then evaluate with the injected evaluator."""
         reason = self.stop_reason()
         if reason:
             return self._result(kind="stop", stopped=True, reason=reason)
@@ -248,6 +249,23 @@ class Campaign:
             done = self._evaluate_pending()
             self._end_step()
             return self._result(kind="pending", evaluated=done, stopped=False)
+        r = self.propose_next()
+        if r.stopped:
+            return r
+        r.evaluated = self._evaluate_pending()
+        self._end_step()
+        r.step = self.usage.steps
+        return r
+
+    def propose_next(self) -> StepResult:
+        """Select a node and ask the agent, writing the new nodes as ``pending`` without evaluating them.
+
+        For callers that evaluate elsewhere (the bot: one PR per pending node, benchmarked by a GPU
+        runner); feed each report back with ``record_report``. Failed proposals are recorded at once.
+        """
+        reason = self.stop_reason()
+        if reason:
+            return self._result(kind="stop", stopped=True, reason=reason)
         node = self.tree.select(self.rng)
         if node is None:
             self.stopped_reason = "nothing left to expand (every node is closed or exhausted)"
@@ -267,10 +285,25 @@ class Campaign:
                 new.append(nid)
         if not new:
             node.exhausted = True  # nothing new from here: selection moves on
-        evaluated = self._evaluate_pending()
-        self._end_step()
-        return self._result(kind="expand", selected=node.id, mode=mode.value, new_nodes=new,
-                            evaluated=evaluated, duplicates=dups)
+        self._save_state()
+        return self._result(kind="expand", selected=node.id, mode=mode.value, new_nodes=new, duplicates=dups)
+
+    def record_report(self, node_id: str, report: Report) -> Node:
+        """Attach an evaluation report, measured elsewhere, to a pending node (the bot's path)."""
+        node = self.tree.nodes.get(node_id)
+        if node is None:
+            raise CampaignError(f"no node {node_id} in this campaign")
+        if node.status != PENDING:
+            raise CampaignError(f"node {node_id} is {node.status}; a finished node is never re-evaluated")
+        if node.solution is not None and report.solution_hash != node.solution.content_hash():
+            raise CampaignError(f"report is for solution {report.solution_hash[:12]}, not node {node_id}")
+        self._store_report(node, report)
+        if not self.tree.pending():
+            self._end_step()
+        return node
+
+    def pending(self) -> list[Node]:
+        return self.tree.pending()
 
     def run(self, max_steps: int | None = None) -> list[StepResult]:
         out = []
@@ -374,6 +407,9 @@ class Campaign:
         report = self.evaluator.evaluate(node.solution, baseline)
         if not isinstance(report, Report):
             raise CampaignError(f"evaluator returned {type(report).__name__}, not a harness.report.Report")
+        self._store_report(node, report)
+
+    def _store_report(self, node: Node, report: Report) -> None:
         (self.store / "reports").mkdir(parents=True, exist_ok=True)
         report.dump(self.store / "reports" / f"{node.id}.json")
         summary = summarize(report)

@@ -9,11 +9,31 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
 
 VERSION = 1
+
+# Errors that state a fact about the toolchain or the hardware, worth telling every later prompt.
+FACT_PATTERNS = (
+    (re.compile(r"module '([\w.]+)' has no attribute '(\w+)'"), "{0}.{1} does not exist in the installed version"),
+    (re.compile(r"out of resource: shared memory, Required: (\d+), Hardware limit: (\d+)"),
+     "shared memory per block is limited to {1} bytes (a configuration needing {0} failed to launch)"),
+    (re.compile(r"arange's range must be a power of 2"), "tl.arange needs a power-of-2 range (pad and mask)"),
+    (re.compile(r"out of resource: (\w+)"), "launch ran out of {0}: use smaller tiles, fewer stages or warps"),
+)
+
+
+def facts_from_error(message: str) -> list[str]:
+    out = []
+    for pattern, template in FACT_PATTERNS:
+        m = pattern.search(message or "")
+        if m:
+            out.append(template.format(*m.groups()))
+            break  # the most specific pattern only
+    return out
 
 
 class SearchMemory:
@@ -100,6 +120,8 @@ class SearchMemory:
                 "error": (error or {}).get("message", "")[:300] if error else None,
             }
         )
+        for fact in facts_from_error(str((error or {}).get("message", ""))):
+            self.add_fact(fact)
         # A passing child of a failing parent is a fix for the parent's error.
         if parent_error and status == "PASSED":
             self.fixes.append({"error": str(parent_error.get("message", ""))[:500], "fix": rationale[:500], "node": node})

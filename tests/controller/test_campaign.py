@@ -289,3 +289,41 @@ def test_offline_agent_campaign_finds_the_table_optimum(tmp_path):
     rep = camp.report()
     assert rep["best"]["node"] == best.id and rep["budget"]["used"]["candidates"] == len(camp.tree)
     assert rep["history"][0]["node"] == camp.tree.baseline.id
+
+
+def test_propose_then_record_reports_measured_elsewhere(tmp_path):
+    """The bot's path: propose (PRs opened), reports arrive later, in any order."""
+    ev = landscape_evaluator(smooth)
+    camp = Campaign.start(DEFINITION, [state_solution("")], MoveAgent("ABC"), ev,
+                          {"fsync": False, "proposals_per_step": 2, "budget": {"max_candidates": 9, "patience": None}},
+                          tmp_path / "b")
+    [seed] = camp.pending()
+    camp.record_report(seed.id, ev.evaluate(seed.solution, None))
+    r = camp.propose_next()
+    assert len(r.new_nodes) == 2 and not r.evaluated
+    assert {n.id for n in camp.pending()} == set(r.new_nodes)
+    base = camp.tree.baseline.solution
+    for nid in reversed(r.new_nodes):
+        camp.record_report(nid, ev.evaluate(camp.tree.nodes[nid].solution, base))
+    assert not camp.pending() and camp.usage.steps == 2
+    with pytest.raises(CampaignError, match="never re-evaluated"):
+        camp.record_report(r.new_nodes[0], ev.evaluate(camp.tree.nodes[r.new_nodes[0]].solution, base))
+    r2 = camp.propose_next()
+    with pytest.raises(CampaignError, match="report is for solution"):
+        camp.record_report(r2.new_nodes[0], ev.evaluate(seed.solution, None))
+    # A resume finds the pending ones and evaluates them.
+    again = Campaign.resume(tmp_path / "b", MoveAgent("ABC"), landscape_evaluator(smooth))
+    assert not again.pending() and len(again.tree) == 5
+
+
+def test_memory_learns_facts_from_errors():
+    mem = SearchMemory("d")
+    msg = "OutOfResources: out of resource: shared memory, Required: 262144, Hardware limit: 232448."
+    mem.note_result("n1", None, "k1", "BLOCK 256x256, 4 stages", "RUNTIME_ERROR", None, error={"message": msg})
+    mem.note_result("n2", None, "k2", "tl.fancy", "COMPILE_ERROR", None,
+                    error={"message": "AttributeError: module 'triton.language' has no attribute 'fancy'"})
+    mem.note_result("n3", None, "k3", "same again", "RUNTIME_ERROR", None, error={"message": msg})
+    assert mem.facts == [
+        "shared memory per block is limited to 232448 bytes (a configuration needing 262144 failed to launch)",
+        "triton.language.fancy does not exist in the installed version",
+    ]
