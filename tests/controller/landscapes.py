@@ -11,7 +11,7 @@ import random
 import re
 from typing import Any, Callable
 
-from harness.schema import Definition, Solution, parse_definition
+from harness.schema import Solution, parse_definition
 
 from bot.agents.base import Agent, AgentContext, Proposal
 from bot.controller.synthetic import FunctionEvaluator
