@@ -212,8 +212,11 @@ def _binding_source(all_text: str, fn_name: str) -> str:
     if not m:
         return f"#include <torch/extension.h>\n#error \"entry function '{fn_name}' not found in the cuda sources\"\n"
     ret, args = m.group(1).strip().split("\n")[-1].strip(), m.group(2)
+    # Named arguments, so the harness's keyword call (inputs and outputs by name) reaches the C++ function.
+    names = [re.findall(r"[A-Za-z_]\w*", a.split("=")[0])[-1] for a in args.split(",") if a.strip()]
+    py_args = "".join(f", pybind11::arg(\"{n}\")" for n in names)
     return (
         "#include <torch/extension.h>\n"
         f"{ret} {fn_name}({args});\n"
-        f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def(\"{fn_name}\", &{fn_name}); }}\n"
+        f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def(\"{fn_name}\", &{fn_name}{py_args}); }}\n"
     )

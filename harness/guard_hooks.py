@@ -5,7 +5,7 @@ after each checked call, and after timing. Keeps the worker's control flow free 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from .guard import runtime as rt
 from .report import Finding
@@ -42,18 +42,31 @@ class Runtime:
             (b @ b).sum().item()
         self.threads_before = rt.thread_count()
 
-    def after_call(self, outputs: dict[str, Any], inputs: dict[str, Any], definition: Definition, axes: dict[str, int]) -> list[Finding]:
+    def call_observed(self, call: Callable[[], dict[str, Any]], device: Any) -> tuple[dict[str, Any], list[Finding]]:
+        """Run one candidate call under the CUPTI kernel/stream observer (GPU only): its GPU work must
+        stay on one stream, and a cuda solution must launch a ``__global__`` of its own."""
+        if getattr(device, "type", "cpu") != "cuda":
+            return call(), []
+        names = rt.kernel_names_in(s.content for s in self.solution.sources)
+        with rt.CudaLaunchCounter(names) as counter:
+            out = call()
+        findings = rt.side_stream_check(counter)
+        if self.solution.spec.language is Language.CUDA:
+            findings += rt.kernel_launch_check(counter)
+        return out, findings
+
+    def after_call(self, outputs: dict[str, Any], inputs: dict[str, Any], definition: Definition, axes: dict[str, int], previous: Iterable[Any] = ()) -> list[Finding]:
         findings: list[Finding] = []
         for name, spec in definition.outputs.items():
             value = outputs.get(name)
             if value is not None and spec.shape is not None:
                 # Shape and dtype are left to the comparison, which gives them their own statuses
-                # (INCORRECT_SHAPE/DTYPE); the guard looks at what the object is and where it lives.
-                findings += rt.check_output(name, value, None, None, inputs)
+                # (INCORRECT_SHAPE/DTYPE); the guard looks at what the object is and where it lives,
+                # including whether it is a buffer an earlier call already returned (stale reuse).
+                findings += rt.check_output(name, value, None, None, inputs, previous=previous)
         findings += self._common_checks()
         if self.launches is not None:
-            if self.launches.count == 0:
-                findings.append(Finding(rule="no-kernel-launch", message="the triton solution returned outputs without launching a @triton.jit kernel of its own", why="a triton solution that computes on the host is a library call dressed as a kernel"))
+            findings += rt.kernel_launch_check(self.launches)
             self.launches.reset()
         return findings
 

@@ -334,3 +334,7 @@ def poison(t: torch.Tensor) -> None:
 
 def clone_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
+
+# The contest operators register their structured generators and comparators on import; importing them
+# here means every place that makes inputs (worker, profiler driver, tests) knows them.
+from . import operators as _operators  # noqa: E402,F401

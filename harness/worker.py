@@ -130,20 +130,26 @@ class Evaluator:
         mk = lambda trial: make_inputs(self.definition, w, seed=seed_for(self.seed, w.uuid, trial), device=self.device, config=self.config, dataset_root=self.dataset_root)  # noqa: E731
 
         # ---- correctness: several trials, fresh inputs each, candidate runs before the reference
+        earlier: list[Any] = []  # outputs returned by earlier trials: a fresh call must not hand them back
         for trial in range(self.config.trials):
             pristine = mk(trial)
             cand_inputs = clone_inputs(pristine)
             outputs, call = self._call(self.fn, self.solution, cand_inputs, axes)
+            observed: list[Finding] = []
             try:
-                got = call()
+                if trial == 0:
+                    got, observed = self.guard.call_observed(call, self.device)
+                else:
+                    got = call()
                 self._sync()
             except Exception as e:  # noqa: BLE001
                 errs = python_error(e, (self.workdir / "candidate" / "src").resolve())
                 status = Status.COMPILE_ERROR if _is_compile_error(e) else Status.RUNTIME_ERROR
                 return self._fail(res, status, f"{errs[0].file or ''}:{errs[0].line or ''} {errs[0].message}".strip(), t0, log=traceback.format_exc()[-6000:], extra={"errors": [x.model_dump() for x in errs]})
-            findings = self.guard.after_call(got, cand_inputs, self.definition, axes)
+            findings = observed + self.guard.after_call(got, cand_inputs, self.definition, axes, previous=earlier if not dps else ())
             if findings:
                 return self._reject(res, findings, t0)
+            earlier += [v for v in got.values() if isinstance(v, torch.Tensor)]
             changed = inputs_unchanged(pristine, cand_inputs)
             if changed:
                 return self._reject(res, [Finding(rule="input-mutation", message=f"the solution modified its input '{changed}'", why="a kernel that writes its inputs can make the reference agree with a wrong answer")], t0)

@@ -1,8 +1,7 @@
 """Held-out Solution JSONs (tests/operators/solutions/) through the real harness: `kbot eval` on the CPU.
 
-The worker is a separate process; it needs ``harness.operators`` imported to know these definitions'
-generators and comparators. Until harness/worker.py imports it itself, the test provides it through a
-``sitecustomize`` module on the worker's PYTHONPATH (harmless once the worker does).
+The worker is a separate process; ``harness.inputs`` imports ``harness.operators``, so it knows these
+definitions' generators and comparators without any help from the test.
 """
 
 from __future__ import annotations
@@ -60,13 +59,10 @@ def test_solutions_in_process(solution, definition, expected):
 @pytest.mark.slow
 @pytest.mark.parametrize("solution,definition,expected", E2E, ids=[c[0].removesuffix(".json") for c in E2E])
 def test_heldout_solution_through_kbot_eval(tmp_path, solution, definition, expected):
-    shim = tmp_path / "shim"
-    shim.mkdir()
-    (shim / "sitecustomize.py").write_text("import harness.operators  # registers the contest generators/comparators\n")
     wl = tmp_path / "workloads.jsonl"
     wl.write_text("".join(json.dumps(w) + "\n" for w in SMALL_WORKLOADS[definition]))
     out = tmp_path / "run"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), str(REPO)]), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     p = subprocess.run(
         [sys.executable, "-m", "harness.cli", "eval", str(SOLUTIONS / solution), "-d", definition, "-w", str(wl),
          "--device", "cpu", "--trials", "2", "--budget", "0.1", "--out", str(out)],
