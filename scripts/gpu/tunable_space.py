@@ -118,11 +118,16 @@ def measure(kind: str, space: dict, deadline: float, workers: int) -> list[dict]
         vs = variants(seed)
         tags = [f"{stem}_{i}" for i in range(len(vs))]
         t0 = time.time()
-        compile_err: dict[str, str | None] = {}
+        compile_err: dict[str, str | None] = {tag: None for tag in tags}  # None: compile here if needed
         jobs = [(kind, tag, src, space["values"]) for tag, (_, src) in zip(tags, vs)]
-        with cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn")) as pool:
-            for tag, err in pool.map(_compile_one, jobs):
+        pool = cf.ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"))
+        try:
+            for tag, err in pool.map(_compile_one, jobs, timeout=max(10.0, (deadline - time.time()) * 0.6)):
                 compile_err[tag] = err
+        except Exception as e:  # a crashed or slow pool: whatever is left compiles in this process
+            print(f"[{kind}/{stem}] compile pool stopped early ({type(e).__name__}: {e})", flush=True)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
         print(f"[{kind}/{stem}] compiled {len(vs)} configurations in {time.time() - t0:.0f} s", flush=True)
 
         inputs = [make_inputs(kind, v) for v in space["values"]]
