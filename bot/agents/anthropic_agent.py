@@ -18,6 +18,7 @@ from .registry import register
 class AnthropicAgent(LLMAgent):
     provider = "anthropic"
     default_key_env = "ANTHROPIC_API_KEY"
+    default_model = "claude-opus-4-5"
 
     def __init__(self, config: dict[str, Any] | None = None, **kw: Any) -> None:
         super().__init__(config, **kw)

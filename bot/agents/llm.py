@@ -75,12 +75,13 @@ def parse_retry_after(headers: Any) -> float | None:
 
 
 class LLMAgent(Agent):
-    """Config (dict): model (required), max_tokens (8192), temperature, params (extra request
+    """Config (dict): model (default: the provider's default_model), max_tokens (8192), temperature, params (extra request
     fields), timeout_s (600), max_attempts (6), backoff_base_s (2), backoff_max_s (60), stream (false),
     base_url, api_key_env, prices (overrides), allow_unpriced (false)."""
 
     provider = "llm"
     default_key_env = ""
+    default_model: str | None = None  # used when the config names none (a priced model)
 
     def __init__(
         self,
@@ -92,6 +93,7 @@ class LLMAgent(Agent):
     ) -> None:
         cfg = {**(config or {}), **kw}
         refuse_inline_keys(cfg)
+        cfg.setdefault("model", self.default_model)
         if not cfg.get("model"):
             raise AgentError(f"{self.provider} agent: config needs 'model'")
         self._model = str(cfg["model"])

@@ -21,6 +21,7 @@ from .registry import register
 class OpenAIAgent(LLMAgent):
     provider = "openai"
     default_key_env = "OPENAI_API_KEY"
+    default_model = "gpt-5"
 
     def __init__(self, config: dict[str, Any] | None = None, *, prompts: Any = None, sleep: Any = time.sleep, **kw: Any) -> None:
         cfg = {**(config or {}), **kw}

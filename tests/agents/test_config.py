@@ -46,3 +46,10 @@ def test_config_errors(tmp_path):
         build_agent({"agent": {"name": "anthropic", "model": "claude-haiku-4-5", "api_key": "sk-x"}})
     with pytest.raises(ValueError, match="unknown campaign settings"):
         load_campaign_config({"budjet": {}})
+
+
+def test_provider_defaults_need_no_config():
+    from bot.agents import create_agent
+
+    assert create_agent("anthropic").model == "claude-opus-4-5"
+    assert create_agent("openai").model == "gpt-5"
