@@ -456,9 +456,9 @@ class Campaign:
                           best_speedup=self.tree.speedup(best) if best else None, **kw)
 
     # -- reporting ---------------------------------------------------------------------------------
-    def records(self) -> list[dict[str, Any]]:
-        """Node records in creation order (what the bot stores in PR bodies)."""
-        return self.tree.to_records()
+    def records(self, include_solution: bool = True) -> list[dict[str, Any]]:
+        """Node records in creation order (what the bot stores in PR bodies; compact without solutions)."""
+        return self.tree.to_records(include_solution)
 
     def report(self) -> dict[str, Any]:
         best = self.tree.best()

@@ -124,11 +124,13 @@ class Node:
     def failed(self) -> bool:
         return self.status == FAILED or (self.status == EVALUATED and not self.passed)
 
-    def to_record(self) -> dict[str, Any]:
+    def to_record(self, include_solution: bool = True) -> dict[str, Any]:
+        """The node as stored. ``include_solution=False`` gives the compact form for places where the
+        code lives elsewhere (a PR body next to the PR's files); the tree rebuilds from either."""
         return {
             "node_id": self.id,
             "parent_id": None if self.parent == ROOT else self.parent,
-            "solution": self.solution.model_dump(mode="json", exclude_unset=True) if self.solution else None,
+            "solution": self.solution.model_dump(mode="json", exclude_unset=True) if self.solution and include_solution else None,
             "status": self.status,
             "summary": self.summary,
             "agent": self.agent,
@@ -221,8 +223,8 @@ class Tree:
         return sorted((n for n in self.nodes.values() if n.status == PENDING), key=lambda n: n.seq)
 
     # -- records -----------------------------------------------------------------------------------
-    def to_records(self) -> list[dict[str, Any]]:
-        return [n.to_record() for n in sorted(self.nodes.values(), key=lambda n: n.seq) if n.id != ROOT]
+    def to_records(self, include_solution: bool = True) -> list[dict[str, Any]]:
+        return [n.to_record(include_solution) for n in sorted(self.nodes.values(), key=lambda n: n.seq) if n.id != ROOT]
 
     @classmethod
     def from_records(cls, records: Iterable[dict[str, Any]], config: SearchConfig | None = None) -> "Tree":
@@ -462,7 +464,7 @@ class Tree:
 
 def _node_from_record(r: dict[str, Any]) -> Node:
     sol = Solution.model_validate(r["solution"]) if r.get("solution") else None
-    status = r.get("status") or (EVALUATED if r.get("summary") is not None else (FAILED if sol is None else PENDING))
+    status = r.get("status") or (EVALUATED if r.get("summary") is not None else (FAILED if r.get("failure") else PENDING))
     if status not in (PENDING, EVALUATED, FAILED):
         raise ValueError(f"node {r['node_id']}: unknown status '{status}'")
     if status == FAILED and not r.get("failure"):

@@ -197,6 +197,18 @@ def test_tree_is_rebuilt_from_records_alone(tmp_path):
         assert {"node_id", "parent_id", "solution", "agent", "model", "prompt_hash", "summary"} <= set(r)
 
 
+def test_compact_records_without_solutions_rebuild_the_same_tree(tmp_path):
+    camp = start(tmp_path, speedup=lambda s: None if s.endswith("C") else smooth(s), budget={"max_candidates": 15})
+    camp.run()
+    compact = json.loads(json.dumps(camp.records(include_solution=False)))
+    assert all(r["solution"] is None for r in compact)
+    assert len(json.dumps(compact)) < len(json.dumps(camp.records()))
+    tree = Tree.from_records(compact, camp.config.search)
+    assert tree.stats() == camp.tree.stats() and tree.best().id == camp.tree.best().id
+    for nid, n in camp.tree.nodes.items():
+        assert math.isclose(tree.nodes[nid].value_max, n.value_max) and tree.nodes[nid].visits == n.visits
+
+
 def test_from_records_rejects_broken_records(tmp_path):
     camp = start(tmp_path, budget={"max_candidates": 5})
     camp.run()
