@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from harness.schema import Definition, Solution
 
 from .base import AgentContext
+from .tunables import TunableError, solution_tunables
 
 PATH_RE = r"[A-Za-z0-9_][A-Za-z0-9_./-]*\.(?:py|cu|cuh|cpp|cc|c|h|hpp|txt|json)"
 TAG = re.compile(r"<file\s+path\s*=\s*[\"']([^\"']+)[\"']\s*>\n?(.*?)</file>", re.DOTALL)
@@ -168,6 +169,10 @@ def build_solution(text: str, ctx: AgentContext, name: str, author: str) -> tupl
             msgs.append(f"{loc}: {err['msg'].removeprefix('Value error, ')}")
         raise ExtractionError("the solution is not valid: " + "; ".join(msgs)) from None
     _check_entry(sol, ctx.definition)
+    try:
+        solution_tunables(sol)  # a wrong tunable mark is caught now, while the model can still fix it
+    except TunableError as e:
+        raise ExtractionError(f"bad tunable mark: {e}") from None
     return sol, rationale_of(text)
 
 

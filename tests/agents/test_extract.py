@@ -85,3 +85,10 @@ def test_optimize_keeps_the_parents_other_files(rmsnorm_def):
     sol, _ = build_solution(f'<file path="main.py">\n{RUN}</file>', ctx, "n", "a")
     assert sol.source("notes.txt") == "keep me" and sol.source("main.py") == RUN
     assert sol.spec.language.value == parent.spec.language.value
+
+
+def test_bad_tunable_marks_are_extraction_errors(rmsnorm_def):
+    ctx = AgentContext(definition=rmsnorm_def, mode=Mode.INITIAL)
+    src = "BLOCK = 300  # kbot: tunable [256, 512]\n" + RUN
+    with pytest.raises(ExtractionError, match="bad tunable mark: main.py:1: current value 300"):
+        build_solution(f'<file path="main.py">\n{src}</file>', ctx, "n", "a")
