@@ -23,6 +23,7 @@ BUILTIN = {
     "openai": "bot.agents.openai_agent",
     "offline": "bot.agents.offline",
     "replay": "bot.agents.replay",
+    "composite": "bot.agents.composite",
 }
 
 _REGISTRY: dict[str, type[Agent]] = {}

@@ -53,3 +53,43 @@ def test_provider_defaults_need_no_config():
 
     assert create_agent("anthropic").model == "claude-opus-4-5"
     assert create_agent("openai").model == "gpt-5"
+
+
+def test_composite_agent_tunes_first_then_asks_the_model(rmsnorm_def, monkeypatch):
+    from bot.agents import AgentContext, Mode, create_agent
+    from bot.agents.base import Agent, Proposal
+    from bot.agents.offline import load_seeds
+    from bot.agents.registry import _REGISTRY
+
+    asked = []
+
+    class Writer(Agent):
+        def __init__(self, config=None):
+            pass
+
+        def propose(self, ctx, n):
+            asked.append((ctx.mode, n))
+            sol = ctx.parent.model_copy(update={"name": "written"}) if ctx.parent else load_seeds("rmsnorm_h4096")[0]
+            return [Proposal(solution=sol, rationale="model wrote this", agent="writer")]
+
+    monkeypatch.setitem(_REGISTRY, "writer", Writer)
+    agent = create_agent("composite", {"agents": [{"name": "offline", "use_seeds": False},
+                                                   {"name": "writer", "modes": ["optimize", "initial"]}]})
+    parent = [s for s in load_seeds("rmsnorm_h4096") if s.name.endswith("single_pass")][0]
+    ctx = AgentContext(definition=rmsnorm_def, mode=Mode.OPTIMIZE, parent=parent)
+    ps = agent.propose(ctx, 3)
+    assert [p.agent for p in ps] == ["offline"] * 3 and asked == []
+    for _ in range(30):  # the 23 other configurations of the seed, then the model
+        ps = agent.propose(ctx, 3)
+        if any(p.agent == "writer" for p in ps):
+            break
+    assert asked and asked[0][0] is Mode.OPTIMIZE
+    # Debug mode: the writer is not a member for it, and the tuner has tried every configuration.
+    n_asked = len(asked)
+    assert agent.propose(AgentContext(definition=rmsnorm_def, mode=Mode.DEBUG, parent=parent), 2) == []
+    assert len(asked) == n_asked
+    with pytest.raises(AgentError, match="needs 'agents'"):
+        create_agent("composite", {})
+    with pytest.raises(AgentError, match="modes"):
+        create_agent("composite", {"agents": [{"name": "offline", "modes": ["fix"]}]})
+    assert agent.describe()["members"][1]["modes"] == ["initial", "optimize"]
