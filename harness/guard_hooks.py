@@ -39,7 +39,11 @@ class Runtime:
         (a @ a).sum()
         if getattr(device, "type", "cpu") == "cuda":
             b = a.to(device)
-            (b @ b).sum().item()
+            # One observed op: the torch profiler behind CudaLaunchCounter imports lazily and rebinds a
+            # few torch attributes (torch.manual_seed) the first time; that must happen before the
+            # integrity snapshot, or the snapshot would blame the candidate for it.
+            with rt.CudaLaunchCounter([]):
+                (b @ b).sum().item()
         self.threads_before = rt.thread_count()
 
     def call_observed(self, call: Callable[[], dict[str, Any]], device: Any) -> tuple[dict[str, Any], list[Finding]]:
