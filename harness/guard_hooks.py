@@ -30,7 +30,7 @@ class Runtime:
         self.snapshot = rt.IntegritySnapshot.capture(modules=_OWN_MODULES)
         self.threads_before = rt.thread_count()
 
-    def warm_runtime(self, device: Any) -> None:
+    def warm_runtime(self, device: Any, observe: bool = False) -> None:
         """Start the threads torch and CUDA create lazily (intra-op pool, driver helpers) before the
         thread baseline is taken, so only threads the candidate starts are counted."""
         import torch
@@ -39,11 +39,13 @@ class Runtime:
         (a @ a).sum()
         if getattr(device, "type", "cpu") == "cuda":
             b = a.to(device)
-            # One observed op: the torch profiler behind CudaLaunchCounter imports lazily and rebinds a
-            # few torch attributes (torch.manual_seed) the first time; that must happen before the
-            # integrity snapshot, or the snapshot would blame the candidate for it.
-            with rt.CudaLaunchCounter([]):
-                (b @ b).sum().item()
+            (b @ b).sum().item()
+            if observe:
+                # The torch profiler behind CudaLaunchCounter imports lazily and rebinds a few torch
+                # attributes (torch.manual_seed) on first use: before the integrity snapshot, or the
+                # snapshot would blame the candidate for it.
+                with rt.CudaLaunchCounter([]):
+                    (b @ b).sum().item()
         self.threads_before = rt.thread_count()
 
     def call_observed(self, call: Callable[[], dict[str, Any]], device: Any) -> tuple[dict[str, Any], list[Finding]]:

@@ -280,6 +280,13 @@ def evaluate(
     }
     total_deadline = time.monotonic() + cfg.total_timeout_s if cfg.total_timeout_s else float("inf")
     environ = worker_env(cfg.device)
+    if pending and cfg.guard and cfg.device == "cuda":
+        findings = observe_kernels({**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe"}, environ, cfg, report)
+        if findings:
+            report.findings += findings
+            for w in pending:
+                record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.REJECTED, findings=findings, message="; ".join(f"[{f.rule}] {f.message}" for f in findings)[:2000]))
+            return _finish(report, workloads, results, out_dir)
     while pending:
         if time.monotonic() > total_deadline:
             for w in pending:
@@ -373,6 +380,25 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
             deadline = min(time.monotonic() + cfg.timeout_s, total_deadline)
         elif kind == "done":
             return fail_all(Status.RUNTIME_ERROR, "the worker finished without evaluating this workload")
+
+
+def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig, report: Report) -> list[Finding]:
+    """A separate worker makes one call under the CUPTI observer: GPU work on a side stream, or a cuda
+    solution that never launches a kernel of its own, is REJECTED. Failures of this pass are left to the
+    main run, which reports crashes and timeouts with their own statuses."""
+    worker = Worker(job, environ)
+    deadline = time.monotonic() + cfg.startup_timeout_s + cfg.timeout_s
+    try:
+        while True:
+            msg = worker.next_message(deadline)
+            if msg is None or msg.get("type") in ("eof", "garbage", "fatal", "done"):
+                report.config["observe"] = "no result (the main run reports what happened)"
+                return []
+            if msg.get("type") == "observed":
+                report.config["observe"] = "done"
+                return [Finding.model_validate(f) for f in msg.get("findings", [])]
+    finally:
+        worker.kill()
 
 
 def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, workload: Workload) -> None:

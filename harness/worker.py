@@ -101,7 +101,7 @@ class Evaluator:
     def build_all(self) -> bool:
         self.solution = Solution.model_validate(self.job["solution"])
         self.guard = guard_hooks.Runtime(self.solution, (self.workdir / "candidate" / "src").resolve())
-        self.guard.warm_runtime(self.device)
+        self.guard.warm_runtime(self.device, observe=self.job.get("mode") == "observe")
         self.guard.before_import()
         self.fn, res = build(self.solution, self.workdir / "candidate", device=self.device.type)
         send({"type": "build", "role": "candidate", "result": res.model_dump(mode="json")})
@@ -135,18 +135,14 @@ class Evaluator:
             pristine = mk(trial)
             cand_inputs = clone_inputs(pristine)
             outputs, call = self._call(self.fn, self.solution, cand_inputs, axes)
-            observed: list[Finding] = []
             try:
-                if trial == 0:
-                    got, observed = self.guard.call_observed(call, self.device)
-                else:
-                    got = call()
+                got = call()
                 self._sync()
             except Exception as e:  # noqa: BLE001
                 errs = python_error(e, (self.workdir / "candidate" / "src").resolve())
                 status = Status.COMPILE_ERROR if _is_compile_error(e) else Status.RUNTIME_ERROR
                 return self._fail(res, status, f"{errs[0].file or ''}:{errs[0].line or ''} {errs[0].message}".strip(), t0, log=traceback.format_exc()[-6000:], extra={"errors": [x.model_dump() for x in errs]})
-            findings = observed + self.guard.after_call(got, cand_inputs, self.definition, axes, previous=earlier if not dps else ())
+            findings = self.guard.after_call(got, cand_inputs, self.definition, axes, previous=earlier if not dps else ())
             if findings:
                 return self._reject(res, findings, t0)
             earlier += [v for v in got.values() if isinstance(v, torch.Tensor)]
@@ -212,6 +208,15 @@ class Evaluator:
         res.seconds = time.monotonic() - t0
         return res
 
+    def observe(self, w: Workload) -> list[Finding]:
+        """One candidate call under the CUPTI observer (kernels and streams). It runs in a worker of its
+        own: the profiler, once started in a process, disturbs the timing of small kernels there."""
+        axes = self.definition.resolve_axes(w.axes)
+        inputs = make_inputs(self.definition, w, seed=seed_for(self.seed, w.uuid, 0), device=self.device, config=self.config, dataset_root=self.dataset_root)
+        _, call = self._call(self.fn, self.solution, inputs, axes)
+        _, findings = self.guard.call_observed(call, self.device)
+        return findings
+
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
@@ -263,6 +268,11 @@ def main() -> int:
         send({"type": "done"})
         return 0
     send({"type": "ready"})
+    if job.get("mode") == "observe":
+        w = Workload.model_validate(job["workloads"][0])
+        send({"type": "observed", "findings": [f.model_dump(mode="json") for f in ev.observe(w)]})
+        send({"type": "done"})
+        return 0
     for wd in job["workloads"]:
         w = Workload.model_validate(wd)
         send({"type": "start", "uuid": w.uuid})
