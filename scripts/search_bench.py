@@ -2,7 +2,8 @@
 
 Input: a table of (configuration -> measured latency per workload), as written by
 scripts/gpu/tunable_space.py (``{"tables": [...]}``, each table carries the seed's source). For every
-table and every random seed, the three searches start from the same random configuration of the seed:
+table and every random seed, the three searches start from the same random (working) configuration,
+which counts as their first evaluation:
 
 - mcts:   the real Campaign (UCT, widening, pruning) with the offline agent, evaluator = table lookup;
 - greedy: the same Campaign and agent with the greedy policy (always expand the best node);
@@ -22,6 +23,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import random
@@ -105,27 +107,31 @@ def run_campaign(table_json, table, start_cfg, policy, seed, budget, target=0.0,
     return ev.scores
 
 
-def run_random(table, keys, seed, budget) -> list[float | None]:
-    order = list(keys)
+def run_random(table, keys, seed, budget, start_key) -> list[float | None]:
+    """Uniform sampling without repetition; the first sample is the common start configuration."""
+    order = [k for k in keys if k != start_key]
     random.Random(seed).shuffle(order)
-    return [table.score(k) for k in order[:budget]]
+    return [table.score(k) for k in [start_key, *order][:budget]]
 
 
 def bench_table(table_json: dict[str, Any], seeds: int, within: float, search: dict | None = None) -> dict[str, Any]:
     table = LatencyTable(table_json)
     best_key, best = table.best()
     target = best * (1 + within)
-    keys = list(table.rows)
-    budget = len(keys)
     base = seed_solution(table_json)
     ts = solution_tunables(base)
+    # The whole declared space, measured or not: a configuration missing from the table (time budget
+    # ran out) is a failed evaluation for every method alike.
+    keys = [canonical(dict(zip([t.key for t in ts], vals))) for vals in itertools.product(*[t.options for t in ts])]
+    budget = len(keys)
+    measured = sorted(k for k in keys if table.score(k) is not None)
     per: dict[str, list[int | None]] = {m: [] for m in METHODS}
     for s in range(seeds):
         rng = random.Random(1000 + s)
-        start_cfg = {t.key: rng.choice(t.options) for t in ts}
+        start_cfg = json.loads(rng.choice(measured))  # the same working start for every method
         per["mcts"].append(evals_to_target(run_campaign(table_json, table, start_cfg, "uct", s, budget, target, search), target))
         per["greedy"].append(evals_to_target(run_campaign(table_json, table, start_cfg, "greedy", s, budget, target), target))
-        per["random"].append(evals_to_target(run_random(table, keys, s, budget), target))
+        per["random"].append(evals_to_target(run_random(table, keys, s, budget, canonical(start_cfg)), target))
     summary = {}
     for m, xs in per.items():
         counted = [x if x is not None else budget + 1 for x in xs]
@@ -138,7 +144,7 @@ def bench_table(table_json: dict[str, Any], seeds: int, within: float, search: d
     return {
         "table": table_json.get("name", table_json["definition"]),
         "space": budget,
-        "measured": sum(table.score(k) is not None for k in keys),
+        "measured": len(measured),
         "best_config": json.loads(best_key),
         "best_score_ms": best,
         "within": within,
@@ -154,8 +160,6 @@ def synthetic_tables() -> list[dict[str, Any]]:
 
     [seed] = load_seeds("gemm_n4096_k4096")
     ts = solution_tunables(seed)
-    import itertools
-
     rows = []
     for values in itertools.product(*[t.options for t in ts]):
         c = dict(zip([t.key for t in ts], values))
