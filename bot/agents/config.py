@@ -13,9 +13,10 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .base import AgentError
+
+# yaml is imported where it is used: the offline agent (and scripts/gpu/) must import on a device image
+# that has torch and triton but not PyYAML.
 
 PRICES_FILE = Path(__file__).with_name("prices.yaml")
 
@@ -25,6 +26,8 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     if not p.exists():
         raise AgentError(f"{p}: no such config file")
     text = p.read_text()
+    import yaml
+
     try:
         if p.suffix in (".yaml", ".yml"):
             data = yaml.safe_load(text) or {}
@@ -57,6 +60,8 @@ def refuse_inline_keys(config: dict[str, Any]) -> None:
 
 
 def load_prices(provider: str, overrides: dict[str, Any] | None = None) -> dict[str, dict[str, float]]:
+    import yaml
+
     table = yaml.safe_load(PRICES_FILE.read_text()) or {}
     prices = dict(table.get(provider, {}))
     for model, p in (overrides or {}).items():
