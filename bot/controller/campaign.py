@@ -238,6 +238,50 @@ class Campaign:
             camp._evaluate_pending()
         return camp
 
+    @classmethod
+    def from_records(
+        cls,
+        records: list[dict[str, Any]],
+        definition: Definition,
+        agent: Agent,
+        evaluator: Evaluator,
+        config: CampaignConfig | dict[str, Any] | None,
+        store_dir: str | Path,
+        workloads: list[Workload] | None = None,
+    ) -> "Campaign":
+        """Rebuild a campaign from node records kept elsewhere (the bot: PR bodies), into a fresh store.
+
+        The records are checked by ``Tree.from_records`` first. Nodes whose record carries no solution
+        (compact records) keep their place and their results but cannot be expanded: fill
+        ``record["solution"]`` from the PR's files to let the search continue below them. Pending nodes
+        stay pending (their PRs may still be benchmarked; feed the reports with ``record_report``).
+        """
+        cfg = config if isinstance(config, CampaignConfig) else CampaignConfig.from_dict(config)
+        tree = Tree.from_records(records, cfg.search)  # validates before anything is written
+        store = Path(store_dir)
+        if (store / "campaign.json").exists():
+            raise CampaignError(f"{store} already holds a campaign; use Campaign.resume")
+        store.mkdir(parents=True, exist_ok=True)
+        _write_json(store / "definition.json", definition.to_dict())
+        (store / "workloads.jsonl").write_text("".join(w.to_json() + "\n" for w in workloads or []))
+        for n in tree.nodes.values():
+            if n.id != ROOT:
+                _write_json(store / "nodes" / f"{n.id}.json", n.to_record(), cfg.fsync)
+        _write_json(store / "campaign.json", {
+            "definition": definition.name,
+            "config": cfg.to_dict(),
+            "agent": agent.describe(),
+            "created": _now(),
+            "baseline": tree.baseline.id if tree.baseline else None,
+            "restored_from_records": len(tree),
+        })
+        _write_json(store / "state.json", {
+            "usage": Usage().to_dict(),
+            "exhausted": sorted(n.id for n in tree.nodes.values() if n.id != ROOT and n.solution is None),
+            "updated": _now(),
+        }, cfg.fsync)
+        return cls.resume(store, agent, evaluator, evaluate_pending=False)
+
     # -- the loop ----------------------------------------------------------------------------------
     def step(self) -> StepResult:
         """One synchronous step: propose, then evaluate with the injected evaluator."""

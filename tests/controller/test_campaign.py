@@ -339,3 +339,28 @@ def test_memory_learns_facts_from_errors():
         "shared memory per block is limited to 232448 bytes (a configuration needing 262144 failed to launch)",
         "triton.language.fancy does not exist in the installed version",
     ]
+
+
+def test_campaign_from_records_continues_the_search(tmp_path):
+    """The bot's recovery path: only the records (from PRs) survive; the campaign continues from them."""
+    camp = start(tmp_path, name="orig", budget={"max_candidates": 8})
+    camp.run()
+    records = json.loads(json.dumps(camp.records()))
+    random.Random(3).shuffle(records)
+    ev = landscape_evaluator(smooth)
+    cfg = {"fsync": False, "budget": {"max_candidates": 14, "patience": None}}
+    again = Campaign.from_records(records, DEFINITION, MoveAgent("ABC"), ev, cfg, tmp_path / "restored")
+    assert len(again.tree) == 8 and ev.calls == []  # nothing re-evaluated
+    assert again.tree.best().id == camp.tree.best().id
+    again.run()
+    assert len(again.tree) == 14 and len(ev.calls) == 6
+    old = {r["node_id"] for r in records}
+    assert not old & {h for h in ev.calls}  # content hashes of new evaluations are new kernels
+    # Compact records: the nodes are there, but cannot be expanded without their code.
+    compact = Campaign.from_records(camp.records(include_solution=False), DEFINITION, MoveAgent("ABC"),
+                                    landscape_evaluator(smooth), cfg, tmp_path / "compact")
+    picked = compact.tree.select()
+    assert picked is None or picked.id == ROOT  # only a fresh start is possible: no node has code
+    assert all(n.exhausted for n in compact.tree.nodes.values() if n.id != ROOT)
+    with pytest.raises(CampaignError, match="already holds"):
+        Campaign.from_records(records, DEFINITION, MoveAgent(), ev, cfg, tmp_path / "restored")
