@@ -42,12 +42,18 @@ class PromptBuilder:
         self.env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=1, sort_keys=True, default=str)
 
     def operator_notes(self, definition: Definition) -> str:
-        """Notes for the definition itself, then for its op_type (both when both exist)."""
-        parts = []
-        for stem in (definition.name, definition.op_type):
-            p = self.operators_dir / f"{stem}.md"
-            if p.exists() and p.read_text().strip() not in parts:
+        """The most specific notes for the definition's name (the name itself, then shorter prefixes at
+        ``_``: fused_add_rmsnorm_h4096 -> fused_add_rmsnorm), then the op_type's notes when different."""
+        parts: list[str] = []
+        segs = definition.name.split("_")
+        for i in range(len(segs), 0, -1):
+            p = self.operators_dir / ("_".join(segs[:i]) + ".md")
+            if p.exists():
                 parts.append(p.read_text().strip())
+                break
+        p = self.operators_dir / f"{definition.op_type}.md"
+        if p.exists() and p.read_text().strip() not in parts:
+            parts.append(p.read_text().strip())
         return "\n\n".join(parts)
 
     def variables(self, ctx: AgentContext, index: int = 0, n: int = 1, previous: list[str] | None = None) -> dict[str, Any]:
