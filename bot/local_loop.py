@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -35,10 +34,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from bot.attempts import CANDIDATE_LABEL, AttemptError, ensure_attempt, folder_for, safe_name, solution_files  # noqa: F401  (re-exported)
 from bot.controller.campaign import Campaign, CampaignConfig, StepResult
 from bot.controller.tree import ROOT, solution_node_id
 from bot.forge.local import LocalForge
-from bot.forge.markers import with_meta
 from bot.harness_evaluator import HarnessEvaluator
 from bot.leaderboard import render_leaderboard, updated_champion
 from bot.promotion import champion_path, leaderboard_path, read_champion
@@ -48,7 +47,6 @@ from harness.schema import Definition, SchemaError, Solution, load_definition, l
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_WORKSPACE = Path(".kbot") / "workspace"
-CANDIDATE_LABEL = "kbot:candidate"
 Event = Callable[[str, dict[str, Any]], None]
 
 
@@ -68,20 +66,6 @@ def _write_json(path: Path, data: Any) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-def safe_name(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:100] or "solution"
-
-
-def solution_files(solution: Solution, folder: str) -> dict[str, str]:
-    """``kernels/<definition>/<name>/``: solution.json plus every source file next to it (as pack.py keeps them)."""
-    files = {f"{folder}/solution.json": solution.to_json(indent=2) + "\n"}
-    for src in solution.sources:
-        if src.path.startswith("/") or ".." in src.path.split("/"):
-            raise LoopError(f"{solution.name}: source path {src.path!r} escapes its folder")
-        files[f"{folder}/{src.path}"] = src.content
-    return files
 
 
 # ------------------------------------------------------------------------------------------ workspace
@@ -149,16 +133,7 @@ class Workspace:
 
     def folder_for(self, solution: Solution, ref: str = "main") -> str:
         """A kernels/ folder for ``solution`` that holds nothing else on ``ref``."""
-        base = f"kernels/{solution.definition}/{safe_name(solution.name)}"
-        raw = self.forge.read_file(f"{base}/solution.json", ref=ref)
-        if raw is None:
-            return base
-        try:
-            if Solution.model_validate_json(raw).content_hash() == solution.content_hash():
-                return base
-        except ValueError:
-            pass
-        return f"{base}-{solution.content_hash()[:8]}"
+        return folder_for(self.forge, solution, ref)
 
     def install_start(self, solution: Solution) -> dict[str, Any]:
         """Record ``solution`` as the starting champion of its definition (see the module docstring)."""
@@ -274,15 +249,6 @@ class PullRequestEvaluator:
         return report
 
     def _ensure_pr(self, solution: Solution, nid: str, branch: str):
-        forge = self.ws.forge
-        existing = [p for p in forge.list_prs(state="all", head_prefix=branch) if p.head_branch == branch]
-        if existing:
-            return existing[-1]  # never a second PR for a node, open or closed
-        if forge.branch_head(branch) is None:
-            _, main = forge.default_head()
-            folder = self.ws.folder_for(solution)
-            forge.commit_files(branch, main, solution_files(solution, folder),
-                               f"kbot: {solution.name} for {self.definition.name}\n\n{solution.description or ''}".strip())
         node = self._node(nid)
         parent = node.get("parent") if node.get("parent") not in (None, ROOT) else None
         meta = {"definition": self.definition.name, "node": nid, "parent": parent,
@@ -291,10 +257,14 @@ class PullRequestEvaluator:
         body = (f"Candidate `{escape_inline(solution.name, 100)}` for `{self.definition.name}`"
                 + (f", child of node `{parent}`" if parent else "") + ".\n\n"
                 + (f"Rationale: {escape_inline(node['rationale'], 1000)}\n" if node.get("rationale") else ""))
-        pr = forge.open_pr(branch, f"kbot: {solution.name} ({self.definition.name})", with_meta(body, meta),
-                           labels=[CANDIDATE_LABEL])
-        self.event("pr", {"node": nid, "pr": pr.number, "branch": branch, "solution": solution.name})
-        return pr
+        try:
+            attempt = ensure_attempt(self.ws.forge, solution, node=nid, meta=meta, body=body)
+        except AttemptError as e:
+            raise LoopError(str(e)) from None
+        assert attempt.branch == branch
+        if attempt.opened:
+            self.event("pr", {"node": nid, "pr": attempt.pr.number, "branch": branch, "solution": solution.name})
+        return attempt.pr
 
     def _node(self, nid: str) -> dict[str, Any]:
         """The node's record: from the live tree, or from the store while ``Campaign.resume`` is still
