@@ -80,16 +80,16 @@ class CallLog:
     def __iter__(self) -> Iterator[CallRecord]:
         if not self.path.exists():
             return iter(())
+        lines = self.path.read_text(encoding="utf-8").splitlines()
         recs = []
-        for i, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
+        for i, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 recs.append(CallRecord.from_dict(json.loads(line)))
             except (json.JSONDecodeError, TypeError) as e:
-                # A torn last line after a crash is expected; anything else is a corrupt log.
-                if i == len(self.path.read_text(encoding="utf-8").splitlines()):
-                    break
+                if i == len(lines):
+                    break  # a torn last line after a crash is expected
                 raise ValueError(f"{self.path}:{i}: not a call record: {e}") from None
         return iter(recs)
 

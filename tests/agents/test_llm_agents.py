@@ -265,3 +265,19 @@ def test_a_whole_campaign_replays_offline_from_its_call_log(rmsnorm_def, tmp_pat
     assert strip(second.records()) == strip(first.records())
     assert len(first.records()) == 5
     assert second.usage.cost_usd == pytest.approx(first.usage.cost_usd) and first.usage.cost_usd > 0
+
+
+def test_call_log_tolerates_a_torn_last_line_only(tmp_path):
+    from bot.agents.calllog import CallLog, CallRecord
+
+    log = CallLog(tmp_path / "calls.jsonl", fsync=False)
+    rec = CallRecord(provider="p", model="m", prompt_hash="h", system="s", messages=[], response="r", response_hash="x")
+    log.append(rec)
+    log.append(rec)
+    with open(log.path, "a") as f:
+        f.write('{"provider": "p", "mod')  # the process died mid-write
+    assert len(list(log)) == 2
+    lines = log.path.read_text().splitlines()
+    log.path.write_text("\n".join([lines[0], "garbage", lines[1]]) + "\n")
+    with pytest.raises(ValueError, match=":2: not a call record"):
+        list(log)
