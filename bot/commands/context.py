@@ -29,6 +29,7 @@ class OptimizeRequest:
     thread: int                      # issue or PR number the command came from
     parent_pr: int | None = None     # when /optimize was asked on a candidate PR: iterate on it
     parent_meta: Mapping[str, Any] | None = None  # that PR's kbot:meta block
+    comment_id: int | None = None    # the comment that asked: a redelivery of it is the same request
 
 
 @dataclass(frozen=True)

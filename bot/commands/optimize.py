@@ -40,7 +40,8 @@ def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
     if agent not in bounds.agents:
         raise CommandFailed(f"agent `{agent}` is not enabled by the policy (enabled: {', '.join(bounds.agents)})")
     req = OptimizeRequest(definition=definition, candidates=candidates, agent=agent, rounds=rounds,
-                          requested_by=ctx.actor, thread=ctx.number, parent_pr=parent_pr, parent_meta=meta)
+                          requested_by=ctx.actor, thread=ctx.number, parent_pr=parent_pr, parent_meta=meta,
+                          comment_id=ctx.comment_id)
     return CommandResult(True, ctx.services.start_campaign(req))
 
 

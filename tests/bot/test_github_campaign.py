@@ -1,0 +1,199 @@
+"""The GitHub campaign (``bot.github_campaign``) end to end against the fake GitHub, through GitHubForge:
+
+signed `/optimize rmsnorm_h4096 --candidates 2` → the command handler with the REAL campaign (offline
+agent, tree rebuilt from the repository) → 2 PRs with meta blocks and one commit each; the same
+command handled again → no new PR; one PR benchmarked with the real harness on the CPU (Triton
+interpreter) against the champion, as bench.yml does → workflow_run → sticky review → promotion merge
+→ champion pointer and leaderboard on main; a second `/optimize` → the tree comes back from the PRs,
+the merged candidate is the parent, and the new candidates differ from the first ones.
+
+The champion on main is the deliberately weak starting point of the local loop (the chunked seed with
+BLOCK=256), so the BLOCK=512 candidate is faster even under the interpreter (half the loop trips) and
+wins by the repository's real promotion policy.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from e2ekit import Env
+
+from bot.attempts import attempt_branch, ensure_attempt
+from bot.commands.dispatch import CommandDispatcher
+from bot.commands.services import ForgeServices
+from bot.forge.base import BranchTouchedByHumansError
+from bot.forge.markers import REVIEW_MARKER, decode_meta
+from bot.github_campaign import bind, champion_lineage, continue_after_results, read_snapshot, summary_from_evidence
+from bot.leaderboard import render_leaderboard, updated_champion
+from bot.local_loop import weak_start
+from bot.promotion import Evidence, WorkloadEvidence, champion_path, leaderboard_path, read_champion
+from harness.runner import RunConfig, evaluate
+from harness.schema import load_definition, load_workloads, parse_solution
+
+DEF = "rmsnorm_h4096"
+START_DIR = f"kernels/{DEF}/{DEF}_start"
+
+
+def seed_files(repo):
+    """main: the definition (+ workloads), the skills the bot reads, and the weak starting champion."""
+    files = {}
+    for rel in ("definitions/rmsnorm_h4096", "skills/seeds/rmsnorm_h4096"):
+        for p in sorted((repo / rel).iterdir()):
+            if p.is_file():
+                files[f"{rel}/{p.name}"] = p.read_text()
+    start = weak_start(DEF)
+    files[f"{START_DIR}/solution.json"] = start.to_json(indent=2) + "\n"
+    for src in start.sources:
+        files[f"{START_DIR}/{src.path}"] = src.content
+    entry = {"solution": start.name, "solution_hash": start.content_hash(), "solution_path": f"{START_DIR}/solution.json",
+             "pr": None, "sha": None, "merge_sha": None, "promoted_at": "2026-11-29T00:00:00Z",
+             "summary": {"origin": "start", "workloads": None}}
+    doc = updated_champion(None, DEF, entry)
+    files[champion_path(DEF)] = json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    files[leaderboard_path(DEF)] = render_leaderboard(doc)
+    return files, start
+
+
+def bench(repo):
+    """bench.yml's evaluate step in-process: the PR's solution (meta solution_path at the measured
+    head), the champion from main as the paired baseline, the real harness on the CPU."""
+    definition = load_definition(repo / "definitions" / DEF / "definition.json")
+    workloads = load_workloads(repo / "definitions" / DEF / "workloads.small.jsonl", definition)[:2]
+
+    def fetch(forge, run, dest):
+        pr = forge.find_open_pr(run["head_branch"])
+        path = decode_meta(pr.body)["solution_path"]
+        solution = parse_solution(json.loads(forge.read_file(path, ref=run["head_sha"])))
+        champ = read_champion(forge, DEF)
+        baseline = parse_solution(json.loads(forge.read_file(champ["solution_path"])))
+        cfg = RunConfig(device="cpu", trials=1, timing={"budget_s": 0.05, "warmup": 1, "min_iters": 5}, timeout_s=120)
+        evaluate(definition, solution, workloads, dest / "run", cfg, baseline=baseline)
+        (dest / "kbot-bench.json").write_text(json.dumps({"solution": solution.name, "solution_path": path}))
+        return True
+
+    return fetch
+
+
+def candidates(env, numbers):
+    out = {}
+    for n in numbers:
+        pr = env.forge.get_pr(n)
+        meta = decode_meta(pr.body)
+        sol = parse_solution(json.loads(env.forge.read_file(meta["solution_path"], ref=pr.head_sha)))
+        out[n] = (pr, meta, sol)
+    return out
+
+
+@pytest.mark.slow
+def test_optimize_opens_real_candidates_then_iterates_on_the_winner(github_server, shared, tmp_path, repo):
+    files, start = seed_files(repo)
+    env = Env(github_server, shared, tmp_path, repo, files=files, fetch=bench(repo), generator=bind)
+    start_node = start.content_hash()[:12]
+    issue = env.server.create_issue("make rmsnorm faster", author="alice")
+
+    c1, p1 = env.comment(issue, f"/optimize {DEF} --candidates 2")
+    assert env.deliver("issue_comment", p1).status == 202
+    first = env.pulls()
+    assert len(first) == 2 and env.reactions(c1) == ["eyes", "rocket"]
+    got = candidates(env, first)
+    for n, (pr, meta, sol) in got.items():
+        assert pr.head_branch == attempt_branch(DEF, meta["node"]) and pr.author == env.server.bot_login
+        assert meta["parent"] == start_node and meta["agent"] == "offline" and meta["campaign"].startswith(f"{DEF}#{issue}-c")
+        assert meta["solution_hash"] == sol.content_hash() and meta["node"] == sol.content_hash()[:12]
+        assert meta["round"] == 1 and "prompt_hash" in meta and "model" in meta
+        assert len(env.forge.branch_commits(pr.head_branch)) == 1
+        assert "kbot:candidate" in pr.labels
+    reply = [c for c in env.bot_comments(issue) if f"kbot:reply:{c1['id']}" in c["body"]][0]["body"]
+    assert all(f"#{n}" in reply for n in first)
+
+    # The same command handled again (a redelivery the queue did not catch, a retried job): no new PR.
+    again = CommandDispatcher(env.forge, ForgeServices(env.forge, bind(env.forge)), None).handle_issue_comment(p1)
+    assert again.status == "done" and env.pulls() == first
+
+    # Benchmark the BLOCK=512 candidate with the real harness; the review, merge and leaderboard follow.
+    (win,) = [n for n, (_, _, sol) in got.items() if "BLOCK = 512" in sol.sources[0].content]
+    env.bench_done(win, None)
+    (review,) = [r for r in env.server.reviews_on(win) if REVIEW_MARKER in r["body"]]
+    assert "Decision: PROMOTE" in review["body"], review["body"]
+    assert env.forge.get_pr(win).merged
+    champ = read_champion(env.forge, DEF)
+    assert champ["pr"] == win and champ["solution_hash"] == got[win][1]["solution_hash"]
+    assert champ["solution_path"] == got[win][1]["solution_path"]
+    board = env.forge.read_file(f"kernels/{DEF}/LEADERBOARD.md").decode()
+    assert "(champion)" in board
+
+    # The tree as GitHub holds it now: the start seed (baseline), the merged winner above 1x, the other pending.
+    snap = read_snapshot(env.forge, DEF)
+    recs = {r["node_id"]: r for r in snap.records}
+    win_node = got[win][1]["node"]
+    assert recs[start_node]["is_baseline"] and recs[win_node]["status"] == "evaluated"
+    assert recs[win_node]["summary"]["speedup_vs_baseline"] > 1.0 and recs[win_node]["solution"] is not None
+    (other,) = [n for n in first if n != win]
+    assert recs[got[other][1]["node"]]["status"] == "pending"
+
+    # A second /optimize: new candidates, children of the merged winner, none seen before.
+    c2, p2 = env.comment(issue, f"/optimize {DEF} --candidates 2")
+    env.deliver("issue_comment", p2)
+    second = [n for n in env.pulls() if n not in first]
+    assert len(second) == 2 and env.reactions(c2) == ["eyes", "rocket"]
+    new = candidates(env, second)
+    old_nodes = {m["node"] for _, m, _ in got.values()} | {start_node}
+    for pr, meta, sol in new.values():
+        assert meta["parent"] == win_node and meta["parent_pr"] == win
+        assert meta["node"] not in old_nodes and meta["campaign"] != got[win][1]["campaign"]
+        assert "BLOCK = 512" in sol.sources[0].content or "NUM_WARPS = 1 " in sol.sources[0].content
+
+
+def test_branch_rules_and_round_continuation(github_server, shared, tmp_path, repo):
+    files, start = seed_files(repo)
+    env = Env(github_server, shared, tmp_path, repo, files=files, generator=bind)
+    issue = env.server.create_issue("rounds", author="alice")
+    _, p = env.comment(issue, f"/optimize {DEF} --candidates 1 --rounds 2")
+    env.deliver("issue_comment", p)
+    (pr1,) = env.pulls()
+    meta = decode_meta(env.forge.get_pr(pr1).body)
+    assert meta["rounds"] == 2 and meta["round"] == 1
+
+    # Round 2 waits for round 1's results.
+    assert continue_after_results(env.forge, pr1) == []
+
+    # A person pushes to the branch the next candidate would use: the bot never writes there.
+    variant = start.model_copy(update={"sources": [s.model_copy(update={"content": s.content.replace("NUM_WARPS = 1 ", "NUM_WARPS = 4 ")})
+                                                   for s in start.sources]})
+    node = variant.content_hash()[:12]
+    env.server.push_commit(attempt_branch(DEF, node), {"kernels/x.txt": "mine"}, author="alice")
+    with pytest.raises(BranchTouchedByHumansError):
+        ensure_attempt(env.forge, variant, node=node, meta={"definition": DEF, "node": node}, body="x")
+    assert env.pulls() == [pr1]
+
+    # A constructed review for round 1 (evaluated, slower): round 2 opens one more PR, once.
+    from bot.review import publish_results
+    from reportkit import good
+    rep = good(ratio=(0.9, 0.85, 0.95), solution=meta["solution"], solution_hash=meta["solution_hash"],
+               baseline_hash=start.content_hash(), definition=DEF)
+    publish_results(env.forge, pr1, env.forge.get_pr(pr1).head_sha, reports=[rep])
+    round2 = continue_after_results(env.forge, pr1)
+    assert len(round2) == 1
+    assert [p.number for p in continue_after_results(env.forge, pr1)] == [round2[0].number]  # idempotent
+    m2 = decode_meta(round2[0].body)
+    assert m2["round"] == 2 and m2["campaign"] == meta["campaign"] and m2["node"] != meta["node"]
+    assert env.pulls() == [pr1, round2[0].number]
+    # and no third round: 2 of 2 done once round 2 has results
+    assert continue_after_results(env.forge, round2[0].number) == []
+
+
+def test_summary_and_lineage_frames():
+    doc = {"solution_hash": "c" * 64, "summary": {"speedup_vs_previous": 1.5},
+           "history": [{"solution_hash": "b" * 64, "summary": {"speedup_vs_previous": 2.0}},
+                       {"solution_hash": "a" * 64, "summary": {"origin": "start"}}]}
+    lin = champion_lineage(doc)
+    assert [e["solution_hash"][0] for e in lin] == ["a", "b", "c"] and [e["factor"] for e in lin] == [1.0, 2.0, 3.0]
+    w = [WorkloadEvidence("u1", "PASSED", 0, (1.2, 1.1, 1.3), 2.0), WorkloadEvidence("u2", "PASSED", 0, (1.2, 1.1, 1.3), 2.0)]
+    s = summary_from_evidence(Evidence(DEF, "s", "d" * 64, "b" * 64, "e" * 40, 0, tuple(w)))
+    assert s["passed"] and abs(s["speedup_vs_baseline"] - 1.2) < 1e-9 and s["status"] == "PASSED"
+    bad = (WorkloadEvidence("u1", "INCORRECT_NUMERICAL", 2, None, None),) + tuple(w[1:])
+    s = summary_from_evidence(Evidence(DEF, "s", "d" * 64, "b" * 64, None, 0, bad))
+    assert not s["passed"] and s["status"] == "INCORRECT_NUMERICAL" and "u1" in s["error"]["message"]
+    s = summary_from_evidence(Evidence(DEF, "s", "d" * 64, "b" * 64, None, 1, tuple(w)))
+    assert not s["passed"] and s["status"] == "REJECTED"
