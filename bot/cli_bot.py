@@ -28,6 +28,19 @@ def _fail(msg: str) -> None:
     sys.exit(2)
 
 
+# /optimize without --campaign (or with an empty KBOT_CAMPAIGN): propose and open candidate PRs.
+DEFAULT_CAMPAIGN = "bot.github_campaign:campaign"
+
+
+def _campaign_for(fn: Callable[..., Any] | None, forge: Any) -> Callable[..., Any] | None:
+    """The one-argument callable ForgeServices expects: ``fn`` with this forge bound when it takes one."""
+    if fn is None:
+        return None
+    from bot.github_campaign import bind
+
+    return bind(forge, fn)
+
+
 def _load_callable(spec: str | None) -> Callable[..., Any] | None:
     """``module:function`` → the function (used for --campaign and --fetch-results)."""
     if not spec:
@@ -70,7 +83,8 @@ def register(cli: click.Group) -> None:
     @click.option("--host", default="127.0.0.1", show_default=True)
     @click.option("--port", type=int, default=8080, show_default=True)
     @click.option("--repo", help="owner/name served (default: the repository of each event)")
-    @click.option("--campaign", help="module:function called for /optimize with an OptimizeRequest")
+    @click.option("--campaign", help="module:function called for /optimize with an OptimizeRequest "
+                  f"(default {DEFAULT_CAMPAIGN}; a `forge` keyword gets the event's forge)")
     @click.option("--fetch-results", default="bot.app:github_results_fetcher", show_default=True,
                   help="module:function(forge, workflow_run, dest) -> bool that downloads the bench artifacts")
     def serve_cmd(state_dir: str, host: str, port: int, repo: str | None, campaign: str | None,
@@ -84,7 +98,7 @@ def register(cli: click.Group) -> None:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         secrets = secrets_from_env()
         Path(state_dir).mkdir(parents=True, exist_ok=True)
-        campaign_fn = _load_callable(campaign)
+        campaign_fn = _load_callable(campaign or DEFAULT_CAMPAIGN)
         forges: dict[str, Any] = {}
 
         def forge_for(payload: dict) -> Any:
@@ -98,7 +112,7 @@ def register(cli: click.Group) -> None:
                 forges[key] = _github_forge(name, inst)
             return forges[key]
 
-        router = EventRouter(forge_for, lambda f: ForgeServices(f, campaign_fn),
+        router = EventRouter(forge_for, lambda f: ForgeServices(f, _campaign_for(campaign_fn, f)),
                              RateLimiter(Path(state_dir) / "rate.sqlite3"), _load_callable(fetch_results))
         serve(state_dir, router.handle, host=host, port=port, secrets=secrets)
 
@@ -112,7 +126,7 @@ def register(cli: click.Group) -> None:
     @click.option("--repo", envvar="GITHUB_REPOSITORY")
     @click.option("--state-dir", type=click.Path(file_okay=False), default=None,
                   help="rate-limit store; without it no per-user rate limit is applied")
-    @click.option("--campaign", help="module:function called for /optimize")
+    @click.option("--campaign", help=f"module:function called for /optimize (default, also when empty: {DEFAULT_CAMPAIGN})")
     def command_cmd(event_path: str, repo: str | None, state_dir: str | None, campaign: str | None) -> None:
         """Handle one issue_comment event (the command workflow)."""
         from bot.auth import RateLimiter
@@ -124,7 +138,8 @@ def register(cli: click.Group) -> None:
         limiter = RateLimiter(Path(state_dir) / "rate.sqlite3") if state_dir else None
         if state_dir:
             Path(state_dir).mkdir(parents=True, exist_ok=True)
-        out = CommandDispatcher(forge, ForgeServices(forge, _load_callable(campaign)), limiter).handle_issue_comment(payload)
+        services = ForgeServices(forge, _campaign_for(_load_callable(campaign or DEFAULT_CAMPAIGN), forge))
+        out = CommandDispatcher(forge, services, limiter).handle_issue_comment(payload)
         click.echo(json.dumps({"status": out.status, "reason": out.reason, "results": out.results}))
 
     @bot_group.command("report")
@@ -135,8 +150,9 @@ def register(cli: click.Group) -> None:
     @click.option("--run-url", default=None)
     @click.option("--repo", envvar="GITHUB_REPOSITORY")
     @click.option("--no-promote", is_flag=True, help="post the review and status only")
+    @click.option("--no-rounds", is_flag=True, help="do not open the next round of an /optimize --rounds N campaign")
     def report_cmd(results_dir: str, pr_number: int | None, head_branch: str | None, head_sha: str,
-                   run_url: str | None, repo: str | None, no_promote: bool) -> None:
+                   run_url: str | None, repo: str | None, no_promote: bool, no_rounds: bool) -> None:
         """Publish a bench run: sticky review, kbot/harness status, promotion."""
         import re
 
@@ -158,9 +174,20 @@ def register(cli: click.Group) -> None:
                                   promote=not no_promote)
         except ResultsError as e:
             _fail(str(e))
+        next_round: list[int] | str = []
+        if not no_rounds and out.state != "skipped":
+            # The campaign's next round opens when this result completes the current one.
+            from bot.github_campaign import continue_after_results
+
+            try:
+                next_round = [p.number for p in continue_after_results(forge, pr_number)]
+            except Exception as e:  # noqa: BLE001 - the review is out; a failed next round must not fail the report
+                logging.getLogger(__name__).exception("next round after #%s failed", pr_number)
+                next_round = f"failed: {type(e).__name__}: {e}"[:300]
         click.echo(json.dumps({"pr": out.pr, "state": out.state,
                                "decision": out.decision.to_dict() if out.decision else None,
-                               "merged_sha": out.merged_sha, "closed": out.closed, "problems": out.problems}))
+                               "merged_sha": out.merged_sha, "closed": out.closed, "problems": out.problems,
+                               "next_round": next_round}))
 
     @bot_group.command("review")
     @click.argument("report_path", type=click.Path(exists=True, dir_okay=False))

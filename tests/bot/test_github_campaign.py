@@ -197,3 +197,43 @@ def test_summary_and_lineage_frames():
     assert not s["passed"] and s["status"] == "INCORRECT_NUMERICAL" and "u1" in s["error"]["message"]
     s = summary_from_evidence(Evidence(DEF, "s", "d" * 64, "b" * 64, None, 1, tuple(w)))
     assert not s["passed"] and s["status"] == "REJECTED"
+
+
+def test_cli_uses_the_github_campaign_by_default_and_report_opens_the_next_round(github_server, shared, tmp_path, repo,
+                                                                                  monkeypatch):
+    """`bot command` as command.yml runs it (KBOT_CAMPAIGN unset → `--campaign ""`), then `bot report`
+    as report.yml runs it: the review is posted and round 2 of `--rounds 2` opens."""
+    from click.testing import CliRunner
+    from reportkit import good
+    from test_bot_app_mode import cli
+
+    import bot.cli_bot
+
+    files, start = seed_files(repo)
+    env = Env(github_server, shared, tmp_path, repo, files=files)
+    # The CLI builds its forge from the environment with GitHub's pacing; the test's forge is unpaced.
+    monkeypatch.setattr(bot.cli_bot, "_github_forge", lambda repo_name, installation_id=None: env.forge)
+    issue = env.server.create_issue("rounds from the CLI", author="alice")
+    _, payload = env.comment(issue, f"/optimize {DEF} --candidates 1 --rounds 2")
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(payload))
+    r = CliRunner().invoke(cli(), ["bot", "command", "--event-path", str(event), "--repo", env.server.full_name,
+                                   "--campaign", ""])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output.strip().splitlines()[-1])["status"] == "done"
+    (pr1,) = env.pulls()
+    meta = decode_meta(env.forge.get_pr(pr1).body)
+    assert meta["agent"] == "offline" and meta["rounds"] == 2
+
+    results = tmp_path / "results"
+    results.mkdir()
+    good(ratio=(0.95, 0.9, 1.0), solution=meta["solution"], solution_hash=meta["solution_hash"],
+         baseline_hash=start.content_hash(), definition=DEF).dump(results / "report.json")
+    head = env.forge.get_pr(pr1).head_sha
+    r = CliRunner().invoke(cli(), ["bot", "report", "--results", str(results), "--pr", str(pr1), "--head-sha", head,
+                                   "--repo", env.server.full_name])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output.strip().splitlines()[-1])
+    assert out["decision"]["action"] == "reject" and len(out["next_round"]) == 1
+    assert env.pulls() == [pr1, out["next_round"][0]]
+    assert decode_meta(env.forge.get_pr(out["next_round"][0]).body)["round"] == 2
