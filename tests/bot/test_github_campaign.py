@@ -237,3 +237,33 @@ def test_cli_uses_the_github_campaign_by_default_and_report_opens_the_next_round
     assert out["decision"]["action"] == "reject" and len(out["next_round"]) == 1
     assert env.pulls() == [pr1, out["next_round"][0]]
     assert decode_meta(env.forge.get_pr(out["next_round"][0]).body)["round"] == 2
+
+
+def test_optimize_on_a_candidate_pr_iterates_on_it(github_server, shared, tmp_path, repo):
+    files, start = seed_files(repo)
+    env = Env(github_server, shared, tmp_path, repo, files=files, generator=bind)
+    issue = env.server.create_issue("go", author="alice")
+    _, p = env.comment(issue, f"/optimize {DEF} --candidates 1")
+    env.deliver("issue_comment", p)
+    (pr1,) = env.pulls()
+    meta = decode_meta(env.forge.get_pr(pr1).body)
+
+    # Not evaluated yet: refused with a reason, nothing opened.
+    c, p = env.comment(pr1, "/optimize")
+    env.deliver("issue_comment", p)
+    assert env.reactions(c) == ["eyes", "confused"] and env.pulls() == [pr1]
+
+    from bot.review import publish_results
+    from reportkit import good
+    rep = good(ratio=(0.97, 0.95, 0.99), solution=meta["solution"], solution_hash=meta["solution_hash"],
+               baseline_hash=start.content_hash(), definition=DEF)
+    publish_results(env.forge, pr1, env.forge.get_pr(pr1).head_sha, reports=[rep])
+    # Slower than the start, so UCT would expand the start; on the PR, the PR's node is the parent.
+    c, p = env.comment(pr1, "/optimize --candidates 2")
+    env.deliver("issue_comment", p)
+    assert env.reactions(c) == ["eyes", "rocket"]
+    kids = [n for n in env.pulls() if n != pr1]
+    assert len(kids) == 2
+    for n in kids:
+        m = decode_meta(env.forge.get_pr(n).body)
+        assert m["parent"] == meta["node"] and m["parent_pr"] == pr1 and m["thread"] == pr1
