@@ -203,11 +203,19 @@ def test_cli_uses_the_github_campaign_by_default_and_report_opens_the_next_round
                                                                                   monkeypatch):
     """`bot command` as command.yml runs it (KBOT_CAMPAIGN unset → `--campaign ""`), then `bot report`
     as report.yml runs it: the review is posted and round 2 of `--rounds 2` opens."""
+    import click
     from click.testing import CliRunner
     from reportkit import good
-    from test_bot_app_mode import cli
 
     import bot.cli_bot
+
+    def cli():
+        @click.group()
+        def root() -> None:
+            pass
+
+        bot.cli_bot.register(root)
+        return root
 
     files, start = seed_files(repo)
     env = Env(github_server, shared, tmp_path, repo, files=files)
