@@ -235,20 +235,32 @@ def read_snapshot(forge: Any, definition: str, *, load_solutions: bool = True) -
     seeds: list[dict[str, Any]] = []
     for e in lineage:
         node = e["solution_hash"][:12]
-        if node in snap.pr_of or any(s["node_id"] == node for s in seeds):
+        s = e.get("summary") if isinstance(e.get("summary"), Mapping) else {}
+        champion_summary = {
+            "passed": True, "status": "PASSED", "statuses": {}, "workloads": s.get("workloads") or 0,
+            "speedup_vs_reference": s.get("geomean_speedup_vs_reference"),
+            "speedup_vs_baseline": e["factor"], "baseline_hash": base["solution_hash"] if base else None,
+            "solution_hash": e["solution_hash"], "noise": None, "roofline_fraction_min": None,
+            "energy_j_per_call": None, "eval_seconds": 0.0, "error": None, "feedback": [], "champion": True}
+        if node in snap.pr_of:
+            # A promoted PR whose review can no longer be read is still a measured champion.
+            rec = next(r for r in pr_records if r["node_id"] == node)
+            if rec["status"] == PENDING:
+                rec["status"], rec["summary"] = "evaluated", champion_summary
+                if load_solutions:
+                    pr = snap.pr_of[node]
+                    sol = _read_solution(forge, snap.meta_of[pr.number].get("solution_path"),
+                                         [pr.head_sha, pr.merge_commit_sha, main_sha], e["solution_hash"])
+                    rec["solution"] = sol.model_dump(mode="json", exclude_unset=True) if sol else None
+            continue
+        if any(x["node_id"] == node for x in seeds):
             continue
         sol = _read_solution(forge, e.get("solution_path"), [main_sha, e.get("sha")], e["solution_hash"]) if load_solutions else None
-        s = e.get("summary") if isinstance(e.get("summary"), Mapping) else {}
         seeds.append({
             "node_id": node, "parent_id": None,
             "solution": sol.model_dump(mode="json", exclude_unset=True) if sol else None,
             "status": "evaluated",
-            "summary": {"passed": True, "status": "PASSED", "statuses": {}, "workloads": s.get("workloads") or 0,
-                        "speedup_vs_reference": s.get("geomean_speedup_vs_reference"),
-                        "speedup_vs_baseline": e["factor"], "baseline_hash": base["solution_hash"] if base else None,
-                        "solution_hash": e["solution_hash"], "noise": None, "roofline_fraction_min": None,
-                        "energy_j_per_call": None, "eval_seconds": 0.0, "error": None, "feedback": [],
-                        "champion": True},
+            "summary": champion_summary,
             "agent": "champion", "model": None, "prompt_hash": None,
             "rationale": f"champion {e.get('solution')}" + (f" (PR #{e['pr']})" if isinstance(e.get("pr"), int) else " (no PR)"),
             "config_key": None, "mode": "seed", "failure": None, "is_baseline": False,
