@@ -6,11 +6,10 @@ decides, counts and records every attempt.
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from .base import AgentError
-from .llm import Completion, LLMAgent, Retryable, parse_retry_after
+from .llm import Completion, LLMAgent, Retryable, parse_retry_after, place_params
 from .registry import register
 
 
@@ -39,13 +38,7 @@ class AnthropicAgent(LLMAgent):
         extra = dict(self.params)
         if self.temperature is not None:
             extra["temperature"] = self.temperature
-        # Fields this SDK version names go as arguments; others (newer API fields) in extra_body.
-        known = set(inspect.signature(self.client.messages.create).parameters)
-        body = {k: v for k, v in extra.items() if k not in known}
-        req.update({k: v for k, v in extra.items() if k in known})
-        if body:
-            req["extra_body"] = body
-        return req
+        return place_params(self.client.messages.create, req, extra)
 
     def _complete(self, system: str, messages: list[dict[str, str]]) -> Completion:
         import anthropic

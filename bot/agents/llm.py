@@ -74,6 +74,19 @@ def parse_retry_after(headers: Any) -> float | None:
         return None
 
 
+def place_params(create: Callable[..., Any], req: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Put model parameters into a request: those the SDK's ``create`` names become arguments, the rest
+    (API fields newer than the installed SDK) travel in ``extra_body``."""
+    import inspect
+
+    known = set(inspect.signature(create).parameters)
+    req.update({k: v for k, v in extra.items() if k in known})
+    body = {k: v for k, v in extra.items() if k not in known}
+    if body:
+        req["extra_body"] = body
+    return req
+
+
 class LLMAgent(Agent):
     """Config (dict): model (default: the provider's default_model), max_tokens (8192), temperature, params (extra request
     fields), timeout_s (600), max_attempts (6), backoff_base_s (2), backoff_max_s (60), stream (false),

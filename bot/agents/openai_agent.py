@@ -8,12 +8,11 @@ require; many compatible gateways want "max_tokens"). The SDK's own retries are 
 
 from __future__ import annotations
 
-import inspect
 import time
 from typing import Any
 
 from .base import AgentError
-from .llm import Completion, LLMAgent, Retryable, parse_retry_after
+from .llm import Completion, LLMAgent, Retryable, parse_retry_after, place_params
 from .registry import register
 
 
@@ -48,12 +47,7 @@ class OpenAIAgent(LLMAgent):
         extra = dict(self.params)
         if self.temperature is not None:
             extra["temperature"] = self.temperature
-        known = set(inspect.signature(self.client.chat.completions.create).parameters)
-        body = {k: v for k, v in extra.items() if k not in known}
-        req.update({k: v for k, v in extra.items() if k in known})
-        if body:
-            req["extra_body"] = body
-        return req
+        return place_params(self.client.chat.completions.create, req, extra)
 
     def _complete(self, system: str, messages: list[dict[str, str]]) -> Completion:
         import openai
