@@ -112,8 +112,11 @@ def register(cli: click.Group) -> None:
                 forges[key] = _github_forge(name, inst)
             return forges[key]
 
+        from bot.github_campaign import continue_after_results
+
         router = EventRouter(forge_for, lambda f: ForgeServices(f, _campaign_for(campaign_fn, f)),
-                             RateLimiter(Path(state_dir) / "rate.sqlite3"), _load_callable(fetch_results))
+                             RateLimiter(Path(state_dir) / "rate.sqlite3"), _load_callable(fetch_results),
+                             after_results=continue_after_results)
         serve(state_dir, router.handle, host=host, port=port, secrets=secrets)
 
     @cli.group("bot")

@@ -47,6 +47,8 @@ class EventRouter:
     services_for: Callable[[Forge], Services]
     limiter: RateLimiter | None = None
     fetch_results: FetchResults | None = None
+    # Called with (forge, pr number) once a result is published: opens a campaign's next round.
+    after_results: Callable[[Forge, int], Any] | None = None
 
     def handle(self, event: str, payload: Mapping[str, Any]) -> str:
         if not wanted(event, payload):
@@ -104,4 +106,9 @@ class EventRouter:
                                  description=f"bench run {run.get('conclusion')}: no results", target_url=run_url)
                 return "failed"
             publish_results(forge, pr.number, sha, results_dir=tmp, run_url=run_url)
+        if self.after_results is not None:
+            try:
+                self.after_results(forge, pr.number)
+            except Exception:  # noqa: BLE001 — the review is out; a failed next round must not undo it
+                log.exception("next round after #%s failed", pr.number)
         return "done"

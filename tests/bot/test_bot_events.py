@@ -191,3 +191,27 @@ def test_publish_leaves_closed_prs_alone(forge):
     forge.close_pr(pr.number)
     out = publish_results(forge, pr.number, pr.head_sha, reports=[good()])
     assert out.state == "skipped" and pr.number not in forge.reviews
+
+
+def test_workflow_run_opens_the_next_round_after_publishing(shared, forge):
+    """App mode: once a result is published, the campaign's next round is asked for; a failure there
+    does not undo the published review."""
+    pr = candidate(forge)
+
+    def fetch(f, run, dest):
+        good(baseline=None, baseline_hash=None, definition=DEF).dump(dest / "r.json")
+        return True
+
+    calls = []
+    r = EventRouter(lambda p: forge, lambda f: ForgeServices(f), None, fetch, after_results=lambda f, n: calls.append(n))
+    assert r.handle("workflow_run", run_event(shared, forge, pr.head_branch, pr.head_sha)) == "done"
+    assert calls == [pr.number]
+
+    pr2 = candidate(forge, 2)
+
+    def boom(f, n):
+        raise RuntimeError("agent unavailable")
+
+    r = EventRouter(lambda p: forge, lambda f: ForgeServices(f), None, fetch, after_results=boom)
+    assert r.handle("workflow_run", run_event(shared, forge, pr2.head_branch, pr2.head_sha)) == "done"
+    assert len(forge.reviews[pr2.number]) == 1
