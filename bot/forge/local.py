@@ -1,8 +1,9 @@
 """A forge on this machine: a real bare git repository plus a JSON store for PRs, reviews and statuses.
 
 This is what ``kbot optimize`` runs on when there is no GitHub. It implements the same ``Forge``
-protocol as ``GitHubForge`` so the promotion code (``bot.promotion``), the review publisher
-(``bot.review.publish_results``) and the leaderboard run unchanged on it.
+protocol as ``GitHubForge`` and passes the same behaviour tests (``tests/forge/forge_contract.py``,
+run in ``tests/local/test_local_forge_contract.py``), so the promotion code (``bot.promotion``), the
+review publisher (``bot.review.publish_results``) and the leaderboard run unchanged on it.
 
 * Code lives in a bare repository (``repo.git``): commits are written with git plumbing
   (``hash-object``, a private index, ``write-tree``, ``commit-tree``) and branches move with
@@ -10,10 +11,16 @@ protocol as ``GitHubForge`` so the promotion code (``bot.promotion``), the revie
   tree (the user's or any other) is touched.
 * A merge is sha-guarded like GitHub's: it refuses (``HeadMovedError``) when the PR head is not the
   sha that was benchmarked, and writes a real squash commit on the default branch (tree from
-  ``git merge-tree --write-tree``; a conflict is ``NotMergeableError``).
-* Pull requests, comments, reviews, labels and statuses are one JSON document (``forge.json``),
-  rewritten atomically (temp file + fsync + rename) under an exclusive ``flock``, so it survives
-  restarts and two processes never interleave writes. Closed and merged PRs are kept forever.
+  ``git merge-tree --write-tree``; a conflict is ``NotMergeableError``). Re-running a merge that
+  already happened at that sha returns the same result, as on GitHub.
+* Issues, pull requests (one number sequence, as on GitHub), comments, reviews, labels, statuses,
+  permissions and team memberships are one JSON document (``forge.json``), rewritten atomically
+  (temp file + fsync + rename) under an exclusive ``flock``, so it survives restarts and two
+  processes never interleave writes. Closed and merged PRs are kept forever.
+* What people do around the bot has no web UI here: a person commits to the repository directly
+  (any author other than the bot's e-mail counts as a person), and ``create_issue``,
+  ``create_comment(author=...)``, ``set_permission`` and ``set_team_membership`` stand in for the
+  issue form, the comment box and the repository settings.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Iterator, Literal, get_args
 
 from bot.forge.base import (
     BranchMovedError,
@@ -37,7 +44,6 @@ from bot.forge.base import (
     Comment,
     CommitInfo,
     CommitStatus,
-    FileChange,
     FilesArg,
     ForgeError,
     ForgeInfo,
@@ -48,8 +54,10 @@ from bot.forge.base import (
     NotMergeableError,
     Permission,
     PullRequest,
+    Reaction,
     Review,
     UnsupportedError,
+    normalize_files,
 )
 from bot.forge.markers import has_marker
 
@@ -57,6 +65,11 @@ BOT_LOGIN = "kbot"
 BOT_EMAIL = "kbot@localhost"
 DEFAULT_BRANCH = "main"
 ZERO = "0" * 40
+# GitHub refuses longer PR bodies, comments and reviews (422); refusing here too means a text that
+# works locally also works on GitHub.
+BODY_LIMIT = 65536
+REACTIONS = frozenset(get_args(Reaction))
+TEAM_STATES = ("active", "pending")
 
 
 def _now() -> str:
@@ -65,6 +78,11 @@ def _now() -> str:
 
 def _dt(s: str | None) -> datetime | None:
     return datetime.fromisoformat(s) if s else None
+
+
+def _check_body(body: str | None, what: str) -> None:
+    if body is not None and len(body) > BODY_LIMIT:
+        raise ForgeError(f"{what} body is {len(body)} characters; GitHub accepts at most {BODY_LIMIT}")
 
 
 @dataclass
@@ -117,13 +135,17 @@ class LocalForge:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
     def _load(self) -> dict[str, Any]:
-        if not self.store_path.exists():
-            return {"version": 1, "next_id": 1, "prs": {}, "comments": {}, "reviews": {}, "statuses": {}}
-        try:
-            return json.loads(self.store_path.read_text())
-        except ValueError as e:
-            raise ForgeError(f"{self.store_path} is not valid JSON ({e}); it is only written atomically, "
-                             "so it was edited by hand") from None
+        data: dict[str, Any] = {"version": 1, "next_id": 1}
+        if self.store_path.exists():
+            try:
+                data = json.loads(self.store_path.read_text())
+            except ValueError as e:
+                raise ForgeError(f"{self.store_path} is not valid JSON ({e}); it is only written atomically, "
+                                 "so it was edited by hand") from None
+        # Stores written before issues, permissions and teams existed simply lack those tables.
+        for table in ("prs", "issues", "comments", "reviews", "statuses", "permissions", "teams"):
+            data.setdefault(table, {})
+        return data
 
     def _save(self, data: dict[str, Any]) -> None:
         fd, tmp = tempfile.mkstemp(dir=self.root, prefix=".forge.json-")
@@ -137,6 +159,13 @@ class LocalForge:
     def _next_id(data: dict[str, Any]) -> int:
         n = int(data["next_id"])
         data["next_id"] = n + 1
+        return n
+
+    @staticmethod
+    def _next_number(data: dict[str, Any]) -> int:
+        """Issues and PRs share one sequence 1, 2, 3... as on GitHub (the key predates issues)."""
+        n = int(data.get("next_pr", 1))
+        data["next_pr"] = n + 1
         return n
 
     # -- identity and repository -------------------------------------------------------------------
@@ -169,7 +198,11 @@ class LocalForge:
         if sha is None:
             return None
         p = self.git("cat-file", "blob", f"{sha}:{path}", check=False)
-        return p.stdout if p.returncode == 0 else None
+        if p.returncode == 0:
+            return p.stdout
+        if self.git.out("cat-file", "-t", f"{sha}:{path}", check=False) == "tree":
+            raise ForgeError(f"{path}@{ref or DEFAULT_BRANCH} is a directory")  # as GitHubForge says
+        return None
 
     def list_files(self, ref: str | None = None, under: str = "") -> list[str]:
         sha = self._resolve(ref or DEFAULT_BRANCH)
@@ -180,33 +213,36 @@ class LocalForge:
 
     # -- writing code ------------------------------------------------------------------------------
     def _tree_with(self, base_sha: str | None, files: FilesArg) -> str:
-        changes = files if isinstance(files, list) else [
-            FileChange(p, c.encode() if isinstance(c, str) else c) for p, c in files.items()]
+        changes = normalize_files(files)  # the same unsafe-path rules as every other forge
         with tempfile.TemporaryDirectory() as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
             if base_sha:
                 self.git("read-tree", base_sha, env=env)
+            # One --index-info batch; mode 0 removes a path (--force-remove wants a work tree, and a
+            # bare repository has none).
+            lines = []
             for ch in changes:
-                if ".." in ch.path.split("/") or ch.path.startswith("/"):
-                    raise ForgeError(f"refusing path {ch.path!r}")
                 if ch.content is None:
-                    self.git("update-index", "--force-remove", ch.path, env=env)
+                    lines.append(f"0 {ZERO}\t{ch.path}\n")
                     continue
-                content = ch.content.encode() if isinstance(ch.content, str) else ch.content
-                blob = self.git.out("hash-object", "-w", "--stdin", input=content)
-                mode = "100755" if ch.executable else "100644"
-                self.git("update-index", "--add", "--cacheinfo", f"{mode},{blob},{ch.path}", env=env)
+                blob = self.git.out("hash-object", "-w", "--stdin", input=ch.content)
+                lines.append(f"{'100755' if ch.executable else '100644'} {blob}\t{ch.path}\n")
+            self.git("update-index", "--index-info", input="".join(lines).encode(), env=env)
             return self.git.out("write-tree", env=env)
 
     def commit_files(self, branch: str, base_sha: str | None, files: FilesArg, message: str) -> str:
         """See ``Forge.commit_files``. ``base_sha=None`` writes a root commit on a branch that must not exist."""
+        normalize_files(files)  # refuse bad input before looking at anything
         head = self.branch_head(branch)
         if head is not None:
-            if head != base_sha:
-                raise BranchMovedError(f"{branch} is at {head[:12]}, not {str(base_sha)[:12]}")
+            # GitHubForge's order: a person's commit is the more useful reason when both apply.
             humans = self.branch_touched_by_humans(branch)
             if humans:
                 raise BranchTouchedByHumansError(branch, humans)
+            if head != base_sha:
+                raise BranchMovedError(f"{branch} is at {head[:12]}, not {str(base_sha)[:12]}")
+        if base_sha is not None and self._resolve(base_sha) is None:
+            raise NotFoundError(f"no commit {base_sha!r} to build on")
         tree = self._tree_with(base_sha, files)
         parents = ["-p", base_sha] if base_sha else []
         sha = self.git.out("commit-tree", tree, *parents, "-m", message)
@@ -229,18 +265,39 @@ class LocalForge:
         if tip is None:
             raise NotFoundError(f"no branch {branch!r}")
         base_sha = self._resolve(base or DEFAULT_BRANCH)
+        if base_sha is None and base is not None:
+            raise NotFoundError(f"no branch {base!r} to compare with")
         rng = f"{base_sha}..{tip}" if base_sha else tip
-        return [self._commit_info(s) for s in self.git.out("rev-list", rng).splitlines() if s]
+        # --topo-order: children before parents even when commits share a timestamp (same second).
+        return [self._commit_info(s) for s in self.git.out("rev-list", "--topo-order", rng).splitlines() if s]
+
+    def changed_files(self, branch: str, base: str | None = None) -> list[str]:
+        """Paths changed on ``branch`` since its merge base with ``base`` (default branch if None), like
+        GitHubForge's (GitHub's compare ``base...branch``); a rename lists its old and new path."""
+        tip = self._resolve(branch)
+        if tip is None:
+            raise NotFoundError(f"no branch {branch!r}")
+        base_sha = self._resolve(base or DEFAULT_BRANCH)
+        if base_sha is None:
+            raise NotFoundError(f"no branch {base or DEFAULT_BRANCH!r} to compare with")
+        fork = self.git.out("merge-base", base_sha, tip, check=False)
+        if not fork:
+            raise ForgeError(f"{branch} and {base or DEFAULT_BRANCH} share no history")
+        out = self.git("diff", "--name-only", "--no-renames", "-z", fork, tip).stdout.decode()
+        return sorted(p for p in out.split("\0") if p)
 
     def branch_touched_by_humans(self, branch: str, base: str | None = None) -> list[CommitInfo]:
         return [c for c in self.branch_commits(branch, base)
                 if c.author_email != BOT_EMAIL or c.committer_email != BOT_EMAIL]
 
     def delete_branch(self, branch: str) -> None:
+        """Delete ``branch``; a branch that is already gone is not an error (as with GitHubForge)."""
         head = self.branch_head(branch)
         if head is None:
-            raise NotFoundError(f"no branch {branch!r}")
-        self.git("update-ref", "-d", f"refs/heads/{branch}", head)
+            return
+        p = self.git("update-ref", "-d", f"refs/heads/{branch}", head, check=False)
+        if p.returncode != 0 and self.branch_head(branch) is not None:
+            raise BranchMovedError(f"{branch} moved while deleting it: {p.stderr.decode().strip()[:200]}")
 
     def update_branch(self, number: int) -> str:
         """Merge the default branch into the PR head (GitHub's "Update branch"): one bot merge commit.
@@ -263,20 +320,60 @@ class LocalForge:
             raise NotMergeableError(f"{ours[:12]} and {theirs[:12]} conflict")
         return p.stdout.decode().split("\n", 1)[0].strip()
 
+    def _mergeable(self, base_branch: str, head: str) -> bool:
+        """What GitHub's ``mergeable`` says: the head merges into the base without conflicts."""
+        base = self.branch_head(base_branch)
+        if base is None:
+            return False
+        return self.git("merge-tree", "--write-tree", base, head, check=False).returncode == 0
+
+    def _replay(self, onto: str, commits: list[CommitInfo]) -> str:
+        """Rebase-merge: re-create ``commits`` (oldest first) on ``onto``, authors and messages kept.
+
+        git 2.39's ``merge-tree`` has no ``--merge-base``, so each cherry-pick is a three-way merge of
+        throwaway commits that share a root holding the picked commit's parent tree.
+        """
+        tip = onto
+        for c in commits:
+            if len(c.parents) != 1:
+                raise NotMergeableError(f"{c.sha[:12]} is a merge commit; a rebase merge cannot replay it "
+                                        "(use squash or merge)")
+            root = self.git.out("commit-tree", f"{c.parents[0]}^{{tree}}", "-m", "base")
+            ours = self.git.out("commit-tree", f"{tip}^{{tree}}", "-p", root, "-m", "ours")
+            theirs = self.git.out("commit-tree", f"{c.sha}^{{tree}}", "-p", root, "-m", "theirs")
+            tree = self._merge_tree(ours, theirs)
+            date = self.git.out("show", "-s", "--format=%aI", c.sha)
+            env = {"GIT_AUTHOR_NAME": c.author_name, "GIT_AUTHOR_EMAIL": c.author_email, "GIT_AUTHOR_DATE": date}
+            tip = self.git.out("commit-tree", tree, "-p", tip, env=env, input=c.message.encode())
+        return tip
+
     # -- pull requests -----------------------------------------------------------------------------
-    def _pr(self, rec: dict[str, Any]) -> PullRequest:
-        head = rec["head_sha"] if rec["state"] == "closed" else (self.branch_head(rec["head_branch"]) or rec["head_sha"])
+    def _pr(self, rec: dict[str, Any], full: bool = False) -> PullRequest:
+        """``full``: also compute ``mergeable`` (GitHub only reports it when one PR is fetched)."""
+        is_open = rec["state"] == "open"
+        head = (self.branch_head(rec["head_branch"]) or rec["head_sha"]) if is_open else rec["head_sha"]
         return PullRequest(
             number=rec["number"], title=rec["title"], body=rec["body"], head_branch=rec["head_branch"],
             head_sha=head, base_branch=rec["base_branch"], state=rec["state"], merged=rec["merged"],
             author=rec["author"], labels=tuple(rec.get("labels", [])), url=f"local:{self.root}#pr-{rec['number']}",
-            merge_commit_sha=rec.get("merge_commit_sha"), mergeable=rec["state"] == "open" or None,
+            merge_commit_sha=rec.get("merge_commit_sha"),
+            mergeable=self._mergeable(rec["base_branch"], head) if full and is_open else None,
             head_repo=str(self.git_dir), base_repo=str(self.git_dir))
 
-    def _get(self, data: dict[str, Any], number: int) -> dict[str, Any]:
+    @staticmethod
+    def _get(data: dict[str, Any], number: int) -> dict[str, Any]:
+        """The pull request ``number`` (an issue's number is not a pull request)."""
         rec = data["prs"].get(str(number))
         if rec is None:
             raise NotFoundError(f"no pull request #{number}")
+        return rec
+
+    @staticmethod
+    def _get_item(data: dict[str, Any], number: int) -> dict[str, Any]:
+        """The issue or pull request ``number`` (labels and comments work on both, as on GitHub)."""
+        rec = data["prs"].get(str(number)) or data["issues"].get(str(number))
+        if rec is None:
+            raise NotFoundError(f"no issue or pull request #{number}")
         return rec
 
     def find_open_pr(self, head_branch: str) -> PullRequest | None:
@@ -287,30 +384,42 @@ class LocalForge:
 
     def open_pr(self, head_branch: str, title: str, body: str, *, base: str | None = None,
                 labels: tuple[str, ...] | list[str] = (), draft: bool = False) -> PullRequest:
-        head = self.branch_head(head_branch)
-        if head is None:
-            raise NotFoundError(f"no branch {head_branch!r} to open a pull request from")
+        _check_body(body, "PR")
+        base = base or DEFAULT_BRANCH
         with self._locked() as data:
             for rec in data["prs"].values():
                 if rec["head_branch"] == head_branch and rec["state"] == "open":
-                    return self._pr(rec)  # idempotent: the open PR of this branch
-            n = int(data.get("next_pr", 1))  # PR numbers count 1, 2, 3... like on GitHub
-            data["next_pr"] = n + 1
+                    return self._pr(rec, full=True)  # idempotent: the open PR of this branch
+            # GitHub's validation (422): a title, both branches, and something to merge.
+            if not title:
+                raise ForgeError("a pull request needs a title")
+            head = self.branch_head(head_branch)
+            if head is None:
+                raise NotFoundError(f"no branch {head_branch!r} to open a pull request from")
+            base_sha = self.branch_head(base)
+            if base_sha is None:
+                raise NotFoundError(f"no base branch {base!r} to open a pull request against")
+            if self.git("merge-base", "--is-ancestor", head, base_sha, check=False).returncode == 0:
+                raise ForgeError(f"No commits between {base} and {head_branch}")
+            n = self._next_number(data)
             rec = {"number": n, "title": title, "body": body, "head_branch": head_branch, "head_sha": head,
-                   "base_branch": base or DEFAULT_BRANCH, "state": "open", "merged": False, "author": self.bot_login,
+                   "base_branch": base, "state": "open", "merged": False, "author": self.bot_login,
                    "labels": sorted(set(labels)), "created_at": _now(), "updated_at": _now(), "draft": draft,
                    "merge_commit_sha": None, "closed_at": None}
             data["prs"][str(n)] = rec
-        return self._pr(rec)
+        return self._pr(rec, full=True)
 
     def get_pr(self, number: int) -> PullRequest:
-        return self._pr(self._get(self._load(), number))
+        return self._pr(self._get(self._load(), number), full=True)
 
     def pr_record(self, number: int) -> dict[str, Any]:
         """The stored record (timestamps included) for display."""
         return dict(self._get(self._load(), number))
 
     def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRequest:
+        _check_body(body, "PR")
+        if title == "":
+            raise ForgeError("a pull request needs a title")
         with self._locked() as data:
             rec = self._get(data, number)
             if title is not None:
@@ -318,10 +427,12 @@ class LocalForge:
             if body is not None:
                 rec["body"] = body
             rec["updated_at"] = _now()
-        return self._pr(rec)
+        return self._pr(rec, full=True)
 
     def list_prs(self, *, state: Literal["open", "closed", "all"] = "open", label: str | None = None,
                  head_prefix: str | None = None) -> Iterator[PullRequest]:
+        if state not in ("open", "closed", "all"):
+            raise ForgeError(f"state must be open, closed or all, not {state!r}")
         recs = sorted(self._load()["prs"].values(), key=lambda r: r["number"])
         for rec in recs:
             if state != "all" and rec["state"] != state:
@@ -333,29 +444,39 @@ class LocalForge:
             yield self._pr(rec)
 
     def wait_mergeable(self, number: int, timeout: float = 30.0) -> PullRequest:
-        return self.get_pr(number)
+        return self.get_pr(number)  # computed on every read: never "still being computed"
 
     def merge(self, number: int, sha: str, *, method: MergeMethod = "squash", title: str | None = None,
               message: str | None = None) -> MergeResult:
+        if method not in ("squash", "merge", "rebase"):
+            raise ForgeError(f"merge method must be squash, merge or rebase, not {method!r}")
         with self._locked() as data:
             rec = self._get(data, number)
+            if rec["merged"]:
+                # GitHub: a retried merge of the same sha finds it done; another sha cannot merge now.
+                if rec["head_sha"] == sha and rec.get("merge_commit_sha"):
+                    return MergeResult(sha=rec["merge_commit_sha"], merged=True, message="already merged")
+                raise NotMergeableError(f"#{number} was already merged at {rec['head_sha'][:12]}, not {sha[:12]}")
             if rec["state"] != "open":
-                raise NotMergeableError(f"#{number} is {'merged' if rec['merged'] else 'closed'}")
+                raise NotMergeableError(f"#{number} is closed")
             head = self.branch_head(rec["head_branch"])
             if head != sha:
                 raise HeadMovedError(f"#{number} head is {str(head)[:12]}, not the benchmarked {sha[:12]}")
             base = self.branch_head(rec["base_branch"])
             if base is None:
                 raise NotMergeableError(f"base branch {rec['base_branch']} does not exist")
-            tree = self._merge_tree(base, sha)
-            msg = (title or f"{rec['title']} (#{number})") + ("\n\n" + message if message else "")
-            if method == "squash":
-                parents = ["-p", base]
-            elif method == "merge":
-                parents = ["-p", base, "-p", sha]
+            if method == "rebase":
+                commits = list(reversed(self.branch_commits(rec["head_branch"], base=rec["base_branch"])))
+                new = self._replay(base, commits)
             else:
-                raise UnsupportedError(f"merge method {method!r} is not supported by the local forge")
-            new = self.git.out("commit-tree", tree, *parents, "-m", msg)
+                tree = self._merge_tree(base, sha)
+                if method == "squash":
+                    default_title, parents = f"{rec['title']} (#{number})", ["-p", base]
+                else:
+                    default_title = f"Merge pull request #{number} from {rec['head_branch']}"
+                    parents = ["-p", base, "-p", sha]
+                msg = (title or default_title) + ("\n\n" + message if message else "")
+                new = self.git.out("commit-tree", tree, *parents, "-m", msg)
             p = self.git("update-ref", f"refs/heads/{rec['base_branch']}", new, base, check=False)
             if p.returncode != 0:
                 raise NotMergeableError(f"{rec['base_branch']} moved during the merge; retry")
@@ -363,40 +484,61 @@ class LocalForge:
         return MergeResult(sha=new, merged=True, message="merged")
 
     def close_pr(self, number: int, comment: str | None = None) -> PullRequest:
-        if comment:
-            rec = self._get(self._load(), number)
-            if rec["state"] == "open" and not any(
-                    c["body"] == comment for c in self._load()["comments"].values() if c["number"] == number):
-                self.create_comment(number, comment)
+        """Close without merging. ``comment`` is posted first unless the bot already posted that exact
+        text on this PR (retries, or a second close); people's comments are never considered."""
+        _check_body(comment, "comment")
         with self._locked() as data:
             rec = self._get(data, number)
+            if comment and not any(c["number"] == number and c["author"] == self.bot_login and c["body"] == comment
+                                   for c in data["comments"].values()):
+                self._add_comment(data, number, comment, self.bot_login)
             if rec["state"] == "open":
                 rec.update(state="closed", head_sha=self.branch_head(rec["head_branch"]) or rec["head_sha"],
                            closed_at=_now(), updated_at=_now())
         return self._pr(rec)
 
+    # -- issues (what a person opens to post commands on) -----------------------------------------
+    def create_issue(self, title: str, body: str = "", *, author: str | None = None) -> int:
+        """Open an issue (numbered in the same sequence as PRs); returns its number."""
+        _check_body(body, "issue")
+        if not title:
+            raise ForgeError("an issue needs a title")
+        with self._locked() as data:
+            n = self._next_number(data)
+            data["issues"][str(n)] = {"number": n, "title": title, "body": body, "author": author or self.owner,
+                                      "state": "open", "labels": [], "created_at": _now(), "updated_at": _now()}
+        return n
+
     # -- labels ------------------------------------------------------------------------------------
     def add_labels(self, number: int, labels: list[str] | tuple[str, ...]) -> None:
         with self._locked() as data:
-            rec = self._get(data, number)
+            rec = self._get_item(data, number)
             rec["labels"] = sorted(set(rec.get("labels", [])) | set(labels))
 
     def remove_label(self, number: int, label: str) -> None:
         with self._locked() as data:
-            rec = self._get(data, number)
+            rec = self._get_item(data, number)
             rec["labels"] = [x for x in rec.get("labels", []) if x != label]
 
     def labels(self, number: int) -> list[str]:
-        return list(self._get(self._load(), number).get("labels", []))
+        return list(self._get_item(self._load(), number).get("labels", []))
 
     # -- conversation ------------------------------------------------------------------------------
     def _comment(self, c: dict[str, Any]) -> Comment:
         return Comment(id=c["id"], body=c["body"], author=c["author"], author_is_bot=c["author"] == self.bot_login,
                        created_at=_dt(c.get("created_at")), updated_at=_dt(c.get("updated_at")))
 
+    def _add_comment(self, data: dict[str, Any], number: int, body: str, author: str) -> dict[str, Any]:
+        self._get_item(data, number)
+        cid = self._next_id(data)
+        c = {"id": cid, "number": number, "body": body, "author": author,
+             "created_at": _now(), "updated_at": _now(), "reactions": []}
+        data["comments"][str(cid)] = c
+        return c
+
     def list_comments(self, number: int) -> Iterator[Comment]:
         data = self._load()
-        self._get(data, number)
+        self._get_item(data, number)
         for c in sorted(data["comments"].values(), key=lambda c: c["id"]):
             if c["number"] == number:
                 yield self._comment(c)
@@ -409,37 +551,35 @@ class LocalForge:
 
     def create_comment(self, number: int, body: str, *, author: str | None = None) -> Comment:
         """``author`` lets tests and local users post as someone other than the bot."""
+        _check_body(body, "comment")
         with self._locked() as data:
-            self._get(data, number)
-            cid = self._next_id(data)
-            c = {"id": cid, "number": number, "body": body, "author": author or self.bot_login,
-                 "created_at": _now(), "updated_at": _now(), "reactions": []}
-            data["comments"][str(cid)] = c
+            c = self._add_comment(data, number, body, author or self.bot_login)
         return self._comment(c)
 
     def upsert_comment(self, number: int, marker: str, body: str) -> Comment:
+        _check_body(body, "comment")
         if not has_marker(body, marker):
-            raise ForgeError("a sticky comment body must contain its marker")
+            raise ForgeError(f"a sticky comment body must contain its marker {marker!r} on a line of its own")
         with self._locked() as data:
-            self._get(data, number)
+            self._get_item(data, number)
             mine = [c for c in data["comments"].values()
                     if c["number"] == number and c["author"] == self.bot_login and has_marker(c["body"], marker)]
             if mine:
                 c = max(mine, key=lambda c: c["id"])
-                c.update(body=body, updated_at=_now())
+                if c["body"] != body:  # an unchanged body is not an edit (GitHubForge skips it too)
+                    c.update(body=body, updated_at=_now())
             else:
-                cid = self._next_id(data)
-                c = {"id": cid, "number": number, "body": body, "author": self.bot_login,
-                     "created_at": _now(), "updated_at": _now(), "reactions": []}
-                data["comments"][str(cid)] = c
+                c = self._add_comment(data, number, body, self.bot_login)
         return self._comment(c)
 
     def delete_comment(self, comment_id: int) -> None:
+        """Delete a comment; one that is already gone is not an error (a retried delete)."""
         with self._locked() as data:
-            if data["comments"].pop(str(comment_id), None) is None:
-                raise NotFoundError(f"no comment {comment_id}")
+            data["comments"].pop(str(comment_id), None)
 
     def add_reaction(self, comment_id: int, reaction: str) -> None:
+        if reaction not in REACTIONS:
+            raise ForgeError(f"reaction must be one of {', '.join(sorted(REACTIONS))}, not {reaction!r}")
         with self._locked() as data:
             c = data["comments"].get(str(comment_id))
             if c is None:
@@ -451,17 +591,22 @@ class LocalForge:
         return Review(id=r["id"], body=r["body"], author=r["author"], state=r["state"], commit_sha=r.get("commit_sha"))
 
     def upsert_review(self, number: int, marker: str, body: str, commit_sha: str | None = None) -> Review:
+        _check_body(body, "review")
         if not has_marker(body, marker):
-            raise ForgeError("a sticky review body must contain its marker")
+            raise ForgeError(f"a sticky review body must contain its marker {marker!r} on a line of its own")
         with self._locked() as data:
             rec = self._get(data, number)
             mine = [r for r in data["reviews"].values()
                     if r["number"] == number and r["author"] == self.bot_login and has_marker(r["body"], marker)]
-            sha = commit_sha or self.branch_head(rec["head_branch"]) or rec["head_sha"]
             if mine:
+                # GitHub edits only a review's body: the commit it was made on stays what it was.
                 r = max(mine, key=lambda r: r["id"])
-                r.update(body=body, commit_sha=sha, updated_at=_now(), edits=r.get("edits", 0) + 1)
+                if r["body"] != body:
+                    r.update(body=body, updated_at=_now(), edits=r.get("edits", 0) + 1)
             else:
+                sha = commit_sha or self.branch_head(rec["head_branch"]) or rec["head_sha"]
+                if self._resolve(sha) is None:
+                    raise NotFoundError(f"no commit {sha!r} to review")
                 rid = self._next_id(data)
                 r = {"id": rid, "number": number, "body": body, "author": self.bot_login, "state": "COMMENTED",
                      "commit_sha": sha, "created_at": _now(), "updated_at": _now(), "edits": 0}
@@ -479,19 +624,25 @@ class LocalForge:
     def set_status(self, sha: str, state: str, *, context: str = "kbot/harness",
                    description: str = "", target_url: str | None = None) -> CommitStatus:
         if state not in ("pending", "success", "failure", "error"):
-            raise ForgeError(f"bad status state {state!r}")
+            raise ForgeError(f"status state must be pending, success, failure or error, not {state!r}")
+        commit = self._resolve(sha)
+        if commit is None:  # GitHub: 422 "No commit found for SHA"
+            raise ForgeError(f"no commit found for {sha!r}")
         with self._locked() as data:
-            data["statuses"].setdefault(sha, {})[context] = {
+            data["statuses"].setdefault(commit, {})[context] = {
                 "state": state, "description": description[:140], "target_url": target_url, "updated_at": _now()}
         return CommitStatus(context, state, description[:140], target_url)  # type: ignore[arg-type]
 
     def combined_status(self, ref: str) -> CombinedStatus:
-        sha = self._resolve(ref) or ref
+        sha = self._resolve(ref)
+        if sha is None:
+            raise NotFoundError(f"no commit or branch {ref!r}")
         entries = self._load()["statuses"].get(sha, {})
         sts = tuple(CommitStatus(ctx, e["state"], e["description"], e.get("target_url")) for ctx, e in sorted(entries.items()))
         states = {s.state for s in sts}
-        state = ("failure" if "failure" in states else "error" if "error" in states
-                 else "pending" if not sts or "pending" in states else "success")
+        # GitHub's rule: any failure or error fails; nothing reported or anything pending is pending.
+        state = ("failure" if states & {"failure", "error"} else
+                 "pending" if not sts or "pending" in states else "success")
         return CombinedStatus(sha, state, sts)  # type: ignore[arg-type]
 
     def create_check_run(self, sha: str, name: str, **kw: Any) -> CheckRun:
@@ -501,9 +652,34 @@ class LocalForge:
         raise UnsupportedError("the local forge reports commit statuses, not check runs")
 
     # -- who may command the bot -------------------------------------------------------------------
+    def set_permission(self, user: str, permission: Permission | str) -> None:
+        """The repository role of ``user`` (``none`` removes it). The owner and the bot are always admin."""
+        try:
+            role = Permission(permission)
+        except ValueError:
+            raise ForgeError(f"permission must be one of {', '.join(p.value for p in Permission)}, "
+                             f"not {permission!r}") from None
+        with self._locked() as data:
+            if role == Permission.NONE:
+                data["permissions"].pop(user, None)
+            else:
+                data["permissions"][user] = role.value
+
+    def set_team_membership(self, org: str, team_slug: str, user: str, state: str | None = "active") -> None:
+        """``active``, ``pending`` (invited, not yet a member) or ``None`` (removed)."""
+        if state is not None and state not in TEAM_STATES:
+            raise ForgeError(f"team membership state must be active, pending or None, not {state!r}")
+        with self._locked() as data:
+            team = data["teams"].setdefault(f"{org}/{team_slug}", {})
+            if state is None:
+                team.pop(user, None)
+            else:
+                team[user] = state
+
     def permission(self, user: str) -> Permission:
-        return Permission.ADMIN if user in (self.owner, self.bot_login) else Permission.NONE
+        if user in (self.owner, self.bot_login):
+            return Permission.ADMIN
+        return Permission(self._load()["permissions"].get(user, Permission.NONE.value))
 
     def is_team_member(self, org: str, team_slug: str, user: str) -> bool:
-        return False
-
+        return self._load()["teams"].get(f"{org}/{team_slug}", {}).get(user) == "active"

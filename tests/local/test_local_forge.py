@@ -118,8 +118,9 @@ def test_merge_is_sha_guarded_and_squashes_onto_main(forge):
     assert _git(forge, "log", "-1", "--format=%s", head) == "kbot: promote n1"
     done = forge.get_pr(pr.number)
     assert done.merged and not done.is_open and done.merge_commit_sha == head
+    assert forge.merge(pr.number, moved).sha == head  # a retried merge finds it done, as on GitHub
     with pytest.raises(NotMergeableError):
-        forge.merge(pr.number, moved)
+        forge.merge(pr.number, measured)  # merged already, at another sha
 
 
 def test_closed_losers_are_kept_and_the_store_survives_a_restart(forge, tmp_path):
