@@ -122,7 +122,15 @@ def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, time
         out = DEFAULT_ARCHIVE / definition.name / solution.content_hash()[:16] / uuid.uuid4().hex[:12]
     else:
         out = Path(out_dir)
-    report = _run_with_progress(lambda progress: evaluate(definition, solution, workloads, out, cfg, baseline=baseline, definition_path=dpath, resume=resume, progress=progress), len(workloads), quiet=as_json)
+    try:
+        report = _run_with_progress(lambda progress: evaluate(definition, solution, workloads, out, cfg, baseline=baseline, definition_path=dpath, resume=resume, progress=progress), len(workloads), quiet=as_json)
+    except SchemaError as e:
+        _bad_input(str(e))
+    except Exception as e:  # noqa: BLE001 — our failure, not the solution's: exit 3, not 1
+        import traceback
+
+        click.echo(f"harness error: {type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}", err=True)
+        sys.exit(EXIT_HARNESS)
     if with_profile and dev == "cuda":
         _fold_profile(report, out, definition, solution, workloads)
     if as_json:

@@ -18,7 +18,14 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 def _official(trace: Trace) -> dict:
     data = trace.to_dict()
+    # Our ``generated`` inputs are not an official input type: exported as ``random``, with the
+    # generator kept under evaluation.kbot so nothing is lost.
+    generated = {k: v for k, v in data["workload"]["inputs"].items() if v.get("type") == "generated"}
+    for k in generated:
+        data["workload"]["inputs"][k] = {"type": "random"}
     ev = data.get("evaluation")
+    if ev is not None and generated:
+        ev.setdefault("kbot", {})["generated_inputs"] = generated
     if ev and ev["status"] == Status.REJECTED.value:
         ev["status"] = Status.RUNTIME_ERROR.value
         ev["log"] = ("[kbot REJECTED by the guard] " + ev.get("log", "")).strip()
@@ -43,8 +50,13 @@ def export_runs(run_dirs: list[Path], dest: Path, definition_arg: str | None = N
         tdir = dest / "traces" / d.op_type
         tdir.mkdir(parents=True, exist_ok=True)
         with (tdir / f"{d.name}.jsonl").open("a") as f:
-            for line in (run / "traces.jsonl").read_text().splitlines():
-                if line.strip():
-                    f.write(json.dumps(_official(Trace.model_validate_json(line))) + "\n")
-                    count += 1
+            for i, line in enumerate((run / "traces.jsonl").read_text().splitlines(), 1):
+                if not line.strip():
+                    continue
+                try:
+                    trace = Trace.model_validate_json(line)
+                except ValueError as e:
+                    raise SchemaError(f"{run / 'traces.jsonl'}:{i}: not a valid trace ({str(e)[:200]})") from None
+                f.write(json.dumps(_official(trace)) + "\n")
+                count += 1
     return count

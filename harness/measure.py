@@ -53,7 +53,7 @@ class TimingConfig:
     resolution_ms: float = 0.0005  # CUDA event resolution (~0.5 µs); on the CPU perf_counter is far finer
     chunk: int = 25  # iterations enqueued between synchronizations
     flush_l2_bytes: int = 256 << 20
-    recheck: int = 5  # timed outputs re-checked against the reference
+    recheck: int = 8  # timed outputs re-checked against the reference (a uniform sample of all timed calls)
     refresh_inputs: bool = True
 
 
@@ -116,12 +116,19 @@ class Timer:
         self.cuda = device.type == "cuda"
         self._flush = torch.empty(cfg.flush_l2_bytes // 4, dtype=torch.int32, device=device) if self.cuda else None
 
-    def _prepare(self, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None) -> None:
+    def _prepare(self, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None, keep: bool = False) -> dict[str, Any] | None:
+        """New input values, poisoned outputs, then (last) the L2 flush and the GPU hold. With ``keep``,
+        a copy of the inputs is taken before the flush, so the timed call still starts cold."""
         if self.cfg.refresh_inputs:
             self.refresh(inputs)
         if outputs is not None:
             for t in outputs.values():
                 poison(t)
+        kept = {n: (_clone(v) if isinstance(v, torch.Tensor) else v) for n, v in inputs.items()} if keep else None
+        self._hold()
+        return kept
+
+    def _hold(self) -> None:
         if self._flush is not None:
             _zero(self._flush)  # last, so neither new inputs nor poisoned outputs sit in L2
             if _gpu_sleep is not None:
@@ -145,7 +152,9 @@ class Timer:
                 self._prepare(inputs, outputs[j])
                 fns[j]()
         self._sync()
-        recheck_at = set(self.rng.sample(range(min_n), min(n_recheck, min_n))) if n_recheck else set()
+        # Which timed calls get their outputs re-checked: a reservoir sample over *all* timed calls, so
+        # a solution cannot be honest for the first N calls and cheap afterwards.
+        kept: list[tuple[dict[str, Any], dict[str, Any]]] = []
         t_start = _monotonic()
         it = 0
         while True:
@@ -153,8 +162,8 @@ class Timer:
             for _ in range(cfg.chunk):
                 order = range(k) if it % 2 == 0 else range(k - 1, -1, -1)
                 for j in order:
-                    self._prepare(inputs, outputs[j])
-                    keep_in = {n: (_clone(v) if isinstance(v, torch.Tensor) else v) for n, v in inputs.items()} if (it in recheck_at and j == 0) else None
+                    slot = self._reservoir_slot(it, n_recheck) if j == 0 else None
+                    keep_in = self._prepare(inputs, outputs[j], keep=slot is not None)
                     if self.cuda:
                         s, e = _Event(enable_timing=True), _Event(enable_timing=True)
                         _event_record(s)
@@ -166,7 +175,11 @@ class Timer:
                         out = fns[j]()
                         pending.append((j, None, (_perf_counter_ns() - t0) / 1e6))
                     if keep_in is not None:
-                        samples[j].rechecks.append((keep_in, {n: (_clone(v) if isinstance(v, torch.Tensor) else v) for n, v in out.items()}))
+                        pair = (keep_in, {n: (_clone(v) if isinstance(v, torch.Tensor) else v) for n, v in out.items()})
+                        if slot < len(kept):
+                            kept[slot] = pair
+                        else:
+                            kept.append(pair)
                 it += 1
             self._sync()
             for j, ev, ms in pending:
@@ -177,6 +190,7 @@ class Timer:
                 break
             if elapsed > 4 * budget and n >= 3:  # a very slow callable (a reference taking seconds)
                 break
+        samples[0].rechecks = kept
         # Host wall time per call, synchronized, without the flush: what a caller waiting on the result sees.
         for j in range(k):
             reps = 5
@@ -187,6 +201,16 @@ class Timer:
             self._sync()
             samples[j].wall_ms_per_call = (_perf_counter_ns() - t0) / 1e6 / reps
         return samples
+
+    def _reservoir_slot(self, it: int, size: int) -> int | None:
+        """Reservoir sampling (Algorithm R): the slot call ``it`` takes in a uniform sample of ``size``
+        calls out of all timed calls so far, or None when it is not kept."""
+        if size <= 0:
+            return None
+        if it < size:
+            return it
+        r = self.rng.randrange(it + 1)
+        return r if r < size else None
 
     def _sync(self) -> None:
         if self.cuda:

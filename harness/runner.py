@@ -83,6 +83,12 @@ class Worker:
     """One worker process with its result channel and its drained output."""
 
     def __init__(self, job: dict[str, Any], env: dict[str, str]):
+        import secrets
+
+        # Every message must carry this run's nonce: bytes that reach the channel by other means (a
+        # candidate that found the descriptor) are refused as garbage.
+        self.nonce = secrets.token_hex(16)
+        job = {**job, "nonce": self.nonce}
         r, w = os.pipe()
         self.log = CappedLog()
         env = {**env, "KBOT_RESULT_FD": str(w)}
@@ -126,9 +132,13 @@ class Worker:
         line, _, self.buf = self.buf.partition(b"\n")
         try:
             msg = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
             return {"type": "garbage", "message": "unparseable message on the result channel"}
-        return msg if isinstance(msg, dict) else {"type": "garbage", "message": "non-object message"}
+        if not isinstance(msg, dict):
+            return {"type": "garbage", "message": "non-object message"}
+        if msg.pop("nonce", None) != self.nonce:
+            return {"type": "garbage", "message": "a message without this run's nonce on the result channel"}
+        return msg
 
     def kill(self) -> None:
         try:
@@ -195,7 +205,7 @@ def make_trace(definition: Definition, solution: Solution, workload: Workload, r
     ev = Evaluation(
         status=status, environment=Environment(hardware=env.get("hardware", "unknown"), libs=env.get("libs", {})),
         timestamp=datetime.now(timezone.utc).isoformat(), log=log[:20000], correctness=correctness, performance=performance,
-        kbot={k: v for k, v in r.model_dump(mode="json").items() if k not in ("uuid", "axes", "log")},
+        kbot={**{k: v for k, v in r.model_dump(mode="json").items() if k not in ("uuid", "axes", "log")}, "solution_hash": solution.content_hash()},
     )
     return Trace(definition=definition.name, solution=solution.name, workload=workload, evaluation=ev)
 
@@ -236,13 +246,21 @@ def evaluate(
 
     done: dict[str, WorkloadResult] = {}
     if resume and traces_path.exists():
+        kept_lines = []
         for line in traces_path.read_text().splitlines():
             try:
                 t = Trace.model_validate_json(line)
             except Exception:  # noqa: BLE001 — a torn last line from a crash
                 continue
-            if t.solution == solution.name and t.evaluation is not None and t.evaluation.kbot:
-                done[t.workload.uuid] = WorkloadResult.model_validate({**t.evaluation.kbot, "uuid": t.workload.uuid, "axes": t.workload.axes})
+            kb = (t.evaluation.kbot or {}) if t.evaluation is not None else {}
+            # Only results of this very solution count, and a workload the total timeout never started
+            # is measured now.
+            if t.solution != solution.name or kb.get("solution_hash") != solution.content_hash() or kb.get("never_started"):
+                continue
+            done[t.workload.uuid] = WorkloadResult.model_validate({**kb, "uuid": t.workload.uuid, "axes": t.workload.axes})
+            kept_lines.append(line)
+        # Rewritten with the valid lines only, so the next append does not glue onto a torn one.
+        traces_path.write_text("".join(x + "\n" for x in kept_lines))
     elif traces_path.exists():
         traces_path.unlink()
 
@@ -290,7 +308,7 @@ def evaluate(
     while pending:
         if time.monotonic() > total_deadline:
             for w in pending:
-                record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.TIMEOUT, message="total timeout of the run reached before this workload started"))
+                record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.TIMEOUT, message="total timeout of the run reached before this workload started", never_started=True))
             break
         worker = Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ)
         try:
@@ -308,6 +326,8 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
 
     def fail_current(status: Status, message: str) -> None:
         nonlocal remaining
+        if current is None and not remaining:
+            return
         target = current or remaining[0]
         record(WorkloadResult(uuid=target.uuid, axes=dict(target.axes), status=status, message=message, log=worker.log.take()))
         remaining = [w for w in remaining if w.uuid != target.uuid]
@@ -327,59 +347,70 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                 return fail_all(Status.TIMEOUT, f"build/import did not finish within {cfg.startup_timeout_s:.0f} s")
             fail_current(Status.TIMEOUT, f"did not finish within {cfg.timeout_s:.0f} s")
             return remaining
-        kind = msg.get("type")
-        if kind in ("eof", "garbage"):
-            worker.proc.wait(timeout=30) if kind == "eof" else worker.kill()
-            why = worker.exit_description() if kind == "eof" else msg.get("message", "bad message")
-            if not remaining:
-                return []
-            if current is None and report.build is None:
-                return fail_all(Status.RUNTIME_ERROR, f"the worker died while building/importing the solution ({why})")
-            fail_current(Status.RUNTIME_ERROR, f"the worker died during this workload ({why})")
-            return remaining
-        if kind == "fatal":
-            return fail_all(Status.RUNTIME_ERROR, f"harness error: {msg.get('message')}", str(msg.get("log", "")))
-        if kind == "env":
-            env.clear()
-            env.update(msg.get("env") or {})
-            report.environment = dict(env)
-            report.config["ceilings"] = msg.get("ceilings")
-            report.device.name = str(env.get("hardware", "unknown")).replace("_", " ")
-        elif kind == "build":
-            res = BuildResult.model_validate(msg["result"])
-            if msg.get("role") == "candidate":
-                report.build = res
-                if not res.ok:
-                    first = res.errors[0] if res.errors else None
-                    where = f"{first.file}:{first.line}: " if first and first.file else ""
-                    return fail_all(Status.COMPILE_ERROR, f"{where}{first.message if first else 'build failed'}", res.log)
-            elif not res.ok:
-                report.config["baseline_build_error"] = res.model_dump(mode="json")
-            if progress:
-                progress("build", None)
-        elif kind == "ready":
-            pass
-        elif kind == "start":
-            current = next((w for w in remaining if w.uuid == msg.get("uuid")), None)
-            deadline = min(time.monotonic() + cfg.timeout_s, total_deadline)
-            if progress and current is not None:
-                progress("start", None)
-        elif kind == "result":
-            r = WorkloadResult.model_validate(msg["result"])
-            if current is None or r.uuid != current.uuid:
-                worker.kill()
-                fail_current(Status.REJECTED, "the worker reported a result for a workload it was not running")
+        try:
+            kind = msg.get("type")
+            if kind in ("eof", "garbage"):
+                if kind == "eof":
+                    try:
+                        worker.proc.wait(timeout=30)
+                    except subprocess.TimeoutExpired:  # closed its channel but keeps running
+                        worker.kill()
+                else:
+                    worker.kill()
+                why = worker.exit_description() if kind == "eof" else msg.get("message", "bad message")
+                if not remaining:
+                    return []
+                if current is None and report.build is None:
+                    return fail_all(Status.RUNTIME_ERROR, f"the worker died while building/importing the solution ({why})")
+                fail_current(Status.RUNTIME_ERROR, f"the worker died during this workload ({why})")
                 return remaining
-            apply_roofline(r, report, definition, current)
-            out = worker.log.take()
-            if out:
-                r.log = (r.log + "\n" + out).strip()[-(LOG_HEAD + LOG_TAIL + 200):]
-            record(r)
-            remaining = [w for w in remaining if w.uuid != r.uuid]
-            current = None
-            deadline = min(time.monotonic() + cfg.timeout_s, total_deadline)
-        elif kind == "done":
-            return fail_all(Status.RUNTIME_ERROR, "the worker finished without evaluating this workload")
+            if kind == "fatal":
+                return fail_all(Status.RUNTIME_ERROR, f"harness error: {msg.get('message')}", str(msg.get("log", "")))
+            if kind == "env":
+                env.clear()
+                env.update(msg.get("env") or {})
+                report.environment = dict(env)
+                report.config["ceilings"] = msg.get("ceilings")
+                report.device.name = str(env.get("hardware", "unknown")).replace("_", " ")
+            elif kind == "build":
+                res = BuildResult.model_validate(msg["result"])
+                if msg.get("role") == "candidate":
+                    report.build = res
+                    if not res.ok:
+                        first = res.errors[0] if res.errors else None
+                        where = f"{first.file}:{first.line}: " if first and first.file else ""
+                        return fail_all(Status.COMPILE_ERROR, f"{where}{first.message if first else 'build failed'}", res.log)
+                elif not res.ok:
+                    report.config["baseline_build_error"] = res.model_dump(mode="json")
+                if progress:
+                    progress("build", None)
+            elif kind == "ready":
+                pass
+            elif kind == "start":
+                current = next((w for w in remaining if w.uuid == msg.get("uuid")), None)
+                deadline = min(time.monotonic() + cfg.timeout_s, total_deadline)
+                if progress and current is not None:
+                    progress("start", None)
+            elif kind == "result":
+                r = WorkloadResult.model_validate(msg["result"])
+                if current is None or r.uuid != current.uuid:
+                    worker.kill()
+                    fail_current(Status.REJECTED, "the worker reported a result for a workload it was not running")
+                    return remaining
+                apply_roofline(r, report, definition, current)
+                out = worker.log.take()
+                if out:
+                    r.log = (r.log + "\n" + out).strip()[-(LOG_HEAD + LOG_TAIL + 200):]
+                record(r)
+                remaining = [w for w in remaining if w.uuid != r.uuid]
+                current = None
+                deadline = min(time.monotonic() + cfg.timeout_s, total_deadline)
+            elif kind == "done":
+                return fail_all(Status.RUNTIME_ERROR, "the worker finished without evaluating this workload")
+        except Exception as e:  # noqa: BLE001 — a malformed message must not take the parent down
+            worker.kill()
+            fail_current(Status.RUNTIME_ERROR, f"malformed message from the worker ({type(e).__name__}: {str(e)[:300]})")
+            return remaining
 
 
 def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig, report: Report) -> list[Finding]:
@@ -408,9 +439,20 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
     from .guard.floor import roofline_floor_check
     from .roofline import roofline
 
-    c = report.config.get("ceilings")
-    if r.status is not Status.PASSED or r.latency_ms is None or not c or "error" in c:
+    if r.status is not Status.PASSED or r.latency_ms is None:
         return
+    if not (r.latency_ms.median > 0):  # zero, negative or NaN: not a time any kernel can take
+        r.findings.append(Finding(rule="below-roofline", message=f"median {r.latency_ms.median} ms is not a possible time", why="a time at or below zero is a measurement that was tampered with"))
+        r.status, r.message, r.correctness = Status.REJECTED, "[below-roofline] impossible median", None
+        return
+    c = report.config.get("ceilings")
+    if not c or "error" in c:
+        from .ceilings import documented_ceilings  # no measurement: the documented ceilings still give a floor
+
+        doc = documented_ceilings(report.device.name) if report.device.kind == "cuda" else None
+        if doc is None:
+            return
+        c = doc.model_dump(mode="json")
     r.roofline = roofline(definition, definition.resolve_axes(workload.axes), Ceilings.model_validate(c), r.latency_ms.median)
     finding = roofline_floor_check(r.latency_ms.median, r.roofline.floor_ms) if report.device.kind == "cuda" else None
     if finding is not None:

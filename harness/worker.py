@@ -21,13 +21,26 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-# The result channel is opened and the harness modules imported before any candidate code runs.
-_RESULT_FD = int(os.environ.get("KBOT_RESULT_FD", "-1"))
-_out = os.fdopen(_RESULT_FD, "w", buffering=1) if _RESULT_FD >= 0 else sys.__stdout__
+def _open_channel() -> Any:
+    """The result channel, opened before any candidate code runs: moved to a random high descriptor and
+    its number removed from the environment, so candidate code cannot simply look it up."""
+    import fcntl
+    import secrets
+
+    fd = int(os.environ.pop("KBOT_RESULT_FD", "-1"))
+    if fd < 0:
+        return sys.__stdout__
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 256 + secrets.randbelow(4096))
+    os.close(fd)
+    return os.fdopen(high, "w", buffering=1)
+
+
+_out = _open_channel()
+_NONCE: list[str] = []  # the run's nonce, read from stdin; every message carries it
 
 
 def send(msg: dict[str, Any]) -> None:
-    _out.write(json.dumps(msg, allow_nan=True) + "\n")
+    _out.write(json.dumps({**msg, "nonce": _NONCE[0] if _NONCE else ""}, allow_nan=True) + "\n")
     _out.flush()
 
 
@@ -57,12 +70,14 @@ def load_reference(definition: Definition, config: DefinitionConfig):
     return ns["run"]
 
 
-def run_reference(ref, definition: Definition, inputs: dict[str, Any]) -> dict[str, Any]:
+def run_reference(ref, definition: Definition, inputs: dict[str, Any], *, copy: bool = True) -> dict[str, Any]:
+    """The reference's outputs. ``copy`` gives it its own copy of the inputs (it may write them); the
+    timing loop passes copy=False so the clone is not timed as part of the reference."""
     # Full precision for the reference whatever the candidate set: TF32 would make it the wrong yardstick.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     with torch.no_grad():
-        return cmp.normalize_outputs(ref(**clone_inputs(inputs)), definition)
+        return cmp.normalize_outputs(ref(**(clone_inputs(inputs) if copy else inputs)), definition)
 
 
 def inputs_unchanged(before: dict[str, Any], after: dict[str, Any]) -> str | None:
@@ -178,10 +193,16 @@ class Evaluator:
             o, f = self._call(self.baseline_fn, self.baseline, inputs, axes)
             outs.append(o)
             fns.append(f)
+        # Inputs that keep their values across timed calls (structured ones, scalars) must still hold
+        # them afterwards: a kernel may not preprocess or cache into its inputs while being timed.
+        frozen = {n: v.clone() for n, v in inputs.items() if isinstance(v, torch.Tensor) and n not in refresher.names}
         try:
             samples = timer.run(fns, inputs, outs)
         except Exception as e:  # noqa: BLE001
             return self._fail(res, Status.RUNTIME_ERROR, f"during timing: {type(e).__name__}: {e}", t0, log=traceback.format_exc()[-6000:])
+        changed = inputs_unchanged(frozen, {n: inputs[n] for n in frozen})
+        if changed:
+            return self._reject(res, [Finding(rule="input-mutation", message=f"the solution modified its input '{changed}' while being timed", why="a kernel that writes its inputs can precompute or cache into them between timed calls")], t0)
         for rin, rout in samples[0].rechecks:
             ref_out = run_reference(self.reference, self.definition, rin)
             r = cmp.compare(rout, ref_out, definition=self.definition, axes=axes, config=self.config, inputs=rin)
@@ -198,7 +219,7 @@ class Evaluator:
 
         # ---- the reference, timed the same way (fewer iterations: references can take seconds)
         ref_inputs = mk(10_000)
-        ref_fn = lambda: run_reference(self.reference, self.definition, ref_inputs)  # noqa: E731
+        ref_fn = lambda: run_reference(self.reference, self.definition, ref_inputs, copy=False)  # noqa: E731
         try:
             rs = timer.run([ref_fn], ref_inputs, [None], budget_s=min(self.timing.budget_s, 0.25), min_iters=10, recheck=0, warmup=2)
             res.reference_latency_ms = summarize(rs[0].times_ms)
@@ -243,6 +264,17 @@ def _is_compile_error(e: BaseException) -> bool:
     return "CompilationError" in name or (mod.startswith("triton") and "Compil" in name)
 
 
+def _cuda_context_healthy(device: torch.device) -> bool:
+    if device.type != "cuda":
+        return True
+    try:
+        torch.cuda.synchronize()
+        torch.zeros(1, device=device).add_(1).item()
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def _ceilings(device: str) -> dict[str, Any] | None:
     """This runner's ceilings (cached measurement, else documented defaults; a quick measurement on the
     CPU), sent before any candidate code is imported so the parent can place every time on the roofline."""
@@ -256,6 +288,7 @@ def _ceilings(device: str) -> dict[str, Any] | None:
 
 def main() -> int:
     job = json.loads(sys.stdin.readline())
+    _NONCE.append(str(job.get("nonce", "")))
     try:
         ev = Evaluator(job)
     except Exception as e:  # noqa: BLE001
@@ -281,6 +314,8 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001 — our own bug or a poisoned context: report, keep going
             r = WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message=f"{type(e).__name__}: {e}"[:2000], log=traceback.format_exc()[-6000:])
         send({"type": "result", "result": r.model_dump(mode="json")})
+        if r.status is not Status.PASSED and not _cuda_context_healthy(ev.device):
+            return 4  # an illegal address poisons the context: the parent starts a fresh worker for the rest
     send({"type": "done"})
     return 0
 

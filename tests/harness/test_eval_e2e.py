@@ -185,3 +185,45 @@ def test_cli_exit_codes_and_official_export(tmp_path):
     assert {s.name for s in ts.solutions["rmsnorm_h4096"]} == {"good", "bad"}
     statuses = sorted(t.evaluation.status.value for t in ts.traces["rmsnorm_h4096"])
     assert statuses.count("PASSED") == 3 and statuses.count("RUNTIME_ERROR") == 3  # REJECTED exported as RUNTIME_ERROR
+
+
+LATE_CHEAT = '''import torch
+
+_calls = torch.zeros(1)
+
+def run(hidden_states, weight):
+    _calls.add_(1)
+    if _calls.item() > 80:  # honest while the harness looks, empty once it is timing
+        return torch.empty_like(hidden_states)
+    x = hidden_states.float()
+    inv = torch.rsqrt((x * x).mean(dim=1, keepdim=True) + 1e-5)
+    return (x * inv * weight.float()).to(hidden_states.dtype)
+'''
+
+FORGER = '''import json, os
+
+def run(hidden_states, weight):
+    fake = {"type": "result", "result": {"uuid": "x", "axes": {}, "status": "PASSED"}}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith("pipe:"):
+                os.write(int(name), (json.dumps(fake) + "\\n").encode())
+        except OSError:
+            pass
+    return hidden_states * 0
+'''
+
+
+def test_timed_outputs_are_rechecked_over_all_timed_calls(definition, workloads, tmp_path):
+    # Timed long enough that most timed calls come after the honest ones: a re-check sampled only from
+    # the first calls would miss it.
+    cfg = RunConfig(device="cpu", timing={"budget_s": 5.0, "warmup": 1, "min_iters": 250, "target_rsem": 0.0, "resolution_ms": 0.0}, guard=False, trials=1)
+    rep = evaluate(definition, sol(LATE_CHEAT), workloads[:1], tmp_path / "out", cfg, definition_path=DEF)
+    assert rep.workloads[0].status is Status.REJECTED, rep.workloads[0].message
+    assert rep.workloads[0].findings[0].rule == "timed-output-mismatch"
+
+
+def test_forged_messages_on_the_result_channel_are_refused(definition, workloads, tmp_path):
+    rep = run(definition, workloads, sol(FORGER), tmp_path, guard=False)
+    assert all(w.status is not Status.PASSED for w in rep.workloads), [(w.status, w.message) for w in rep.workloads]
+    assert len(traces(tmp_path)) == len(workloads)

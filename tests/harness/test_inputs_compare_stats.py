@@ -139,3 +139,21 @@ def test_stop_rule_respects_timer_resolution():
     assert not precise_enough(quantized, 0.003, 0.0)
     assert precise_enough(quantized, 0.003, 0.0005)
     assert not precise_enough([1.0, 2.0] * 30, 0.003, 0.0005)
+
+
+def test_poison_fails_even_with_a_tolerated_mismatch_fraction():
+    loose = Tolerance(atol=0.01, rtol=0.01, required_matched_ratio=0.5)
+    r = elementwise("y", torch.tensor([float("nan"), 1.0, 1.0, 1.0]), torch.tensor([1.0, 1.0, 1.0, 1.0]), loose)
+    assert r.status is Status.INCORRECT_NUMERICAL and "NaN/Inf" in r.message
+
+
+def test_export_writes_generated_inputs_as_random():
+    from harness.export import _official
+    from harness.schema import Trace
+
+    t = Trace.model_validate({"definition": "d", "solution": "s", "workload": {"uuid": "u", "axes": {"M": 1}, "inputs": {"idx": {"type": "generated", "generator": "permutation", "params": {"n_axis": "M"}}}},
+                              "evaluation": {"status": "REJECTED", "environment": {"hardware": "h"}, "timestamp": "t", "log": "why"}})
+    data = _official(t)
+    assert data["workload"]["inputs"]["idx"] == {"type": "random"}
+    assert data["evaluation"]["kbot"]["generated_inputs"]["idx"]["generator"] == "permutation"
+    assert data["evaluation"]["status"] == "RUNTIME_ERROR" and data["evaluation"]["log"].startswith("[kbot REJECTED")
