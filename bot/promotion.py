@@ -373,7 +373,21 @@ def current_decision(forge: Forge, pr: PullRequest, ev: Evidence,
         return current, Decision("reject", (Reason("open", False, "the PR is not open"),)), policy
     decision = decide(ev, policy, champion_hash=champion_hash, pr_head_sha=current.head_sha,
                       up_to_date=is_up_to_date(forge, current))
+    if decision.action == "promote":
+        decision = gate_candidate(forge, current, ev, decision)
     return current, decision, policy
+
+
+def gate_candidate(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decision) -> Decision:
+    """A promote decision turned into a reject when the PR is not a bot-made candidate for exactly the
+    evaluated solution (``bot.candidate_gate``): only the bot's own, unmodified branches are merged."""
+    from bot.candidate_gate import candidate_problems
+
+    problems = candidate_problems(forge, pr, definition=ev.definition, solution_hash=ev.solution_hash)
+    if not problems:
+        return decision
+    extra = tuple(Reason("bot-made candidate", False, f"not promoted: {p}") for p in problems)
+    return Decision("reject", decision.reasons + extra, decision.geomean, decision.ci95, decision.first_champion)
 
 
 def find_losers(forge: Forge, winner: int, definition: str) -> list[tuple[PullRequest, str]]:

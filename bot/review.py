@@ -26,7 +26,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from bot.forge.markers import REVIEW_MARKER
+from bot.forge.markers import REVIEW_MARKER, sticky_marker
 from harness.report import FeedbackItem, Report, WorkloadResult
 from harness.schema import Status
 
@@ -348,15 +348,21 @@ _SOLUTION_PATH = re.compile(r"^kernels/[A-Za-z0-9_.-]+/(?:[A-Za-z0-9_.-]+/)*[A-Z
 
 
 def bench_solution_path(directory: str | Path, solution: str) -> str | None:
-    """The repository path of ``solution`` as the bench job recorded it (``kbot-bench.json``), validated."""
+    """The repository path of ``solution`` as the bench job recorded it (``kbot-bench.json``), validated.
+
+    Informational only (the artifact is written by a job that ran candidate code): promotion records
+    the ``solution_path`` of the bot-written meta block instead.
+    """
     for path in sorted(Path(directory).rglob(BENCH_SIDECAR)):
-        if path.is_symlink() or path.stat().st_size > 4096:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 4096:
             continue
         try:
             data = json.loads(path.read_text())
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             continue
-        p = data.get("solution_path") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            continue
+        p = data.get("solution_path")
         if data.get("solution") == solution and isinstance(p, str) and _SOLUTION_PATH.match(p) and ".." not in p:
             return p
     return None
@@ -391,16 +397,39 @@ class Published:
     problems: list[str] | None = None
 
 
+def _with_note(body: str, note: str) -> str:
+    """``body`` (a rendered review) with one more paragraph just above its evidence block."""
+    marker = "\n<!-- kbot:evidence "
+    cut = body.rfind(marker)
+    if cut < 0:
+        return f"{body.rstrip()}\n\n{note}\n"
+    return f"{body[:cut].rstrip()}\n\n{note}\n\n{body[cut + 1:]}"
+
+
+def paused_reason(forge: Any, labels: tuple[str, ...] | list[str]) -> str | None:
+    """Why the bot must not act now (kill switch, or an invalid policy file: fail closed), or None."""
+    from bot.auth import kill_switch, load_policy
+    from bot.policy import PolicyError
+
+    try:
+        policy = load_policy(forge)
+    except PolicyError as e:
+        return f"the policy file is invalid ({str(e).splitlines()[0]})"
+    return kill_switch(forge, policy, labels)
+
+
 def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[Report] | None = None,
                     results_dir: str | Path | None = None, run_url: str | None = None,
                     promote: bool = True) -> Published:
     """Sticky review + ``kbot/harness`` status (+ check run as an App) + promotion for one bench run.
 
     ``head_sha`` is the sha GitHub says was benchmarked (the workflow_run's head_sha), never a value
-    read from the artifact.
+    read from the artifact. Promotion happens only when the kill switch is off and the PR passes
+    ``bot.candidate_gate`` (checked in ``current_decision``).
     """
+    from bot.candidate_gate import solution_folder
     from bot.forge.base import UnsupportedError
-    from bot.forge.markers import decode_meta
+    from bot.forge.markers import pr_meta
     from bot.promotion import Evidence, current_decision, execute, find_losers
 
     problems: list[str] = []
@@ -414,21 +443,35 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
     if not pr.is_open:
         # A late or re-run bench of a PR that was merged or closed: its review stays as it was.
         return Published(pr_number, "skipped", problems=problems)
-    meta = decode_meta(pr.body)
+    meta = pr_meta(pr.body, pr.author.lower(), forge.info.bot_login.lower())
     report, champion = pick_reports(reports, meta)
     if report is None:
         desc = "no usable report in the results" + (f" ({len(problems)} problem(s))" if problems else "")
         forge.set_status(head_sha, "error", context="kbot/harness", description=desc[:140], target_url=run_url)
-        body = f"{REVIEW_MARKER}\n## kbot evaluation\n\nThe bench run produced no usable report.\n\n" + "\n".join(
+        text = "The bench run produced no usable report.\n\n" + "\n".join(
             f"- {escape_inline(p, 300)}" for p in problems[:20])
+        if read_evidence(getattr(find_bot_review(forge, pr_number), "body", None)) is not None:
+            # Keep the last real evaluation (``/promote``, ``/status`` and the campaign read it back);
+            # say what happened in a note of its own instead.
+            note = sticky_marker("bench-error")
+            forge.upsert_comment(pr_number, note, f"{note}\n## kbot: bench run without results\n\n"
+                                           f"For `{head_sha[:12]}`. {text}\n\nThe review above still shows the last evaluation.")
+            return Published(pr_number, "error", None, None, problems=problems)
+        body = f"{REVIEW_MARKER}\n## kbot evaluation\n\n{text}"
         review = forge.upsert_review(pr_number, REVIEW_MARKER, body, commit_sha=head_sha)
         return Published(pr_number, "error", None, review.id, problems=problems)
 
     ev = Evidence.from_report(report, head_sha)
     current, decision, policy = current_decision(forge, pr, ev)
+    paused = paused_reason(forge, current.labels) if promote and decision.action == "promote" else None
     body = render_review(report, champion, decision, head_sha=head_sha, run_url=run_url)
+    if paused:
+        body = _with_note(body, f"**Promotion paused:** {escape_inline(paused, 300)}. Nothing was merged; "
+                                "run `/promote` once the bot is resumed.")
     review = forge.upsert_review(pr_number, REVIEW_MARKER, body, commit_sha=head_sha)
     state, desc = status_line(report, decision)
+    if paused:
+        desc = (desc + " (promotion paused)")[:140]
     forge.set_status(head_sha, state, context="kbot/harness", description=desc, target_url=run_url)
     if getattr(forge.info, "supports_check_runs", False):
         try:
@@ -438,9 +481,11 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
         except UnsupportedError:
             pass
     out = Published(pr_number, state, decision, review.id, problems=problems)
-    if promote and decision.action == "promote":
+    if promote and decision.action == "promote" and not paused:
         losers = find_losers(forge, pr_number, ev.definition) if policy.close_losers else []
-        path = bench_solution_path(results_dir, report.solution) if results_dir is not None else None
+        # The bot-written meta block names the solution's file (validated by the candidate gate);
+        # never a path from the artifact, which a job running candidate code wrote.
+        path = meta.get("solution_path") if solution_folder(meta) else None
         result = execute(forge, current, ev, decision, policy, summary=report.summary(), losers=losers,
                          solution_path=path)
         out.merged_sha, out.closed = result.merged_sha, result.closed

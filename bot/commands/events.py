@@ -31,6 +31,7 @@ HANDLED = {
 }
 BENCH_WORKFLOW = ".github/workflows/bench.yml"
 _SHA = re.compile(r"^[0-9a-f]{40}$")
+FINISHED = ("success", "failure")  # bench conclusions that carry results worth publishing
 
 # (forge, workflow_run payload, destination dir) -> True when results were written there
 FetchResults = Callable[[Forge, Mapping[str, Any], Path], bool]
@@ -85,6 +86,9 @@ class EventRouter:
         run = payload.get("workflow_run") or {}
         repo = (payload.get("repository") or {}).get("full_name")
         if run.get("event") != "pull_request" or run.get("path") != BENCH_WORKFLOW:
+            return "ignored"
+        if run.get("conclusion") not in FINISHED:
+            # cancelled / skipped / timed out runs have no results: the review must stay as it is
             return "ignored"
         head_repo = (run.get("head_repository") or {}).get("full_name")
         branch, sha = run.get("head_branch"), run.get("head_sha")

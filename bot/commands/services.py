@@ -85,6 +85,10 @@ class ForgeServices:
 
         if not is_bot_candidate(pr):
             raise CommandFailed("only kbot candidate PRs of this repository can be promoted.")
+        if pr.author.lower() != self.forge.info.bot_login.lower():
+            raise CommandFailed("only candidate PRs opened by the bot can be promoted.")
+        # The rest of the gate (bot-only commits, files only under the solution folder, report = meta)
+        # is checked by run_promotion right before the merge (bot.candidate_gate).
         data = find_evidence(self.forge, pr.number)
         if data is None:
             raise CommandFailed("this PR has no kbot evaluation yet; run `/evaluate` first.")

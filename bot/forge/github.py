@@ -364,6 +364,28 @@ class GitHubForge:
 
         return list(reversed(self._read(f"compare {base}...{branch}", fetch)))
 
+    # GitHub's compare API lists at most 300 files; a longer list may hide some, so it is refused.
+    MAX_COMPARE_FILES = 300
+
+    def changed_files(self, branch: str, base: str | None = None) -> list[str]:
+        """Paths changed on ``branch`` since its merge base with ``base`` (default branch if None)."""
+        base = base or self.default_branch()
+
+        def fetch() -> list[str]:
+            comparison = self._repo().compare(base, branch)
+            paths: list[str] = []
+            for f in comparison.files:
+                paths.append(f.filename)
+                prev = getattr(f, "previous_filename", None)
+                if prev:
+                    paths.append(prev)  # a rename changes its old path too
+            return paths
+
+        paths = self._read(f"compare files {base}...{branch}", fetch)
+        if len(paths) >= self.MAX_COMPARE_FILES:
+            raise ForgeError(f"{branch} changes {len(paths)}+ files; too many to check")
+        return paths
+
     def branch_touched_by_humans(self, branch: str, base: str | None = None) -> list[CommitInfo]:
         return [c for c in self.branch_commits(branch, base)
                 if c.author_login != self.bot_login or c.committer_login != self.bot_login]

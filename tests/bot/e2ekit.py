@@ -40,10 +40,11 @@ class Generator:
                 if self.forge.branch_head(branch) is None:
                     _, base = self.forge.default_head()
                     sol = {"name": f"cand_{i}", "definition": req.definition}
-                    self.forge.commit_files(branch, base, {f"kernels/{req.definition}/solutions/cand_{i}.json":
+                    self.forge.commit_files(branch, base, {f"kernels/{req.definition}/cand_{i}/solution.json":
                                                            json.dumps(sol)}, f"kbot: candidate n{i}")
                 meta = {"definition": req.definition, "node": f"n{i}", "solution": f"cand_{i}",
-                        "solution_hash": f"{i}" * 64, "agent": req.agent}
+                        "solution_hash": f"{i}" * 64, "agent": req.agent,
+                        "solution_path": f"kernels/{req.definition}/cand_{i}/solution.json"}
                 pr = self.forge.open_pr(branch, f"kbot: {req.definition} candidate n{i}",
                                         with_meta(f"Candidate n{i} for `{req.definition}`.", meta))
             prs.append(pr.number)

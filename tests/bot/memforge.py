@@ -170,6 +170,14 @@ class MemForge:
         bot = self._info.bot_login
         return [c for c in self.branch_commits(branch, base) if c.author_login != bot or c.committer_login != bot]
 
+    def changed_files(self, branch: str, base: str | None = None) -> list[str]:
+        """Paths whose content differs between the merge base with ``base`` and ``branch`` (GitHub's compare)."""
+        head = self._resolve(branch)
+        fork = self._merge_base(head, self._resolve(base or "main"))
+        old = self.commits[fork].tree if fork else {}
+        new = self.commits[head].tree
+        return sorted(p for p in set(old) | set(new) if old.get(p) != new.get(p))
+
     def delete_branch(self, branch: str) -> None:
         self.branches.pop(branch, None)
 

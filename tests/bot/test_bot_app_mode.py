@@ -10,6 +10,7 @@ from reportkit import good
 
 from bot.forge.github import GitHubForge
 from bot.forge.markers import with_meta
+from candkit import bot_candidate
 from bot.review import publish_results
 
 APP_ID = 4711
@@ -23,8 +24,7 @@ def test_publish_as_app_creates_check_run(github_server, github_app_key):
                         seconds_between_requests=None, seconds_between_writes=None, backoff=0.0, sleep=lambda s: None)
     assert forge.info.supports_check_runs
     _, main = forge.default_head()
-    forge.commit_files("kbot/d/n1", main, {"kernels/d/n1.json": "{}"}, "candidate")
-    pr = forge.open_pr("kbot/d/n1", "c", with_meta("b", {"definition": "d", "solution": "cand_v2"}))
+    pr = bot_candidate(forge, "d", "n1")
     out = publish_results(forge, pr.number, pr.head_sha, reports=[good(definition="d")], promote=False)
     assert out.state == "success"
     runs = [c for c in github_server.check_runs.values() if c["head_sha"] == pr.head_sha]

@@ -12,6 +12,7 @@ from bot.commands.dispatch import CommandDispatcher, reply_marker
 from bot.commands.services import ForgeServices
 from bot.forge.base import Permission
 from bot.forge.markers import with_meta
+from candkit import bot_candidate
 from bot.policy import POLICY_PATH, example_policy
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
@@ -244,8 +245,7 @@ def _evaluated_candidate(forge, ratio=(1.2, 1.15, 1.25)):
 
     base = forge.branches["main"]
     forge.commit_files("main", base, {f"kernels/{DEF}/champion.json": '{"solution": "champ_v1", "solution_hash": "' + "b" * 64 + '"}'}, "champ")
-    forge.commit_files(f"kbot/{DEF}/n9", forge.branches["main"], {f"kernels/{DEF}/n9.json": "{}"}, "cand")
-    pr = forge.open_pr(f"kbot/{DEF}/n9", "cand", with_meta("b", {"definition": DEF, "solution": "cand_v2"}))
+    pr = bot_candidate(forge, DEF, "n9")
     publish_results(forge, pr.number, pr.head_sha, reports=[good(ratio=ratio, definition=DEF)], promote=False)
     return pr
 

@@ -17,6 +17,7 @@ import pytest
 from e2ekit import Env
 
 from bot.forge.markers import REVIEW_MARKER, with_meta
+from harness.schema import Solution
 from bot.promotion import PROMOTION_PATH, read_champion
 from harness.runner import RunConfig, evaluate
 from harness.schema import load_definition, load_workloads, parse_solution
@@ -48,7 +49,8 @@ class TunableGenerator:
                 if self.forge.branch_head(branch) is None:
                     _, base = self.forge.default_head()
                     self.forge.commit_files(branch, base, {path: json.dumps(sol, indent=2)}, f"kbot: {sol['name']}")
-                meta = {"definition": DEF, "node": f"w{warps}", "solution": sol["name"], "solution_path": path}
+                meta = {"definition": DEF, "node": f"w{warps}", "solution": sol["name"], "solution_path": path,
+                        "solution_hash": Solution.model_validate(sol).content_hash()}
                 pr = self.forge.open_pr(branch, f"kbot: {sol['name']}", with_meta("NUM_WARPS variant.", meta))
             prs.append(pr.number)
         return prs

@@ -9,6 +9,7 @@ import pytest
 from eventkit import example
 from memforge import MemForge
 from reportkit import good
+from candkit import bot_candidate
 
 from bot.commands.events import EventRouter
 from bot.commands.services import ForgeServices
@@ -61,9 +62,7 @@ def run_event(shared, forge, branch, sha, **over):
 
 
 def candidate(forge, n=1):
-    branch = f"kbot/{DEF}/n{n}"
-    forge.commit_files(branch, forge.branches["main"], {f"kernels/{DEF}/c{n}.json": "{}"}, "c")
-    return forge.open_pr(branch, "c", with_meta("b", {"definition": DEF, "solution": "cand_v2"}))
+    return bot_candidate(forge, DEF, f"n{n}")
 
 
 def test_workflow_run_publishes_review(shared, forge):

@@ -1,0 +1,25 @@
+"""A candidate PR made the way the bot makes one (bot/attempts.py): a ``kbot/<definition>/<node>``
+branch with one bot commit under ``kernels/<definition>/<name>/`` and a meta block naming the
+solution, its hash and ``solution_path``. Promotion refuses anything less (bot/candidate_gate.py)."""
+
+from __future__ import annotations
+
+from bot.forge.markers import with_meta
+
+CAND_HASH = "c" * 64  # reportkit.report's default solution_hash
+
+
+def candidate_meta(definition: str, node: str, *, solution: str = "cand_v2", solution_hash: str = CAND_HASH,
+                   **extra) -> dict:
+    return {"definition": definition, "node": node, "solution": solution, "solution_hash": solution_hash,
+            "solution_path": f"kernels/{definition}/{solution}-{node}/solution.json", **extra}
+
+
+def bot_candidate(forge, definition: str, node: str = "n1", *, solution: str = "cand_v2",
+                  solution_hash: str = CAND_HASH, labels=(), **extra):
+    """Branch + bot commit + PR (MemForge or GitHubForge); returns the PR."""
+    meta = candidate_meta(definition, node, solution=solution, solution_hash=solution_hash, **extra)
+    branch = f"kbot/{definition}/{node}"
+    _, main = forge.default_head()
+    forge.commit_files(branch, main, {meta["solution_path"]: '{"name": "%s"}' % solution}, f"kbot: {solution}")
+    return forge.open_pr(branch, f"kbot: {solution}", with_meta("Candidate.", meta), labels=list(labels))

@@ -1,0 +1,54 @@
+"""Cancelled or skipped bench runs publish nothing; a run without results never erases an evaluation."""
+
+from __future__ import annotations
+
+import pytest
+from candkit import bot_candidate
+from memforge import MemForge
+from reportkit import good
+from test_bot_events import DEF, router, run_event
+
+from bot.review import find_evidence, publish_results
+
+
+@pytest.fixture
+def forge():
+    return MemForge()
+
+
+@pytest.mark.parametrize("conclusion", ["cancelled", "skipped", "timed_out", "action_required", None])
+def test_unfinished_runs_are_ignored(shared, forge, conclusion):
+    pr = bot_candidate(forge, DEF)
+    calls = []
+    r = router(forge, lambda *a: calls.append(a) or False)
+    assert r.handle("workflow_run", run_event(shared, forge, pr.head_branch, pr.head_sha, conclusion=conclusion)) == "ignored"
+    assert calls == [] and not forge.statuses and pr.number not in forge.reviews
+
+
+def test_failed_runs_are_still_published(shared, forge):
+    pr = bot_candidate(forge, DEF)
+    r = router(forge, lambda *a: False)
+    assert r.handle("workflow_run", run_event(shared, forge, pr.head_branch, pr.head_sha, conclusion="failure")) == "failed"
+    assert forge.combined_status(pr.head_sha).get("kbot/harness").state == "error"
+
+
+def test_no_usable_report_keeps_the_last_evaluation(forge):
+    pr = bot_candidate(forge, DEF)
+    publish_results(forge, pr.number, pr.head_sha, reports=[good(definition=DEF)], promote=False)
+    before = find_evidence(forge, pr.number)
+    assert before is not None
+    out = publish_results(forge, pr.number, pr.head_sha, reports=[])
+    assert out.state == "error"
+    assert forge.combined_status(pr.head_sha).get("kbot/harness").state == "error"
+    assert find_evidence(forge, pr.number) == before  # the sticky review was not overwritten
+    assert len(forge.reviews[pr.number]) == 1
+    notes = [c.body for c in forge.comments.get(pr.number, []) if "bench run without results" in c.body]
+    assert len(notes) == 1
+    publish_results(forge, pr.number, pr.head_sha, reports=[])  # again: the note is sticky, not repeated
+    assert len([c for c in forge.comments[pr.number] if "bench run without results" in c.body]) == 1
+
+
+def test_no_usable_report_without_earlier_evaluation_writes_the_review(forge):
+    pr = bot_candidate(forge, DEF)
+    out = publish_results(forge, pr.number, pr.head_sha, reports=[])
+    assert out.review_id is not None and "no usable report" in forge.combined_status(pr.head_sha).get("kbot/harness").description
