@@ -291,13 +291,18 @@ class LocalForge:
                 if c.author_email != BOT_EMAIL or c.committer_email != BOT_EMAIL]
 
     def delete_branch(self, branch: str) -> None:
-        """Delete ``branch``; a branch that is already gone is not an error (as with GitHubForge)."""
+        """Delete ``branch``; a branch that is already gone is not an error (as with GitHubForge).
+        As on GitHub, an open PR whose head branch is deleted is closed (at its last head)."""
         head = self.branch_head(branch)
         if head is None:
             return
-        p = self.git("update-ref", "-d", f"refs/heads/{branch}", head, check=False)
-        if p.returncode != 0 and self.branch_head(branch) is not None:
-            raise BranchMovedError(f"{branch} moved while deleting it: {p.stderr.decode().strip()[:200]}")
+        with self._locked() as data:
+            p = self.git("update-ref", "-d", f"refs/heads/{branch}", head, check=False)
+            if p.returncode != 0 and self.branch_head(branch) is not None:
+                raise BranchMovedError(f"{branch} moved while deleting it: {p.stderr.decode().strip()[:200]}")
+            for rec in data["prs"].values():
+                if rec["head_branch"] == branch and rec["state"] == "open":
+                    rec.update(state="closed", head_sha=head, closed_at=_now(), updated_at=_now())
 
     def update_branch(self, number: int) -> str:
         """Merge the default branch into the PR head (GitHub's "Update branch"): one bot merge commit.

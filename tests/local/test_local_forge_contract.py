@@ -249,3 +249,12 @@ def test_changed_files_since_the_merge_base(h):
     assert f.changed_files("kbot/gemm/n1") == ["README.md", "kernels/gemm/n1/k.py"]
     with pytest.raises(NotFoundError):
         f.changed_files("kbot/gemm/none")
+
+
+def test_deleting_a_head_branch_closes_its_open_pr(h):
+    f = h.forge
+    pr, sha = _pr(h, "n1", {"a.txt": "1\n"})
+    f.delete_branch("kbot/gemm/n1")
+    closed = f.get_pr(pr)
+    assert not closed.is_open and not closed.merged and closed.head_sha == sha
+    assert f.branch_head("kbot/gemm/n1") is None and f.find_open_pr("kbot/gemm/n1") is None
