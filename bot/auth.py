@@ -81,6 +81,16 @@ def kill_switch(forge: Forge, policy: BotPolicy, labels: tuple[str, ...] | list[
     return None
 
 
+def paused(forge: Forge, labels: tuple[str, ...] | list[str] = ()) -> str | None:
+    """Why the bot must not act now, for handlers that are not commands (events, results, rounds):
+    the kill switch of the default branch's policy, or an invalid policy file (fail closed)."""
+    try:
+        policy = load_policy(forge)
+    except PolicyError as e:
+        return f"the policy file is invalid ({str(e).splitlines()[0]})"
+    return kill_switch(forge, policy, labels)
+
+
 def authorize(forge: Forge, policy: BotPolicy, login: str, command: str) -> AuthDecision:
     """May ``login`` run ``command``? Asks the API; never trusts the payload."""
     rule = policy.rule(command)
@@ -168,4 +178,4 @@ def _limit_msg(n: int, what: str, window: int, oldest: float | None, now: float)
     return f"rate limit: at most {n} {what} per {window} s; try again in {wait} s"
 
 
-__all__ = ["AuthDecision", "RateLimiter", "authorize", "is_bot_account", "kill_switch", "load_policy", "PolicyError"]
+__all__ = ["AuthDecision", "RateLimiter", "authorize", "is_bot_account", "kill_switch", "load_policy", "paused", "PolicyError"]

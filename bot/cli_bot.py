@@ -172,6 +172,13 @@ def register(cli: click.Group) -> None:
                 click.echo(f"no open PR for {head_branch}; nothing to report")
                 return
             pr_number = pr.number
+        from bot.auth import paused
+
+        why = paused(forge, forge.get_pr(pr_number).labels)
+        if why:
+            # Kill switch (or an invalid policy): nothing is published, promoted or continued.
+            click.echo(json.dumps({"pr": pr_number, "state": "paused", "reason": why}))
+            return
         try:
             out = publish_results(forge, pr_number, head_sha, results_dir=results_dir, run_url=run_url,
                                   promote=not no_promote)

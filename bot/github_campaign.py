@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from bot.attempts import AttemptError, attempt_branch, ensure_attempt
+from bot.auth import paused
 from bot.commands.context import CommandFailed, OptimizeRequest
 from bot.controller.summary import geomean
 from bot.controller.tree import PENDING, ROOT
@@ -467,7 +468,9 @@ def continue_after_results(forge: Any, pr_number: int, *, agent: Any = None) -> 
         return []
     if round_no >= rounds:
         return []
-    if STOPPED_LABEL in forge.labels(thread):
+    # Stopped on the thread or on this candidate PR (``/stop`` there), or the kill switch is on.
+    labels = set(forge.labels(thread)) | set(forge.labels(pr_number))
+    if STOPPED_LABEL in labels or paused(forge, sorted(labels)):
         return []
     snap = read_snapshot(forge, meta["definition"], load_solutions=False)
     this = snap.round_prs(cid, round_no)

@@ -406,18 +406,6 @@ def _with_note(body: str, note: str) -> str:
     return f"{body[:cut].rstrip()}\n\n{note}\n\n{body[cut + 1:]}"
 
 
-def paused_reason(forge: Any, labels: tuple[str, ...] | list[str]) -> str | None:
-    """Why the bot must not act now (kill switch, or an invalid policy file: fail closed), or None."""
-    from bot.auth import kill_switch, load_policy
-    from bot.policy import PolicyError
-
-    try:
-        policy = load_policy(forge)
-    except PolicyError as e:
-        return f"the policy file is invalid ({str(e).splitlines()[0]})"
-    return kill_switch(forge, policy, labels)
-
-
 def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[Report] | None = None,
                     results_dir: str | Path | None = None, run_url: str | None = None,
                     promote: bool = True) -> Published:
@@ -427,6 +415,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
     read from the artifact. Promotion happens only when the kill switch is off and the PR passes
     ``bot.candidate_gate`` (checked in ``current_decision``).
     """
+    from bot.auth import paused as bot_paused
     from bot.candidate_gate import solution_folder
     from bot.forge.base import UnsupportedError
     from bot.forge.markers import pr_meta
@@ -463,7 +452,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
 
     ev = Evidence.from_report(report, head_sha)
     current, decision, policy = current_decision(forge, pr, ev)
-    paused = paused_reason(forge, current.labels) if promote and decision.action == "promote" else None
+    paused = bot_paused(forge, current.labels) if promote and decision.action == "promote" else None
     body = render_review(report, champion, decision, head_sha=head_sha, run_url=run_url)
     if paused:
         body = _with_note(body, f"**Promotion paused:** {escape_inline(paused, 300)}. Nothing was merged; "

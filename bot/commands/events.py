@@ -3,6 +3,8 @@
 * ``issue_comment`` (created) → the command dispatcher;
 * ``pull_request`` (opened / synchronize / reopened) on a kbot branch of this repository → the commit
   status ``kbot/harness`` goes to pending (the bench workflow itself starts on the same event);
+* both only while the bot is not paused (kill switch: policy ``enabled: false``, the kill-switch file,
+  the kill-switch label on the PR; an invalid policy file pauses too);
 * ``workflow_run`` (completed) of ``bench.yml`` for a kbot branch → results fetched (injected
   function: the artifact download needs the App's token), then review, status and promotion.
 """
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bot.auth import RateLimiter
+from bot.auth import RateLimiter, paused
 from bot.commands.context import Services
 from bot.commands.dispatch import CommandDispatcher
 from bot.commands.services import BOT_BRANCH_PREFIX
@@ -77,6 +79,11 @@ class EventRouter:
         sha = head.get("sha")
         if not isinstance(sha, str) or not _SHA.match(sha):
             return "ignored"
+        labels = [lab.get("name") for lab in pr.get("labels") or [] if isinstance(lab, Mapping)]
+        why = paused(forge, [n for n in labels if isinstance(n, str)])
+        if why:
+            log.info("pull_request #%s: kbot is paused (%s)", pr.get("number"), why)
+            return "paused"
         forge.set_status(sha, "pending", context="kbot/harness", description="waiting for the GPU bench")
         return "done"
 
@@ -100,6 +107,11 @@ class EventRouter:
         pr = forge.find_open_pr(branch)
         if pr is None:
             return "ignored"
+        why = paused(forge, pr.labels)
+        if why:
+            # Kill switch: nothing is published, promoted or continued; `/evaluate` after resuming.
+            log.info("workflow_run for #%s: kbot is paused (%s)", pr.number, why)
+            return "paused"
         run_url = run.get("html_url") if isinstance(run.get("html_url"), str) else None
         if self.fetch_results is None:
             log.warning("workflow_run for %s: no results fetcher configured; review not posted", branch)
