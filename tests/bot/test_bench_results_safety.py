@@ -52,3 +52,25 @@ def test_no_usable_report_without_earlier_evaluation_writes_the_review(forge):
     pr = bot_candidate(forge, DEF)
     out = publish_results(forge, pr.number, pr.head_sha, reports=[])
     assert out.review_id is not None and "no usable report" in forge.combined_status(pr.head_sha).get("kbot/harness").description
+
+
+@pytest.mark.parametrize("content", ['["kernels/d/x.json"]', '"text"', "42", "null",
+                                     '{"solution": "cand_v2", "solution_path": 5}', '{"solution": ["cand_v2"]}'])
+def test_bench_sidecar_of_the_wrong_shape_is_ignored(tmp_path, content):
+    from bot.review import bench_solution_path
+
+    (tmp_path / "kbot-bench.json").write_text(content)
+    assert bench_solution_path(tmp_path, "cand_v2") is None
+
+
+def test_champion_path_comes_from_the_meta_not_the_artifact(tmp_path, forge):
+    import json
+
+    from candkit import candidate_meta
+
+    pr = bot_candidate(forge, DEF)
+    good(baseline=None, baseline_hash=None, definition=DEF).dump(tmp_path / "r.json")
+    (tmp_path / "kbot-bench.json").write_text(json.dumps({"solution": "cand_v2", "solution_path": f"kernels/{DEF}/evil.json"}))
+    publish_results(forge, pr.number, pr.head_sha, results_dir=tmp_path)
+    champ = json.loads(forge.read_file(f"kernels/{DEF}/champion.json"))
+    assert champ["solution_path"] == candidate_meta(DEF, "n1")["solution_path"]
