@@ -340,12 +340,17 @@ def execute(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decision, pol
     else:
         out.note = "could not update the champion pointer: the default branch kept moving"
     if policy.close_losers:
+        from bot.review import escape_inline
+
+        # Names come from the report (an artifact of a job that ran candidate code): escaped, so they
+        # cannot mention people, link, or inject markup into the comment.
         for loser, line in losers:
             if loser.number == pr.number or not loser.is_open:
                 continue
             forge.close_pr(loser.number, comment=(
-                f"Closed by kbot: #{pr.number} ({ev.solution}) was promoted as the champion of `{ev.definition}`.\n\n"
-                f"This candidate: {line}\n\nIt stays in the search tree; `/optimize` on it still works."))
+                f"Closed by kbot: #{pr.number} ({escape_inline(ev.solution, 128)}) was promoted as the champion of "
+                f"{escape_inline(ev.definition, 128)}.\n\n"
+                f"This candidate: {escape_inline(line, 300)}\n\nIt stays in the search tree; `/optimize` on it still works."))
             out.closed.append(loser.number)
     return out
 

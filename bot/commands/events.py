@@ -1,7 +1,8 @@
 """Webhook event → handler. Shared by the App (``kbot serve``) and the Actions entry points.
 
 * ``issue_comment`` (created) → the command dispatcher;
-* ``pull_request`` (opened / synchronize / reopened) on a kbot branch of this repository → the commit
+* ``pull_request`` (opened / synchronize / reopened) on a kbot branch of this repository, opened by the
+  bot's login → the commit
   status ``kbot/harness`` goes to pending (the bench workflow itself starts on the same event);
 * both only while the bot is not paused (kill switch: policy ``enabled: false``, the kill-switch file,
   the kill-switch label on the PR; an invalid policy file pauses too);
@@ -76,6 +77,9 @@ class EventRouter:
         base_repo = ((pr.get("base") or {}).get("repo") or {}).get("full_name")
         if not self._same_repo_bot_branch(head, base_repo, head.get("ref")):
             return "ignored"
+        author = (pr.get("user") or {}).get("login")
+        if not isinstance(author, str) or author.lower() != forge.info.bot_login.lower():
+            return "ignored"  # bench.yml skips PRs not opened by the bot: no status would ever follow
         sha = head.get("sha")
         if not isinstance(sha, str) or not _SHA.match(sha):
             return "ignored"

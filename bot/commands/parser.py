@@ -119,19 +119,35 @@ def visible_lines(body: str) -> list[tuple[int, str]]:
                 fence = None
             continue
         if in_comment:
-            if "-->" in line:
-                in_comment = False
+            # The rest of a line that closes a comment is not at the start of a line: never a command,
+            # but it may open another comment.
+            in_comment = _ends_in_comment(line, True)
             continue
         m = _FENCE.match(line)
         if m:
             fence = m.group(1)
             continue
-        if line.lstrip().startswith("<!--"):
-            if "-->" not in line.split("<!--", 1)[1]:
-                in_comment = True
+        if "<!--" in line:
+            # ``<!--`` anywhere opens a comment (GitHub hides what follows, on this and later lines
+            # until ``-->``): only the text before it is visible.
+            in_comment = _ends_in_comment(line, False)
+            before = line[: line.index("<!--")]
+            if before.strip():
+                out.append((i, before.rstrip()))
             continue
         out.append((i, line))
     return out
+
+
+def _ends_in_comment(line: str, inside: bool) -> bool:
+    """Whether an HTML comment is still open at the end of ``line`` (``inside``: open at its start)."""
+    pos = 0
+    while True:
+        idx = line.find("-->" if inside else "<!--", pos)
+        if idx < 0:
+            return inside
+        pos = idx + (3 if inside else 4)
+        inside = not inside
 
 
 def parse_comment(body: str, specs: Mapping[str, Any]) -> ParseResult:

@@ -29,9 +29,10 @@ def router(forge, fetch=None):
     return EventRouter(lambda p: forge, lambda f: ForgeServices(f), None, fetch)
 
 
-def pr_event(shared, forge, branch, *, fork=False, action="opened"):
+def pr_event(shared, forge, branch, *, fork=False, action="opened", author=None):
     p = example(shared, "pull_request", action)
     pr = p["pull_request"]
+    pr["user"]["login"] = author or forge.info.bot_login
     pr["head"]["ref"] = branch
     pr["head"]["sha"] = "c" * 40
     pr["base"]["repo"]["full_name"] = forge.info.repo
@@ -214,3 +215,10 @@ def test_workflow_run_opens_the_next_round_after_publishing(shared, forge):
     r = EventRouter(lambda p: forge, lambda f: ForgeServices(f), None, fetch, after_results=boom)
     assert r.handle("workflow_run", run_event(shared, forge, pr2.head_branch, pr2.head_sha)) == "done"
     assert len(forge.reviews[pr2.number]) == 1
+
+
+@pytest.mark.parametrize("author", ["alice", "kbot", "evil[bot]"])
+def test_pull_request_not_opened_by_the_bot_gets_no_status(shared, forge, author):
+    p = pr_event(shared, forge, f"kbot/{DEF}/n1", author=author)
+    assert router(forge).handle("pull_request", p) == "ignored"
+    assert not forge.statuses
