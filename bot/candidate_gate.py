@@ -41,7 +41,7 @@ def changed_files(forge: Any, pr: PullRequest) -> list[str] | None:
     """Paths the PR changes (relative to its merge base), or None when the forge cannot tell."""
     fn = getattr(forge, "changed_files", None)
     if callable(fn):
-        return list(fn(pr.head_branch, pr.base_branch))
+        return list(fn(pr.head_sha, pr.base_branch))
     return None
 
 
@@ -63,7 +63,9 @@ def candidate_problems(forge: Any, pr: PullRequest, *, definition: str | None, s
     if solution_hash is None or meta.get("solution_hash") != solution_hash:
         problems.append("the report's solution hash differs from the PR's metadata")
     try:
-        humans = forge.branch_touched_by_humans(pr.head_branch, pr.base_branch)
+        # By sha, not branch name: exactly the head that is judged, and still there after a merge
+        # deleted the branch (resume_pointer).
+        humans = forge.branch_touched_by_humans(pr.head_sha, pr.base_branch)
     except ForgeError as e:
         return problems + [f"could not list the branch's commits ({type(e).__name__})"]
     if humans:

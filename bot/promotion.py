@@ -290,8 +290,6 @@ def execute(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decision, pol
             solution_path: str | None = None) -> PromotionOutcome:
     """Carry out a promote decision. ``losers``: (PR, one-line result) to close with a summary;
     ``solution_path``: the solution JSON in the repository (the next bench uses it as the baseline)."""
-    from bot.leaderboard import render_leaderboard, updated_champion
-
     out = PromotionOutcome(decision)
     if decision.action != "promote":
         return out
@@ -306,13 +304,28 @@ def execute(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decision, pol
         out.note = "head moved during the merge; re-benchmark"
         return out
     out.merged_sha = merged.sha
+    out.pointer_sha, out.note = write_pointer(forge, pr, ev, decision, merged.sha, summary=summary,
+                                              solution_path=solution_path)
+    if out.pointer_sha:
+        # Losers are closed only once the new champion is on record: after an interrupted pointer
+        # commit they stay open (resume_pointer finishes the promotion, then closes them).
+        out.closed = close_losers(forge, pr, ev, losers, policy)
+    return out
+
+
+def write_pointer(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decision, merge_sha: str | None, *,
+                  summary: Mapping[str, Any] | None = None, solution_path: str | None = None) -> tuple[str | None, str]:
+    """ONE commit on the default branch with ``champion.json`` + ``LEADERBOARD.md`` for a merged
+    promotion; (commit sha, "") or (None, why it failed). Retries while the branch moves."""
+    from bot.leaderboard import render_leaderboard, updated_champion
+
     entry = {
         "solution": ev.solution,
         "solution_hash": ev.solution_hash,
         "solution_path": solution_path,
         "pr": pr.number,
         "sha": ev.head_sha,
-        "merge_sha": merged.sha,
+        "merge_sha": merge_sha,
         "promoted_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "summary": {
             "speedup_vs_previous": decision.geomean if not decision.first_champion else None,
@@ -321,37 +334,95 @@ def execute(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decision, pol
             **({k: v for k, v in summary.items() if k in ("mean_speedup_vs_reference", "geomean_speedup_vs_reference")} if summary else {}),
         },
     }
-    # One commit with pointer + leaderboard; retry if someone pushed to the default branch meanwhile.
     branch = forge.default_branch()
-    for attempt in range(5):
-        base = forge.branch_head(branch)
-        old = read_champion(forge, ev.definition, ref=base)
-        doc = updated_champion(old, ev.definition, entry)
-        files = {
-            champion_path(ev.definition): json.dumps(doc, indent=2, sort_keys=True) + "\n",
-            leaderboard_path(ev.definition): render_leaderboard(doc),
-        }
-        try:
-            out.pointer_sha = forge.commit_files(branch, base, files,
-                                                 f"kbot: {ev.definition} champion is {ev.solution} (#{pr.number})")
-            break
-        except BranchMovedError:
-            time.sleep(0.2 * (attempt + 1))
-    else:
-        out.note = "could not update the champion pointer: the default branch kept moving"
-    if policy.close_losers:
-        from bot.review import escape_inline
+    try:
+        for attempt in range(5):
+            base = forge.branch_head(branch)
+            old = read_champion(forge, ev.definition, ref=base)
+            doc = updated_champion(old, ev.definition, entry)
+            files = {
+                champion_path(ev.definition): json.dumps(doc, indent=2, sort_keys=True) + "\n",
+                leaderboard_path(ev.definition): render_leaderboard(doc),
+            }
+            try:
+                return forge.commit_files(branch, base, files,
+                                          f"kbot: {ev.definition} champion is {ev.solution} (#{pr.number})"), ""
+            except BranchMovedError:
+                time.sleep(0.2 * (attempt + 1))
+    except ForgeError as e:
+        return None, f"could not update the champion pointer ({type(e).__name__}); `/promote` resumes it"
+    return None, "could not update the champion pointer: the default branch kept moving; `/promote` resumes it"
 
-        # Names come from the report (an artifact of a job that ran candidate code): escaped, so they
-        # cannot mention people, link, or inject markup into the comment.
-        for loser, line in losers:
-            if loser.number == pr.number or not loser.is_open:
-                continue
-            forge.close_pr(loser.number, comment=(
-                f"Closed by kbot: #{pr.number} ({escape_inline(ev.solution, 128)}) was promoted as the champion of "
-                f"{escape_inline(ev.definition, 128)}.\n\n"
-                f"This candidate: {escape_inline(line, 300)}\n\nIt stays in the search tree; `/optimize` on it still works."))
-            out.closed.append(loser.number)
+
+def close_losers(forge: Forge, pr: PullRequest, ev: Evidence, losers: list[tuple[PullRequest, str]] | tuple = (),
+                 policy: PromotionPolicy | None = None) -> list[int]:
+    from bot.review import escape_inline
+
+    closed: list[int] = []
+    if policy is not None and not policy.close_losers:
+        return closed
+    # Names come from the report (an artifact of a job that ran candidate code): escaped, so they
+    # cannot mention people, link, or inject markup into the comment.
+    for loser, line in losers:
+        if loser.number == pr.number or not loser.is_open:
+            continue
+        forge.close_pr(loser.number, comment=(
+            f"Closed by kbot: #{pr.number} ({escape_inline(ev.solution, 128)}) was promoted as the champion of "
+            f"{escape_inline(ev.definition, 128)}.\n\n"
+            f"This candidate: {escape_inline(line, 300)}\n\nIt stays in the search tree; `/optimize` on it still works."))
+        closed.append(loser.number)
+    return closed
+
+
+def champion_mentions(champ: Mapping[str, Any] | None, pr_number: int) -> bool:
+    """Whether the pointer document records ``pr_number`` as the champion or in its lineage."""
+    if not champ:
+        return False
+    entries = [champ] + [h for h in champ.get("history") or [] if isinstance(h, Mapping)]
+    return any(e.get("pr") == pr_number for e in entries)
+
+
+def resume_pointer(forge: Forge, pr: PullRequest, *, policy: PromotionPolicy | None = None) -> PromotionOutcome | None:
+    """Finish a promotion that was interrupted after its merge (the pointer commit failed).
+
+    For a merged PR whose ``champion.json`` does not mention it: the evaluation is read back from our
+    review and the rules are judged again against today's champion (the one the merge should have
+    replaced) with the candidate gate; only a ``promote`` writes the pointer (then the losers are
+    closed). None when there is nothing to resume (not merged, already recorded, no evaluation).
+    """
+    from bot.candidate_gate import solution_folder
+    from bot.forge.markers import pr_meta
+    from bot.review import find_evidence
+
+    if not pr.merged:
+        return None
+    data = find_evidence(forge, pr.number)
+    if data is None:
+        return None
+    try:
+        ev = Evidence.from_block(data)
+    except ValueError:
+        return None
+    champ = read_champion(forge, ev.definition)
+    if champion_mentions(champ, pr.number):
+        return None
+    policy = policy or load_promotion_policy(forge)
+    champion_hash = champ.get("solution_hash") if champ else None
+    # Merged: "up to date" is moot (the merge already happened); the measured head must be the PR's.
+    decision = decide(ev, policy, champion_hash=champion_hash if isinstance(champion_hash, str) else None,
+                      pr_head_sha=pr.head_sha, up_to_date=True)
+    if decision.action == "promote":
+        decision = gate_candidate(forge, pr, ev, decision)
+    out = PromotionOutcome(decision, merged_sha=pr.merge_commit_sha)
+    if decision.action != "promote":
+        out.note = "merged, but the rules no longer hold against the current champion: pointer not written"
+        return out
+    meta = pr_meta(pr.body, pr.author.lower(), forge.info.bot_login.lower())
+    path = meta.get("solution_path") if solution_folder(meta) else None
+    out.pointer_sha, out.note = write_pointer(forge, pr, ev, decision, pr.merge_commit_sha, solution_path=path)
+    if out.pointer_sha:
+        losers = find_losers(forge, pr.number, ev.definition) if policy.close_losers else []
+        out.closed = close_losers(forge, pr, ev, losers, policy)
     return out
 
 

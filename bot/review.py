@@ -430,7 +430,15 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
     if not pr.head_branch.startswith("kbot/") or pr.from_fork:
         raise ResultsError(f"PR #{pr_number} is not a kbot candidate branch of this repository")
     if not pr.is_open:
-        # A late or re-run bench of a PR that was merged or closed: its review stays as it was.
+        # A late or re-run bench of a PR that was merged or closed: its review stays as it was. A merged
+        # PR whose champion pointer was never written (interrupted promotion) gets it now.
+        if pr.merged and promote and not bot_paused(forge, pr.labels):
+            from bot.promotion import resume_pointer
+
+            resumed = resume_pointer(forge, pr)
+            if resumed is not None and resumed.pointer_sha:
+                return Published(pr_number, "resumed", resumed.decision, merged_sha=resumed.merged_sha,
+                                 closed=resumed.closed, problems=problems)
         return Published(pr_number, "skipped", problems=problems)
     meta = pr_meta(pr.body, pr.author.lower(), forge.info.bot_login.lower())
     report, champion = pick_reports(reports, meta)

@@ -81,7 +81,7 @@ class ForgeServices:
         return f"{what} requested for `{pr.head_sha[:12]}`; the review will be updated when it finishes."
 
     def promote(self, pr: PullRequest, actor: str) -> str:
-        from bot.promotion import Evidence, run_promotion
+        from bot.promotion import Evidence, resume_pointer, run_promotion
 
         if not is_bot_candidate(pr):
             raise CommandFailed("only kbot candidate PRs of this repository can be promoted.")
@@ -89,6 +89,16 @@ class ForgeServices:
             raise CommandFailed("only candidate PRs opened by the bot can be promoted.")
         # The rest of the gate (bot-only commits, files only under the solution folder, report = meta)
         # is checked by run_promotion right before the merge (bot.candidate_gate).
+        if pr.merged:
+            # A promotion interrupted after its merge: write the champion pointer it never got.
+            resumed = resume_pointer(self.forge, pr)
+            if resumed is None:
+                raise CommandFailed("this PR is merged and already recorded as a champion (or has no kbot evaluation).")
+            if not resumed.pointer_sha:
+                raise CommandFailed(f"merged, pointer not written: {escape_inline(resumed.note, 300)} "
+                                    f"({escape_inline(resumed.decision.headline, 300)})")
+            return (f"Resumed the interrupted promotion: champion pointer written in `{resumed.pointer_sha[:12]}`."
+                    + (f"\n\nClosed the other evaluated candidates: {_pr_list(resumed.closed)}." if resumed.closed else ""))
         data = find_evidence(self.forge, pr.number)
         if data is None:
             raise CommandFailed("this PR has no kbot evaluation yet; run `/evaluate` first.")
