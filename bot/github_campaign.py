@@ -48,12 +48,13 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from bot.attempts import AttemptError, attempt_branch, ensure_attempt
-from bot.auth import paused
+from bot.auth import kill_switch, load_policy
 from bot.commands.context import CommandFailed, OptimizeRequest
 from bot.controller.summary import geomean
 from bot.controller.tree import PENDING, ROOT
 from bot.forge.base import BranchTouchedByHumansError, PullRequest
 from bot.forge.markers import pr_meta
+from bot.policy import PolicyError
 from bot.promotion import Evidence, read_champion
 from bot.review import escape_inline, find_evidence
 from harness.schema import Definition, SchemaError, Solution, load_workloads, parse_definition
@@ -455,28 +456,64 @@ def bind(forge: Any, fn: Callable[..., Any] = campaign, **options: Any) -> Calla
     return functools.partial(fn, forge=forge, **options)
 
 
+def _whole(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def clamp_to_policy(meta: Mapping[str, Any], policy: Any, fallback_candidates: int) -> tuple[int, int, str] | None:
+    """(candidates, rounds, agent) of a later round, from the PR's meta block bounded by TODAY's policy.
+
+    The meta block is plain text in a PR body that anyone with write access can edit (it is not
+    signed), so its numbers are only a request: clamped to ``optimize.max_candidates`` /
+    ``max_rounds``, and an agent the policy does not enable falls back to its default agent. None when
+    the block has no usable round count.
+    """
+    bounds = policy.optimize
+    rounds = _whole(meta.get("rounds"))
+    if rounds is None:
+        return None
+    rounds = max(1, min(rounds, bounds.max_rounds))
+    candidates = _whole(meta.get("candidates")) or fallback_candidates or bounds.default_candidates
+    candidates = max(1, min(candidates, bounds.max_candidates))
+    agent = meta.get("requested_agent") or meta.get("agent")
+    if agent not in bounds.agents:
+        agent = bounds.default_agent
+    return candidates, rounds, str(agent)
+
+
 def continue_after_results(forge: Any, pr_number: int, *, agent: Any = None) -> list[PullRequest]:
     """The next round of ``pr_number``'s campaign, when that PR's round is complete (every PR of it
-    evaluated or closed) and the request asked for more rounds; [] otherwise. Idempotent."""
+    evaluated or closed) and the request asked for more rounds; [] otherwise. Idempotent.
+
+    Checked at every round, against the default branch as it is now: the kill switch (and an invalid
+    policy), ``kbot:stopped`` on the thread or the candidate PR, and the policy's bounds.
+    """
     pr = forge.get_pr(pr_number)
     meta = pr_meta(pr.body, pr.author, forge.info.bot_login)
     if not meta or not isinstance(meta.get("definition"), str):
         return []
-    round_no, rounds = meta.get("round"), meta.get("rounds")
-    cid, thread = meta.get("campaign"), meta.get("thread")
-    if not (isinstance(round_no, int) and isinstance(rounds, int) and isinstance(cid, str) and isinstance(thread, int)):
-        return []
-    if round_no >= rounds:
+    round_no = _whole(meta.get("round"))
+    cid, thread = meta.get("campaign"), _whole(meta.get("thread"))
+    if round_no is None or round_no < 1 or not isinstance(cid, str) or thread is None:
         return []
     # Stopped on the thread or on this candidate PR (``/stop`` there), or the kill switch is on.
     labels = set(forge.labels(thread)) | set(forge.labels(pr_number))
-    if STOPPED_LABEL in labels or paused(forge, sorted(labels)):
+    if STOPPED_LABEL in labels:
+        return []
+    try:
+        policy = load_policy(forge)
+    except PolicyError:
+        return []  # an invalid policy stops everything
+    if kill_switch(forge, policy, sorted(labels)):
+        return []
+    bounded = clamp_to_policy(meta, policy, 0)
+    if bounded is None or round_no >= bounded[1]:
         return []
     snap = read_snapshot(forge, meta["definition"], load_solutions=False)
     this = snap.round_prs(cid, round_no)
+    candidates, rounds, requested_agent = clamp_to_policy(meta, policy, len(this))  # type: ignore[misc]
     if any(p.is_open and snap.status(snap.meta_of[p.number]["node"]) == PENDING for p in this):
         return []  # results still to come in this round
-    request = OptimizeRequest(definition=meta["definition"], candidates=int(meta.get("candidates") or len(this) or 1),
-                              agent=str(meta.get("requested_agent") or meta.get("agent") or "offline"),
+    request = OptimizeRequest(definition=meta["definition"], candidates=candidates, agent=requested_agent,
                               rounds=rounds, requested_by=str(meta.get("requested_by") or ""), thread=thread)
     return campaign(request, forge=forge, agent=agent, round_no=round_no + 1, cid=cid)

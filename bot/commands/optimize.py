@@ -9,7 +9,7 @@ from __future__ import annotations
 from bot.commands.context import CommandContext, CommandFailed, CommandResult, OptimizeRequest
 from bot.commands.parser import Flag, Invocation, Positional
 from bot.commands.registry import CommandSpec, register
-from bot.forge.markers import decode_meta
+from bot.forge.markers import pr_meta
 from bot.policy import AGENTS
 
 DEFINITION_RE = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
@@ -22,7 +22,9 @@ def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
     meta = None
     if ctx.is_pr:
         pr = ctx.forge.get_pr(ctx.number)
-        meta = decode_meta(pr.body) if pr.head_branch.startswith("kbot/") and not pr.from_fork else None
+        # Only a PR the bot opened carries trusted metadata (a person's kbot/ PR is a plain thread).
+        meta = (pr_meta(pr.body, pr.author.lower(), ctx.forge.info.bot_login.lower())
+                if pr.head_branch.startswith("kbot/") and not pr.from_fork else None)
         if meta:
             parent_pr = pr.number
             meta_def = meta.get("definition")

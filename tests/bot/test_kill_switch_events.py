@@ -12,6 +12,7 @@ from reportkit import good
 from test_bot_events import DEF, pr_event, router, run_event
 
 import bot.github_campaign as gc
+from bot.forge.base import Permission
 from bot.forge.markers import with_meta
 from bot.review import publish_results
 
@@ -116,3 +117,61 @@ def test_rounds_stop_on_the_stopped_label_of_the_candidate_pr(rounds):
     forge, _ = make(None)
     pr, _ = round_pr(forge, labels=("kbot:stopped",))
     assert gc.continue_after_results(forge, pr.number) == [] and rounds == []
+
+
+# -- later rounds are bounded by today's policy, not by the (editable, unsigned) meta block -------------
+
+
+def test_round_request_is_clamped_to_the_policy(rounds):
+    policy = ("optimize:\n  max_candidates: 3\n  default_candidates: 2\n  max_rounds: 4\n"
+              "  agents: [offline]\n  default_agent: offline\n")
+    forge = MemForge(files={"skills/bot-policy.yaml": policy})
+    pr, issue = round_pr(forge, candidates=500, rounds=10_000, requested_agent="anthropic", agent="anthropic")
+    assert gc.continue_after_results(forge, pr.number) == ["opened"]
+    (request, kw), = rounds
+    assert (request.candidates, request.rounds, request.agent) == (3, 4, "offline")
+    assert kw["round_no"] == 2
+
+
+def test_rounds_past_the_policy_bound_end_the_campaign(rounds):
+    forge = MemForge(files={"skills/bot-policy.yaml": "optimize:\n  max_rounds: 2\n"})
+    pr, _ = round_pr(forge, round=2, rounds=50)  # someone raised `rounds` in the PR body
+    assert gc.continue_after_results(forge, pr.number) == [] and rounds == []
+
+
+@pytest.mark.parametrize("over", [{"rounds": True}, {"rounds": "9"}, {"round": True}, {"round": 0}, {"thread": "1"}])
+def test_malformed_round_fields_stop(rounds, over):
+    forge, _ = make(None)
+    pr, _ = round_pr(forge, **over)
+    assert gc.continue_after_results(forge, pr.number) == [] and rounds == []
+
+
+def test_clamp_bools_and_missing_candidates():
+    from bot.policy import BotPolicy
+
+    p = BotPolicy()
+    assert gc.clamp_to_policy({"rounds": 3, "candidates": True}, p, 0) == (p.optimize.default_candidates, 3, "offline")
+    assert gc.clamp_to_policy({"rounds": 3}, p, 2) == (2, 3, "offline")
+    assert gc.clamp_to_policy({"rounds": 0, "candidates": -4, "agent": "evil"}, p, 0) == (1, 1, "offline")
+
+
+def test_optimize_on_a_person_s_kbot_pr_ignores_its_meta(shared):
+    from dataclasses import replace
+
+    from eventkit import comment_event
+
+    from bot.commands.dispatch import CommandDispatcher
+    from bot.commands.services import ForgeServices
+
+    forge, _ = make(None)
+    calls = []
+    pr = bot_candidate(forge, DEF, "n7")
+    forge.prs[pr.number] = replace(forge.prs[pr.number], author="mallory")
+    forge.perms["alice"] = Permission.WRITE
+    d = CommandDispatcher(forge, ForgeServices(forge, lambda req: calls.append(req) or []))
+    out = d.handle_issue_comment(comment_event(shared, body="/optimize --candidates 1", number=pr.number, is_pr=True))
+    assert out.status == "failed" and calls == []  # no trusted metadata: the definition must be named
+    assert "which definition" in forge.comments[pr.number][-1].body
+    out = d.handle_issue_comment(comment_event(shared, body=f"/optimize {DEF} --candidates 1", number=pr.number,
+                                               is_pr=True, comment_id=557))
+    assert out.status == "done" and calls[-1].parent_pr is None and calls[-1].parent_meta is None
