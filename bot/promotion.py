@@ -472,8 +472,8 @@ def find_losers(forge: Forge, winner: int, definition: str) -> list[tuple[PullRe
 
     losers: list[tuple[PullRequest, str]] = []
     for other in forge.list_prs(state="open", head_prefix=f"kbot/{definition}/"):
-        if other.number == winner or other.from_fork:
-            continue
+        if other.number == winner or other.from_fork or other.author.lower() != forge.info.bot_login.lower():
+            continue  # only the bot's own candidates are closed on its behalf
         data = find_evidence(forge, other.number)
         if data is None:
             continue  # not evaluated yet: it will be measured against the new champion

@@ -136,3 +136,13 @@ def test_promote_command_refuses_a_person_s_pr(shared, forge):
         comment_event(shared, body="/promote", number=pr.number, is_pr=True, login="maint"))
     assert out.status == "failed" and not forge.get_pr(pr.number).merged
     assert any("opened by the bot" in c.body for c in forge.comments[pr.number])
+
+
+def test_a_person_s_kbot_pr_is_not_closed_as_a_loser(forge):
+    other = bot_candidate(forge, DEF, "n5", solution_hash="5" * 64)
+    publish_results(forge, other.number, other.head_sha,
+                    reports=[good(baseline=None, baseline_hash=None, definition=DEF, solution_hash="5" * 64)], promote=False)
+    forge.prs[other.number] = replace(forge.prs[other.number], author="alice")
+    pr = bot_candidate(forge, DEF)
+    out = publish_results(forge, pr.number, pr.head_sha, reports=[first_champion_report()])
+    assert forge.get_pr(pr.number).merged and out.closed == [] and forge.get_pr(other.number).is_open
