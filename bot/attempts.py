@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from bot.forge.base import BranchTouchedByHumansError, ForgeError, PullRequest
-from bot.forge.markers import with_meta
+from bot.meta_key import write_meta
 from harness.schema import Solution
 
 CANDIDATE_LABEL = "kbot:candidate"
@@ -108,5 +108,5 @@ def ensure_attempt(forge: Any, solution: Solution, *, node: str, meta: Mapping[s
         if not _holds(forge, path, branch, solution):
             raise AttemptError(f"branch {branch} exists but does not hold {solution.name} at {path}")
     pr = forge.open_pr(branch, title or f"kbot: {solution.name} ({definition})",
-                       with_meta(body, {**meta, "solution_path": path}), labels=list(labels))
+                       write_meta(body, {**meta, "solution_path": path}, branch), labels=list(labels))
     return Attempt(pr, branch, True, path)

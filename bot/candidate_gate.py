@@ -18,7 +18,7 @@ import re
 from typing import Any, Mapping
 
 from bot.forge.base import ForgeError, PullRequest
-from bot.forge.markers import decode_meta
+from bot.meta_key import read_meta
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
@@ -54,7 +54,7 @@ def candidate_problems(forge: Any, pr: PullRequest, *, definition: str | None, s
     if pr.from_fork or not pr.head_branch.startswith("kbot/"):
         return ["the PR is not a kbot branch of this repository"]
     if meta is None:
-        meta = decode_meta(pr.body)
+        meta = read_meta(pr, bot)
     if not isinstance(meta, Mapping):
         return ["the PR has no kbot metadata block"]
     problems: list[str] = []

@@ -5,7 +5,7 @@
 GitHub is the database. Every call rebuilds the search tree from the repository:
 
 * nodes = the bot's PRs on ``kbot/<definition>/<node>`` branches (any state), read through their
-  ``kbot:meta`` block (``pr_meta``: only PRs the bot opened are trusted), plus the champions of
+  ``kbot:meta`` block (``read_meta``: only PRs the bot opened are trusted, signed when a key is set), plus the champions of
   ``kernels/<definition>/champion.json`` that have no PR (the shipped or starting kernel);
 * a PR is *evaluated* when our sticky review carries an evidence block for its solution
   (``bot.review.find_evidence``), *pending* otherwise;
@@ -53,7 +53,7 @@ from bot.commands.context import CommandFailed, OptimizeRequest
 from bot.controller.summary import geomean
 from bot.controller.tree import PENDING, ROOT
 from bot.forge.base import BranchTouchedByHumansError, PullRequest
-from bot.forge.markers import pr_meta
+from bot.meta_key import read_meta
 from bot.policy import PolicyError
 from bot.promotion import Evidence, read_champion
 from bot.review import escape_inline, find_evidence
@@ -178,7 +178,7 @@ def _read_solution(forge: Any, path: Any, refs: list[str | None], want_hash: str
 
 
 def _trusted_meta(pr: PullRequest, definition: str, bot_login: str) -> dict[str, Any] | None:
-    meta = pr_meta(pr.body, pr.author, bot_login)
+    meta = read_meta(pr, bot_login)
     if not meta or pr.from_fork or meta.get("definition") != definition:
         return None
     node, h = meta.get("node"), meta.get("solution_hash")
@@ -489,7 +489,7 @@ def continue_after_results(forge: Any, pr_number: int, *, agent: Any = None) -> 
     policy), ``kbot:stopped`` on the thread or the candidate PR, and the policy's bounds.
     """
     pr = forge.get_pr(pr_number)
-    meta = pr_meta(pr.body, pr.author, forge.info.bot_login)
+    meta = read_meta(pr, forge.info.bot_login)
     if not meta or not isinstance(meta.get("definition"), str):
         return []
     round_no = _whole(meta.get("round"))

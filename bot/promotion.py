@@ -391,7 +391,7 @@ def resume_pointer(forge: Forge, pr: PullRequest, *, policy: PromotionPolicy | N
     closed). None when there is nothing to resume (not merged, already recorded, no evaluation).
     """
     from bot.candidate_gate import solution_folder
-    from bot.forge.markers import pr_meta
+    from bot.meta_key import read_meta
     from bot.review import find_evidence
 
     if not pr.merged:
@@ -417,7 +417,7 @@ def resume_pointer(forge: Forge, pr: PullRequest, *, policy: PromotionPolicy | N
     if decision.action != "promote":
         out.note = "merged, but the rules no longer hold against the current champion: pointer not written"
         return out
-    meta = pr_meta(pr.body, pr.author.lower(), forge.info.bot_login.lower())
+    meta = read_meta(pr, forge.info.bot_login)
     path = meta.get("solution_path") if solution_folder(meta) else None
     out.pointer_sha, out.note = write_pointer(forge, pr, ev, decision, pr.merge_commit_sha, solution_path=path)
     if out.pointer_sha:

@@ -418,7 +418,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
     from bot.auth import paused as bot_paused
     from bot.candidate_gate import solution_folder
     from bot.forge.base import UnsupportedError
-    from bot.forge.markers import pr_meta
+    from bot.meta_key import read_meta
     from bot.promotion import Evidence, current_decision, execute, find_losers
 
     problems: list[str] = []
@@ -440,7 +440,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
                 return Published(pr_number, "resumed", resumed.decision, merged_sha=resumed.merged_sha,
                                  closed=resumed.closed, problems=problems)
         return Published(pr_number, "skipped", problems=problems)
-    meta = pr_meta(pr.body, pr.author.lower(), forge.info.bot_login.lower())
+    meta = read_meta(pr, forge.info.bot_login)
     report, champion = pick_reports(reports, meta)
     if report is None:
         desc = "no usable report in the results" + (f" ({len(problems)} problem(s))" if problems else "")

@@ -9,7 +9,7 @@ from __future__ import annotations
 from bot.commands.context import CommandContext, CommandFailed, CommandResult, OptimizeRequest
 from bot.commands.parser import Flag, Invocation, Positional
 from bot.commands.registry import CommandSpec, register
-from bot.forge.markers import pr_meta
+from bot.meta_key import read_meta
 from bot.policy import AGENTS
 
 DEFINITION_RE = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
@@ -23,7 +23,7 @@ def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
     if ctx.is_pr:
         pr = ctx.forge.get_pr(ctx.number)
         # Only a PR the bot opened carries trusted metadata (a person's kbot/ PR is a plain thread).
-        meta = (pr_meta(pr.body, pr.author.lower(), ctx.forge.info.bot_login.lower())
+        meta = (read_meta(pr, ctx.forge.info.bot_login)
                 if pr.head_branch.startswith("kbot/") and not pr.from_fork else None)
         if meta:
             parent_pr = pr.number

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 
 from bot.commands.context import CommandFailed, OptimizeRequest
 from bot.forge.base import Forge, PullRequest
-from bot.forge.markers import decode_meta
+from bot.meta_key import read_meta
 from bot.review import escape_inline, find_evidence
 
 BENCH_LABEL = "kbot:bench"
@@ -132,7 +132,7 @@ class ForgeServices:
                 passed = sum(1 for x in w if isinstance(x, list) and len(x) > 1 and x[1] == "PASSED")
                 lines.append(f"Last evaluation: {passed}/{len(w)} workloads passed, measured at "
                              f"`{escape_inline(str(data.get('head_sha'))[:12], 12)}`.")
-            meta = decode_meta(pr.body) if is_bot_candidate(pr) else None
+            meta = read_meta(pr, self.forge.info.bot_login) if is_bot_candidate(pr) else None
             definition = meta.get("definition") if meta else None
             if isinstance(definition, str):
                 champ = read_champion(self.forge, definition)

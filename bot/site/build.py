@@ -20,7 +20,7 @@ from typing import Any
 import jinja2
 
 from bot.controller.tree import ROOT, SearchConfig, Tree
-from bot.forge.markers import pr_meta
+from bot.meta_key import read_meta
 from bot.promotion import read_champion
 from bot.review import find_bot_review
 from harness.report import Report, load_report
@@ -177,7 +177,7 @@ def build_site(ws: Any, out: str | Path) -> list[Path]:
     (out / "index.html").write_text(page)
     written.append(out / "index.html")
     for pr in prs:
-        meta = pr_meta(pr.body, pr.author, forge.info.bot_login) or {}
+        meta = read_meta(pr, forge.info.bot_login) or {}
         report = _report_for(ws, meta)
         review = find_bot_review(forge, pr.number)
         status = forge.combined_status(pr.head_sha).get("kbot/harness")
