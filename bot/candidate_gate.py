@@ -73,9 +73,6 @@ def candidate_problems(forge: Any, pr: PullRequest, *, definition: str | None, s
     folder = solution_folder(meta)
     if folder is None:
         return problems + ["the PR's metadata has no valid solution_path (kernels/<definition>/<name>/solution.json)"]
-    if forge.info.kind == "local":
-        # The local forge is a single-user repository the bot writes alone; it cannot list a PR's files.
-        return problems
     try:
         files = changed_files(forge, pr)
     except ForgeError as e:
