@@ -385,3 +385,12 @@ def test_enterprise_style_base_url_with_api_prefix(tmp_path):
     finally:
         server.stop()
     assert server.validation_errors == []
+
+
+def test_changed_files_come_from_the_real_diff(forge):
+    """The promotion gate lists a PR's files through the compare API: the fake answers from git."""
+    base = forge.branch_head(forge.default_branch())
+    forge.commit_files("kbot/x/n1", base, {"kernels/x/a/solution.json": "{}", "kernels/x/a/k.py": "x = 1\n"}, "candidate")
+    assert sorted(forge.changed_files("kbot/x/n1")) == ["kernels/x/a/k.py", "kernels/x/a/solution.json"]
+    head = forge.commit_files("kbot/x/n1", forge.branch_head("kbot/x/n1"), {"README.md": "changed\n"}, "outside the folder")
+    assert "README.md" in forge.changed_files(head)

@@ -924,8 +924,29 @@ class FakeGitHub:
             "diff_url": f"{r}/compare/{base_rev}...{head_rev}.diff", "patch_url": f"{r}/compare/{base_rev}...{head_rev}.patch",
             "base_commit": self._commit_obj(base), "merge_base_commit": self._commit_obj(mb), "status": status,
             "ahead_by": len(ahead), "behind_by": len(behind), "total_commits": len(ahead),
-            "commits": [self._commit_obj(s) for s in ahead[:250]], "files": [],
+            "commits": [self._commit_obj(s) for s in ahead[:250]], "files": self._diff_entries(mb, head, r),
         }, {}
+
+    def _diff_entries(self, base: str, head: str, web: str) -> list[dict]:
+        """GitHub's ``files`` of a compare (three-dot: from the merge base), from the real git diff."""
+        codes = {"A": "added", "D": "removed", "M": "modified", "R": "renamed", "C": "copied", "T": "changed"}
+        out = []
+        numstat = self.git.git("diff", "--numstat", "-M", base, head).decode().splitlines()
+        names = self.git.git("diff", "--name-status", "-M", base, head).decode().splitlines()
+        for stat, name in zip(numstat, names):
+            add, dele, _ = stat.split("\t", 2)
+            parts = name.split("\t")
+            code, path = parts[0][0], parts[-1]
+            blob = self.git.git("rev-parse", f"{head}:{path}", check=False).decode().strip() if code != "D" else "0" * 40
+            adds, dels = (int(add), int(dele)) if add.isdigit() and dele.isdigit() else (0, 0)
+            entry = {"sha": blob or "0" * 40, "filename": path, "status": codes.get(code, "modified"),
+                     "additions": adds, "deletions": dels, "changes": adds + dels,
+                     "blob_url": f"{web}/blob/{head}/{path}", "raw_url": f"{web}/raw/{head}/{path}",
+                     "contents_url": f"{B.API}/repos/{self.full_name}/contents/{path}?ref={head}"}
+            if code == "R" and len(parts) == 3:
+                entry["previous_filename"] = parts[1]
+            out.append(entry)
+        return out[:300]
 
     # ------------------------------------------------------------------------------------------
     # Pull requests
