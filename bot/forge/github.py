@@ -588,14 +588,17 @@ class GitHubForge:
         return self._write(f"comment on #{number}",
                            lambda: self._comment(self.lazy.get_issue(number).create_comment(body)))
 
-    def _find_own_comment(self, number: int, marker: str) -> Any | None:
-        """The bot's newest comment holding ``marker`` (all pages are read; others' comments ignored)."""
+    def _find_own(self, what: str, fetch: Callable[[], Any], marker: str) -> Any | None:
+        """The bot's newest item (comment or review) holding ``marker``: all pages are read, others'
+        items ignored, so a person quoting the marker cannot take over the sticky one."""
         found = None
-        comments = self._read(f"comments of #{number}", lambda: self.lazy.get_issue(number).get_comments())
-        for c in _paged(self, f"comments of #{number}", comments):
-            if c.user and c.user.login == self.bot_login and has_marker(c.body, marker):
-                found = c
+        for item in _paged(self, what, self._read(what, fetch)):
+            if item.user and item.user.login == self.bot_login and has_marker(item.body, marker):
+                found = item
         return found
+
+    def _find_own_comment(self, number: int, marker: str) -> Any | None:
+        return self._find_own(f"comments of #{number}", lambda: self.lazy.get_issue(number).get_comments(), marker)
 
     def upsert_comment(self, number: int, marker: str, body: str) -> Comment:
         _check_body(body, "comment")
@@ -637,12 +640,7 @@ class GitHubForge:
             yield self._review(r)
 
     def _find_own_review(self, number: int, marker: str) -> Any | None:
-        found = None
-        reviews = self._read(f"reviews of #{number}", lambda: self.lazy.get_pull(number).get_reviews())
-        for r in _paged(self, f"reviews of #{number}", reviews):
-            if r.user and r.user.login == self.bot_login and has_marker(r.body, marker):
-                found = r
-        return found
+        return self._find_own(f"reviews of #{number}", lambda: self.lazy.get_pull(number).get_reviews(), marker)
 
     def upsert_review(self, number: int, marker: str, body: str, commit_sha: str | None = None) -> Review:
         _check_body(body, "review")
