@@ -63,6 +63,22 @@ def _holds(forge: Any, path: str, ref: str | None, solution: Solution) -> bool |
         return False
 
 
+def read_solution(forge: Any, places: Iterable[tuple[str, str | None]], want_hash: str) -> Solution | None:
+    """The first ``(path, ref)`` that holds a valid Solution JSON with content hash ``want_hash``: a
+    solution is identified by what it computes, never by a name or path someone could reuse."""
+    for path, ref in places:
+        raw = forge.read_file(path, ref=ref)
+        if raw is None:
+            continue
+        try:
+            sol = Solution.model_validate_json(raw)
+        except ValueError:
+            continue
+        if sol.content_hash() == want_hash:
+            return sol
+    return None
+
+
 def folder_for(forge: Any, solution: Solution, ref: str | None = None) -> str:
     """A kernels/ folder for ``solution`` that holds nothing else on ``ref`` (default branch if None)."""
     base = f"kernels/{solution.definition}/{safe_name(solution.name)}"

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bot.attempts import AttemptError, attempt_branch, ensure_attempt
+from bot.attempts import AttemptError, attempt_branch, ensure_attempt, read_solution
 from bot.auth import kill_switch, load_policy
 from bot.commands.context import CommandFailed, OptimizeRequest
 from bot.controller.summary import geomean
@@ -162,19 +162,7 @@ class Snapshot:
 def _read_solution(forge: Any, path: Any, refs: list[str | None], want_hash: str) -> Solution | None:
     if not isinstance(path, str) or not _SOLUTION_PATH.match(path) or ".." in path.split("/"):
         return None
-    for ref in refs:
-        if ref is None:
-            continue
-        raw = forge.read_file(path, ref=ref)
-        if raw is None:
-            continue
-        try:
-            sol = Solution.model_validate_json(raw)
-        except ValueError:
-            continue
-        if sol.content_hash() == want_hash:
-            return sol
-    return None
+    return read_solution(forge, [(path, ref) for ref in refs if ref is not None], want_hash)
 
 
 def _trusted_meta(pr: PullRequest, definition: str, bot_login: str) -> dict[str, Any] | None:

@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from bot.attempts import CANDIDATE_LABEL, AttemptError, ensure_attempt, folder_for, safe_name, solution_files  # noqa: F401  (re-exported)
+from bot.attempts import CANDIDATE_LABEL, AttemptError, ensure_attempt, folder_for, read_solution, safe_name, solution_files  # noqa: F401  (re-exported)
 from bot.controller.campaign import Campaign, CampaignConfig, StepResult
 from bot.controller.tree import ROOT, solution_node_id
 from bot.forge.local import LocalForge
@@ -119,16 +119,9 @@ class Workspace:
         path = doc.get("solution_path")
         candidates = [path] if isinstance(path, str) else []
         candidates += [p for p in self.forge.list_files(under=f"kernels/{definition}") if p.endswith("/solution.json")]
-        for p in candidates:
-            raw = self.forge.read_file(p)
-            if raw is None:
-                continue
-            try:
-                sol = Solution.model_validate_json(raw)
-            except ValueError:
-                continue
-            if sol.content_hash() == want:
-                return doc, sol
+        sol = read_solution(self.forge, [(p, None) for p in candidates], want) if isinstance(want, str) else None
+        if sol is not None:
+            return doc, sol
         raise LoopError(f"champion {doc.get('solution')} of {definition} is not on the workspace's main")
 
     def folder_for(self, solution: Solution, ref: str = "main") -> str:
