@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 
 from .defconfig import DefinitionConfig, Tolerance
+from .registry import registrar
 from .schema import Definition, Status
 
 
@@ -35,14 +36,7 @@ Comparator = Callable[..., CompareResult]
 COMPARATORS: dict[str, Comparator] = {}
 
 
-def comparator(name: str) -> Callable[[Comparator], Comparator]:
-    def deco(fn: Comparator) -> Comparator:
-        if name in COMPARATORS:
-            raise ValueError(f"comparator '{name}' registered twice")
-        COMPARATORS[name] = fn
-        return fn
-
-    return deco
+comparator = registrar(COMPARATORS, "comparator")  # @comparator("name") registers a comparator
 
 
 def check_structure(name: str, out: Any, expected_shape: tuple[int, ...] | None, expected_dtype: torch.dtype | None) -> CompareResult | None:

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import torch
 
 from .defconfig import DefinitionConfig
+from .registry import registrar
 from .schema import Definition, GeneratedInput, RandomInput, SafetensorsInput, ScalarInput, SchemaError, TensorSpec, Workload
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
@@ -80,16 +81,7 @@ Generator = Callable[..., Any]
 GENERATORS: dict[str, Generator] = {}
 
 
-def generator(name: str) -> Callable[[Generator], Generator]:
-    """Register a structured input generator under ``name``."""
-
-    def deco(fn: Generator) -> Generator:
-        if name in GENERATORS:
-            raise ValueError(f"generator '{name}' registered twice")
-        GENERATORS[name] = fn
-        return fn
-
-    return deco
+generator = registrar(GENERATORS, "generator")  # @generator("name") registers a structured input generator
 
 
 def _rand_float(shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator, device: torch.device, std: float = 1.0, mean: float = 0.0) -> torch.Tensor:
