@@ -21,14 +21,41 @@ def _version(pkg: str) -> str | None:
         return None
 
 
+_SMI = ["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,persistence_mode", "--format=csv,noheader"]
+_started: dict[tuple[str, ...], subprocess.Popen] = {}
+
+
+def prefetch() -> None:
+    """Start the slow queries (nvidia-smi, git) now, so they run while the worker imports torch; the
+    environment snapshot collects them later."""
+    for cmd in (_SMI, _git_head()):
+        if shutil.which(cmd[0]) is not None and tuple(cmd) not in _started:
+            try:
+                _started[tuple(cmd)] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            except OSError:
+                pass
+
+
+def _git_head() -> list[str]:
+    return ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"]
+
+
 def _run(cmd: list[str]) -> str | None:
-    if shutil.which(cmd[0]) is None:
-        return None
+    proc = _started.pop(tuple(cmd), None)
+    if proc is None:
+        if shutil.which(cmd[0]) is None:
+            return None
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            return None
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
+        out, _ = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
         return None
-    return r.stdout.strip() if r.returncode == 0 else None
+    return out.strip() if proc.returncode == 0 else None
 
 
 def cuda_visible() -> bool:
@@ -71,11 +98,11 @@ def environment(device: str) -> dict[str, Any]:
         libs["cuda"] = str(torch.version.cuda)
         props = torch.cuda.get_device_properties(0)
         env["gpu"] = {"name": props.name, "sm_count": props.multi_processor_count, "memory_bytes": props.total_memory, "capability": f"{props.major}.{props.minor}"}
-        smi = _run(["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,persistence_mode", "--format=csv,noheader"])
+        smi = _run(_SMI)
         if smi:
             keys = ["driver", "clock_sm_mhz", "clock_sm_max_mhz", "clock_mem_mhz", "power_w", "temperature_c", "persistence"]
             env["gpu"].update(dict(zip(keys, [x.strip() for x in smi.splitlines()[0].split(",")])))
-    commit = _run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"])
+    commit = _run(_git_head())
     if commit:
         env["commit"] = commit
     return env

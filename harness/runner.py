@@ -47,6 +47,18 @@ class RunConfig:
     guard: bool = True
 
 
+class Timeline:
+    """Seconds since the run began at which the parent saw each step: the breakdown of harness overhead
+    (worker start-up, build, observer, each workload) that lands in report.json under config.timeline_s."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.marks: list[tuple[str, float]] = []
+
+    def mark(self, what: str) -> None:
+        self.marks.append((what, round(time.monotonic() - self.t0, 3)))
+
+
 class CappedLog:
     """Keeps the head and tail of a stream, drops the middle: a candidate printing gigabytes costs us
     two small buffers, never memory or disk."""
@@ -82,13 +94,13 @@ class CappedLog:
 class Worker:
     """One worker process with its result channel and its drained output."""
 
-    def __init__(self, job: dict[str, Any], env: dict[str, str]):
+    def __init__(self, job: dict[str, Any], env: dict[str, str], *, gated: bool = False):
         import secrets
 
         # Every message must carry this run's nonce: bytes that reach the channel by other means (a
         # candidate that found the descriptor) are refused as garbage.
         self.nonce = secrets.token_hex(16)
-        job = {**job, "nonce": self.nonce}
+        job = {**job, "nonce": self.nonce, "gated": gated}
         r, w = os.pipe()
         self.log = CappedLog()
         env = {**env, "KBOT_RESULT_FD": str(w)}
@@ -104,7 +116,18 @@ class Worker:
         self._drain.start()
         assert self.proc.stdin is not None
         self.proc.stdin.write((json.dumps(job) + "\n").encode())
-        self.proc.stdin.close()
+        self.proc.stdin.flush()
+        if not gated:
+            self.proc.stdin.close()
+
+    def open_gate(self) -> None:
+        """Let a gated worker go on to its first timed call (see harness.worker.wait_gate)."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(b"go\n")
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # it died meanwhile: its channel reports that
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
@@ -141,6 +164,11 @@ class Worker:
         return msg
 
     def kill(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -150,10 +178,12 @@ class Worker:
         except subprocess.TimeoutExpired:
             pass
         self._drain.join(timeout=2)
-        try:
-            os.close(self.rfd)
-        except OSError:
-            pass
+        if self.rfd >= 0:  # closed once only: a second close could hit a descriptor reused meanwhile
+            try:
+                os.close(self.rfd)
+            except OSError:
+                pass
+            self.rfd = -1
 
     def exit_description(self) -> str:
         rc = self.proc.poll()
@@ -289,6 +319,8 @@ def evaluate(
             return _finish(report, workloads, results, out_dir)
 
     pending = [w for w in workloads if w.uuid not in results]
+    timeline = Timeline()
+    report.config["timeline_s"] = timeline.marks  # the same list, filled as the run goes
     job_base = {
         "definition": definition.to_dict(), "definition_path": str(definition_path) if definition_path else None,
         "solution": solution.to_dict(), "baseline": baseline.to_dict() if baseline else None,
@@ -298,27 +330,46 @@ def evaluate(
     }
     total_deadline = time.monotonic() + cfg.total_timeout_s if cfg.total_timeout_s else float("inf")
     environ = worker_env(cfg.device)
-    if pending and cfg.guard and cfg.device == "cuda":
-        findings = observe_kernels({**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe"}, environ, cfg, report)
-        if findings:
-            report.findings += findings
-            for w in pending:
-                record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.REJECTED, findings=findings, message="; ".join(f"[{f.rule}] {f.message}" for f in findings)[:2000]))
-            return _finish(report, workloads, results, out_dir)
+    observing = bool(pending) and cfg.guard and cfg.device == "cuda"
+    # The first worker starts at once; when an observer pass runs, it runs concurrently and this worker
+    # waits at its gate before its first timed call (start-up, build and correctness overlap).
+    first: Worker | None = Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ, gated=observing) if pending else None
+    timeline.mark("worker_started")
+    try:
+        if observing:
+            assert first is not None
+            findings = observe_kernels({**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe"}, environ, cfg, report)
+            timeline.mark("observed")
+            if findings:
+                report.findings += findings
+                for w in pending:
+                    record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.REJECTED, findings=findings, message="; ".join(f"[{f.rule}] {f.message}" for f in findings)[:2000]))
+                return _finish(report, workloads, results, out_dir)
+            first.open_gate()
+            timeline.mark("gate_opened")
+        return _run_workers(first, pending, job_base, environ, definition, cfg, record, report, total_deadline, progress, env, timeline, workloads, results, out_dir)
+    finally:
+        if first is not None:
+            first.kill()  # a no-op when it already ran to the end
+
+
+def _run_workers(first: Worker | None, pending: list[Workload], job_base: dict[str, Any], environ: dict[str, str], definition: Definition, cfg: RunConfig, record, report: Report, total_deadline: float, progress, env: dict[str, Any], timeline: Timeline, workloads: list[Workload], results: dict[str, WorkloadResult], out_dir: Path) -> Report:
+    """Workers one after another until every pending workload has a result (a fresh one after a crash)."""
     while pending:
         if time.monotonic() > total_deadline:
             for w in pending:
                 record(WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.TIMEOUT, message="total timeout of the run reached before this workload started", never_started=True))
             break
-        worker = Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ)
+        worker = first or Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ)
+        first = None
         try:
-            pending = _drive(worker, definition, pending, cfg, record, report, total_deadline, progress, env)
+            pending = _drive(worker, definition, pending, cfg, record, report, total_deadline, progress, env, timeline)
         finally:
             worker.kill()
     return _finish(report, workloads, results, out_dir)
 
 
-def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg: RunConfig, record, report: Report, total_deadline: float, progress, env: dict[str, Any]) -> list[Workload]:
+def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg: RunConfig, record, report: Report, total_deadline: float, progress, env: dict[str, Any], timeline: Timeline) -> list[Workload]:
     """Feed one worker until it finishes or fails; returns the workloads still to do."""
     remaining = list(pending)
     deadline = min(time.monotonic() + cfg.startup_timeout_s, total_deadline)
@@ -349,6 +400,8 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
             return remaining
         try:
             kind = msg.get("type")
+            if kind in ("env", "build", "ready", "result"):
+                timeline.mark(kind if kind != "result" else f"result:{sum(m[0].startswith('result') for m in timeline.marks) + 1}")
             if kind in ("eof", "garbage"):
                 if kind == "eof":
                     try:
@@ -371,6 +424,8 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                 env.update(msg.get("env") or {})
                 report.environment = dict(env)
                 report.config["ceilings"] = msg.get("ceilings")
+                if isinstance(msg.get("startup_s"), dict):
+                    report.config["worker_startup_s"] = msg["startup_s"]
                 report.device.name = str(env.get("hardware", "unknown")).replace("_", " ")
             elif kind == "build":
                 res = BuildResult.model_validate(msg["result"])

@@ -37,6 +37,36 @@ def _open_channel() -> Any:
 
 _out = _open_channel()
 _NONCE: list[str] = []  # the run's nonce, read from stdin; every message carries it
+_GATE: list[int] = []  # a private copy of stdin where the parent says "go" before the first timed call
+
+
+def _keep_gate() -> None:
+    """Keep the rest of stdin (the gate) on a private descriptor and give the candidate /dev/null, so
+    candidate code can neither read the gate nor wait on it."""
+    import fcntl
+    import secrets
+
+    _GATE.append(fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 256 + secrets.randbelow(4096)))
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+
+
+def wait_gate() -> bool:
+    """Block until the parent opens the gate. The parent starts this worker while a separate observer
+    worker makes its one CUPTI-observed call, so start-up, build and the first correctness trials overlap
+    with it; timing must not (two processes on one GPU). True on "go", False when the parent closed it."""
+    if not _GATE:
+        return True
+    fd = _GATE.pop()
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(fd, 64)
+        if not chunk:
+            break
+        data += chunk
+    os.close(fd)
+    return data.strip() == b"go"
 
 
 def send(msg: dict[str, Any]) -> None:
@@ -44,7 +74,14 @@ def send(msg: dict[str, Any]) -> None:
     _out.flush()
 
 
+_T_MODULE = time.monotonic()
+if os.environ.get("CUDA_VISIBLE_DEVICES") != "":  # a GPU run: query the driver while torch imports
+    from .env import prefetch
+
+    prefetch()
 import torch  # noqa: E402
+
+_T_TORCH = time.monotonic()
 
 from . import compare as cmp  # noqa: E402
 from . import guard_hooks  # noqa: E402
@@ -176,6 +213,10 @@ class Evaluator:
                 res.correctness = corr if r.status is Status.INCORRECT_NUMERICAL else None
                 return self._fail(res, r.status, f"trial {trial}: {r.message}", t0)
         res.correctness = corr
+        t_corr = time.monotonic()
+        if not wait_gate():
+            raise SystemExit(0)  # the parent decided (an observer finding): nothing more to do here
+        t_gate = time.monotonic()
 
         # ---- timing: fresh values per call, L2 flushed, timed outputs re-checked
         inputs = mk(10_000)
@@ -212,7 +253,7 @@ class Evaluator:
         if findings:
             return self._reject(res, findings, t0)
         res.latency_ms = summarize(samples[0].times_ms)
-        res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks)}
+        t_timed = time.monotonic()
         if len(samples) > 1:
             res.baseline_latency_ms = summarize(samples[1].times_ms)
             res.speedup_vs_baseline = paired_ratio(samples[1].times_ms, samples[0].times_ms)
@@ -227,6 +268,10 @@ class Evaluator:
         except Exception as e:  # noqa: BLE001 — a reference failure is ours, not the candidate's
             res.message = f"reference timing failed: {type(e).__name__}: {e}"
         res.seconds = time.monotonic() - t0
+        # Where the workload's seconds went: what the harness-overhead figure in docs/measurements.md is made of.
+        phases = {"correctness": t_corr - t0, "gate_wait": t_gate - t_corr, "timing": t_timed - t_gate, "reference_timing": t0 + res.seconds - t_timed}
+        res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks),
+                       "phase_s": {k: round(v, 4) for k, v in phases.items()}}
         return res
 
     def observe(self, w: Workload) -> list[Finding]:
@@ -287,16 +332,21 @@ def _ceilings(device: str) -> dict[str, Any] | None:
 
 
 def main() -> int:
+    t_start = time.monotonic()
     job = json.loads(sys.stdin.readline())
     _NONCE.append(str(job.get("nonce", "")))
+    if job.get("gated"):
+        _keep_gate()
     try:
         ev = Evaluator(job)
     except Exception as e:  # noqa: BLE001
         send({"type": "fatal", "message": f"{type(e).__name__}: {e}", "log": traceback.format_exc()[-6000:]})
         return 3
-    from .env import environment
+    if job.get("mode") != "observe":  # the observer's one call needs no environment or ceilings
+        from .env import environment
 
-    send({"type": "env", "env": environment(ev.device.type), "ceilings": _ceilings(ev.device.type)})
+        send({"type": "env", "env": environment(ev.device.type), "ceilings": _ceilings(ev.device.type),
+              "startup_s": {"torch_import": round(_T_TORCH - _T_MODULE, 3), "to_env": round(time.monotonic() - t_start, 3)}})
     if not ev.build_all():
         send({"type": "done"})
         return 0
