@@ -67,12 +67,13 @@ def default_workloads_path(definition_path: Path, name: str) -> Path | None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed for inputs (each workload and trial derives its own).")
 @click.option("--workload", "workload_filter", multiple=True, help="Only these workload UUIDs (repeatable; a prefix is enough).")
 @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), default=0.5, show_default=True, help="Timing budget per workload in seconds (sampling stops earlier once the median's 95% interval is within ±0.3%).")
+@click.option("--timing", "timing_pairs", multiple=True, metavar="NAME=VALUE", help="Advanced: override one timing-protocol setting (repeatable), e.g. --timing min_iters=200 --timing resolution_ms=0.000032. Names: see harness/timing_config.py.")
 @click.option("--atol", type=float, help="Override the definition's absolute tolerance.")
 @click.option("--rtol", type=float, help="Override the definition's relative tolerance.")
 @click.option("--dataset-root", type=click.Path(file_okay=False), help="Folder that safetensors inputs are relative to.")
 @click.option("--profile", "with_profile", is_flag=True, help="Also profile each passing workload and fold the feedback items into the report (GPU runner).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON instead of a table.")
-def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, timeout_s, total_timeout_s, baseline_json, out_dir, resume, seed, workload_filter, budget_s, atol, rtol, dataset_root, with_profile, as_json):
+def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, timeout_s, total_timeout_s, baseline_json, out_dir, resume, seed, workload_filter, budget_s, timing_pairs, atol, rtol, dataset_root, with_profile, as_json):
     """Build, guard, check and time SOLUTION_JSON on every workload of a definition.
 
     \b
@@ -110,10 +111,16 @@ def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, time
         dev = resolve_device(device)
     except (RuntimeError, ValueError) as e:
         _bad_input(str(e))
+    from .timing_config import parse_timing_overrides
+
+    try:
+        timing = {"budget_s": budget_s, **parse_timing_overrides(timing_pairs)}
+    except ValueError as e:
+        _bad_input(str(e))
     overrides = {}
     if atol is not None or rtol is not None:
         overrides["tolerance"] = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
-    cfg = RunConfig(device=dev, trials=trials, seed=seed, timeout_s=timeout_s, total_timeout_s=total_timeout_s, timing={"budget_s": budget_s}, config_overrides=overrides, dataset_root=dataset_root)
+    cfg = RunConfig(device=dev, trials=trials, seed=seed, timeout_s=timeout_s, total_timeout_s=total_timeout_s, timing=timing, config_overrides=overrides, dataset_root=dataset_root)
     if out_dir is None:
         if resume:
             _bad_input("--resume needs --out (the run folder to continue)")

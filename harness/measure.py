@@ -22,6 +22,7 @@ from .compare import normalize_outputs
 from .inputs import poison
 from .schema import Definition
 from .stats import precise_enough
+from .timing_config import TimingConfig
 
 # Captured before any candidate code is imported into this process, so a candidate that patches the
 # torch or time attributes later cannot change what the harness calls.
@@ -36,25 +37,6 @@ _clone = torch.Tensor.clone
 _copy = torch.Tensor.copy_
 _zero = torch.Tensor.zero_
 _gpu_sleep = getattr(torch.cuda, "_sleep", None)
-# Cycles the GPU spins before each timed call (~100 µs at Hopper clocks): the host enqueues the call
-# while the GPU is still busy, so the start event is recorded right before the kernel runs and host
-# launch latency never lands inside the timed region, however slow the Python around it is.
-_HOLD_CYCLES = 200_000
-
-
-@dataclass
-class TimingConfig:
-    warmup: int = 10
-    min_iters: int = 50  # the official protocol's iteration count is the floor
-    max_iters: int = 5000
-    target_rsem: float = 0.003  # stop when the median's 95% interval is within ±0.3 %...
-    budget_s: float = 0.5  # ...or after this much wall time (small kernels' spread across processes is
-    # dominated by per-process effects, not by sample count: H200 measurements in docs/measurements.md)
-    resolution_ms: float = 0.0005  # CUDA event resolution (~0.5 µs); on the CPU perf_counter is far finer
-    chunk: int = 25  # iterations enqueued between synchronizations
-    flush_l2_bytes: int = 256 << 20
-    recheck: int = 8  # timed outputs re-checked against the reference (a uniform sample of all timed calls)
-    refresh_inputs: bool = True
 
 
 @dataclass
@@ -132,7 +114,7 @@ class Timer:
         if self._flush is not None:
             _zero(self._flush)  # last, so neither new inputs nor poisoned outputs sit in L2
             if _gpu_sleep is not None:
-                _gpu_sleep(_HOLD_CYCLES)
+                _gpu_sleep(self.cfg.hold_cycles)
 
     def run(self, fns: list[Callable[[], dict[str, Any]]], inputs: dict[str, Any], outputs: list[dict[str, torch.Tensor] | None], *, budget_s: float | None = None, min_iters: int | None = None, recheck: int | None = None, warmup: int | None = None) -> list[Samples]:
         """Time each ``fns[k]`` (a closure calling the solution on ``inputs``/``outputs[k]``).

@@ -330,7 +330,7 @@ def evaluate(
     }
     total_deadline = time.monotonic() + cfg.total_timeout_s if cfg.total_timeout_s else float("inf")
     environ = worker_env(cfg.device)
-    observing = bool(pending) and cfg.guard and cfg.device == "cuda"
+    observing = bool(pending) and needs_observer(cfg)
     # The first worker starts at once; when an observer pass runs, it runs concurrently and this worker
     # waits at its gate before its first timed call (start-up, build and correctness overlap).
     first: Worker | None = Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ, gated=observing) if pending else None
@@ -466,6 +466,11 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
             worker.kill()
             fail_current(Status.RUNTIME_ERROR, f"malformed message from the worker ({type(e).__name__}: {str(e)[:300]})")
             return remaining
+
+
+def needs_observer(cfg: RunConfig) -> bool:
+    """The CUPTI observer pass exists on the GPU only (on the CPU there are no kernels or streams)."""
+    return cfg.guard and cfg.device == "cuda"
 
 
 def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig, report: Report) -> list[Finding]:

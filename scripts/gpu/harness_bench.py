@@ -11,6 +11,7 @@ and prints a short table last.
 (4) rmsnorm achieved bandwidth as a fraction of the measured device-to-device copy bandwidth
 """
 
+import argparse
 import json
 import os
 import statistics
@@ -21,11 +22,17 @@ from pathlib import Path
 
 import torch
 
+ap = argparse.ArgumentParser()
+ap.add_argument("--procs", type=int, default=3, help="separate kbot eval processes for (1) and (3)")
+ap.add_argument("--timing", action="append", default=[], metavar="NAME=VALUE", help="passed to kbot eval --timing")
+ap.add_argument("--tag", default="", help="suffix of the output names (compare protocol variants in one session)")
+ap.add_argument("--no-agreement", action="store_true", help="skip (2)")
+args = ap.parse_args()
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 OUT = Path(os.environ.get("OUT", "/tmp/out"))
 SOL = REPO / "kernels/rmsnorm_h4096/triton_rows/solution.json"
-results = {"gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d")}
+results = {"gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d"), "timing": args.timing}
 
 
 def copy_bandwidth():
@@ -48,10 +55,11 @@ results["copy_bandwidth_Bps"] = bw
 
 # ---- (1) + (3): three separate processes
 runs = []
-for i in (1, 2, 3):
-    out = OUT / "runs" / f"run{i}"
+for i in range(1, args.procs + 1):
+    out = OUT / f"runs{args.tag}" / f"run{i}"
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "harness.cli", "eval", str(SOL), "-d", "rmsnorm_h4096", "--device", "cuda", "--out", str(out), "--json"], cwd=REPO, capture_output=True, text=True)
+    extra = [x for t in args.timing for x in ("--timing", t)]
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "eval", str(SOL), "-d", "rmsnorm_h4096", "--device", "cuda", "--out", str(out), "--json", *extra], cwd=REPO, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         print(p.stdout[-3000:], p.stderr[-3000:])
@@ -60,7 +68,10 @@ for i in (1, 2, 3):
     runs.append({"rc": p.returncode, "wall_s": wall, "timed_kernel_s": timed_ms / 1e3, "overhead_s": wall - timed_ms / 1e3,
                  "medians_ms": {w["uuid"]: w["latency_ms"]["median"] for w in rep["workloads"] if w.get("latency_ms")},
                  "n": {w["uuid"]: w["latency_ms"]["n"] for w in rep["workloads"] if w.get("latency_ms")},
-                 "axes": {w["uuid"]: w["axes"] for w in rep["workloads"]}})
+                 "axes": {w["uuid"]: w["axes"] for w in rep["workloads"]},
+                 "ci95_ms": {w["uuid"]: w["latency_ms"]["ci95"] for w in rep["workloads"] if w.get("latency_ms")},
+                 "timeline_s": rep["config"].get("timeline_s"), "worker_startup_s": rep["config"].get("worker_startup_s"),
+                 "phase_s": {w["uuid"]: (w.get("profile") or {}).get("phase_s") for w in rep["workloads"]}})
 results["runs"] = runs
 spread = {}
 for u in runs[0]["medians_ms"]:
@@ -78,6 +89,7 @@ results["bandwidth"] = frac
 
 # ---- (2) our Timer vs do_bench vs a plain event loop, same inputs, in this process
 import triton.testing  # noqa: E402
+
 
 from harness.build import build  # noqa: E402
 from harness.measure import Refresher, Timer, TimingConfig  # noqa: E402
@@ -112,8 +124,9 @@ def event_loop(call, iters=300):
     return statistics.median(s.elapsed_time(e) for s, e in ts)
 
 
-spin()
-for b in (1, 128, 2048, 16384):
+if not args.no_agreement:
+    spin()
+for b in (() if args.no_agreement else (1, 128, 2048, 16384)):
     x = torch.randn(b, 4096, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(4096, device="cuda", dtype=torch.bfloat16)
     y = torch.empty_like(x)
@@ -137,8 +150,8 @@ for b in (1, 128, 2048, 16384):
                 "fresh_vs_do_bench_pct": 100 * (med["ours_fresh_inputs"] - med["do_bench"]) / med["do_bench"]}
 results["agreement"] = agree
 
-(OUT / "harness_bench.json").write_text(json.dumps(results, indent=2))
-print(f"\n== {results['gpu']} {results['date']}  copy bandwidth {bw/1e12:.2f} TB/s")
+(OUT / f"harness_bench{args.tag}.json").write_text(json.dumps(results, indent=2))
+print(f"\n== {results['gpu']} {results['date']}  copy bandwidth {bw/1e12:.2f} TB/s  timing {args.timing or 'default'}")
 print("(1) spread of medians over 3 processes:")
 for u, s in spread.items():
     print(f"   batch {s['batch']:>6}: {s['spread_pct']:.2f}%  medians(us)={[round(m*1e3, 2) for m in s['medians_ms']]}")
@@ -146,4 +159,8 @@ print("(2) agreement (ms): batch, do_bench, event loop, ours, ours w/ fresh inpu
 for b, a in agree.items():
     print(f"   {b:>6} {a['do_bench_ms']:.5f} {a['event_loop_ms']:.5f} {a['ours_ms']:.5f} {a['ours_fresh_inputs_ms']:.5f}  {a['ours_vs_do_bench_pct']:+.2f}% {a['ours_vs_loop_pct']:+.2f}% {a['fresh_vs_do_bench_pct']:+.2f}%")
 print("(3) overhead per process (s): " + ", ".join(f"wall {r['wall_s']:.1f} timed {r['timed_kernel_s']:.2f} overhead {r['overhead_s']:.1f} rc={r['rc']}" for r in runs))
+for r in runs:
+    ph = [p for p in r["phase_s"].values() if p]
+    tot = {k: round(sum(p[k] for p in ph), 2) for k in (ph[0] if ph else {})}
+    print(f"    breakdown: startup {r['worker_startup_s']}  timeline {r['timeline_s']}  per-phase sums {tot}")
 print("(4) bandwidth: " + "; ".join(f"b={f['batch']}: {f['GBps']:.0f} GB/s ({f['fraction_of_copy_bw']:.0%})" for f in frac.values()))

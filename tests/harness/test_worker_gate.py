@@ -119,3 +119,34 @@ def test_the_report_says_where_the_seconds_went(tmp_path):
     for w in rep.workloads:
         assert set(w.profile["phase_s"]) == {"correctness", "gate_wait", "timing", "reference_timing"}
         assert w.profile["phase_s"]["gate_wait"] < 0.5  # no observer on the CPU: the gate is open
+
+
+def test_the_runner_times_only_after_the_observer_and_not_at_all_when_it_objects(tmp_path, monkeypatch):
+    """The runner's side of the gate, with the GPU-only observer replaced by a slow stand-in."""
+    import harness.runner as runner
+    from harness.report import Finding
+
+    d = load_definition(DEF)
+    ws = load_workloads(SMALL, d)[:2]
+    cfg = RunConfig(device="cpu", timing=FAST, timeout_s=60, trials=1)
+    verdict: list = []
+
+    def slow_observer(job, environ, cfg, report):
+        assert job["mode"] == "observe" and len(job["workloads"]) == 1
+        time.sleep(3)
+        return list(verdict)
+
+    monkeypatch.setattr(runner, "needs_observer", lambda cfg: True)
+    monkeypatch.setattr(runner, "observe_kernels", slow_observer)
+    rep = evaluate(d, _solution(PLAIN), ws, tmp_path / "ok", cfg, definition_path=DEF)
+    assert [w.status for w in rep.workloads] == [Status.PASSED, Status.PASSED]
+    marks = dict(rep.config["timeline_s"])
+    assert marks["gate_opened"] >= marks["observed"] >= 3
+    assert rep.workloads[0].profile["phase_s"]["gate_wait"] > 0.5  # it was built and checked, then waited
+
+    verdict.append(Finding(rule="side-stream", message="GPU work on a stream the timer does not see"))
+    t0 = time.monotonic()
+    rep = evaluate(d, _solution(PLAIN), ws, tmp_path / "rejected", cfg, definition_path=DEF)
+    assert [w.status for w in rep.workloads] == [Status.REJECTED, Status.REJECTED]
+    assert all(w.latency_ms is None for w in rep.workloads)
+    assert time.monotonic() - t0 < 30

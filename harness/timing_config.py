@@ -1,0 +1,51 @@
+"""The timing protocol's knobs, in a module without torch so the CLI can validate them cheaply."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+
+@dataclass
+class TimingConfig:
+    warmup: int = 10
+    min_iters: int = 50  # the official protocol's iteration count is the floor
+    max_iters: int = 5000
+    target_rsem: float = 0.003  # stop when the median's 95% interval is within ±0.3 %...
+    budget_s: float = 0.5  # ...or after this much wall time (small kernels' spread across processes is
+    # dominated by per-process effects, not by sample count: H200 measurements in docs/measurements.md)
+    resolution_ms: float = 0.0005  # CUDA event resolution (~0.5 µs); on the CPU perf_counter is far finer
+    chunk: int = 25  # iterations enqueued between synchronizations
+    flush_l2_bytes: int = 256 << 20
+    recheck: int = 8  # timed outputs re-checked against the reference (a uniform sample of all timed calls)
+    refresh_inputs: bool = True
+    # Cycles the GPU spins before each timed call (~100 µs at Hopper clocks): the host enqueues the call
+    # while the GPU is still busy, so the start event is recorded right before the kernel runs and host
+    # launch latency never lands inside the timed region, however slow the Python around it is.
+    hold_cycles: int = 200_000
+
+
+def parse_timing_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, int | float | bool]:
+    """``["budget_s=1.0", "chunk=50"]`` -> ``{"budget_s": 1.0, "chunk": 50}``; unknown names and values of
+    the wrong type raise ValueError naming the valid fields."""
+    fields = {f.name: f for f in dataclasses.fields(TimingConfig)}
+    out: dict[str, int | float | bool] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        name = name.strip()
+        if not sep or name not in fields:
+            raise ValueError(f"timing setting '{pair}': expected NAME=VALUE with NAME one of {', '.join(sorted(fields))}")
+        kind = type(fields[name].default)
+        try:
+            if kind is bool:
+                if raw.strip().lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError
+                value: int | float | bool = raw.strip().lower() in ("true", "1", "yes")
+            else:
+                value = kind(raw)
+        except ValueError:
+            raise ValueError(f"timing setting '{pair}': {name} takes a {kind.__name__}") from None
+        if kind is not bool and not (0 <= value < float("inf")):
+            raise ValueError(f"timing setting '{pair}': {name} must be a finite number, zero or more")
+        out[name] = value
+    return out

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Run named GPU record steps on the device machine, one log per step, everything packed into a few files
+# under $OUT (the device tool returns at most 8). Usage, from the repo root on the device:
+#   source scripts/gpu/setup_device.sh; bash scripts/gpu/record.sh harness spread profile
+# Steps (minutes on the H200):
+#   harness      scripts/gpu/harness_bench.py: spread over 3 processes, agreement, overhead, bandwidth (~1.5)
+#   harness_fine the same without (2), sampling stopped by the event tick, not 0.5 µs (~1)
+#   spread       scripts/gpu/timing_spread.py in 3 processes: addresses vs sampling vs drift (~1)
+#   profile      pytest -m gpu tests/profile, `kbot profile` and `kbot eval --profile` on rmsnorm (~3)
+#   guard        scripts/gpu/guard_gpu.sh: the guard's GPU tests and its corpus on the GPU (~5)
+#   gpu_tests    pytest -m gpu for tests/harness, tests/agents (seed kernels) (~2)
+#   operators    scripts/gpu/operators_full.py --official-refs --eval, pytest -m gpu tests/operators (~6)
+# Each step's exit code is in $OUT/steps.txt; the script exits non-zero if any step failed.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-$PWD/record_out}"
+mkdir -p "$OUT/work"
+export PATH="$PATH:/usr/local/cuda/bin"
+PY="${PYTHON:-python3}"
+RMS=kernels/rmsnorm_h4096/triton_rows/solution.json
+LARGEST=276033db  # rmsnorm_h4096 batch 16384
+
+step_harness() { OUT="$OUT/work" "$PY" scripts/gpu/harness_bench.py; }
+step_harness_fine() { OUT="$OUT/work" "$PY" scripts/gpu/harness_bench.py --no-agreement --tag _fine --timing resolution_ms=0.000032; }
+step_spread() { for i in 1 2 3; do OUT="$OUT/work" "$PY" scripts/gpu/timing_spread.py || return 1; done; }
+step_profile() {
+  local rc=0
+  "$PY" -m pytest -m gpu tests/profile -q -rA -p no:cacheprovider || rc=1
+  "$PY" -m harness.cli profile "$RMS" -d rmsnorm_h4096 --workload "$LARGEST" --out "$OUT/work/profile_rms" --json > "$OUT/work/profile_rms.json" || rc=1
+  head -c 3000 "$OUT/work/profile_rms.json"; echo
+  "$PY" -m harness.cli eval "$RMS" -d rmsnorm_h4096 --device cuda --profile --workload "$LARGEST" --workload 6829b7a7 --out "$OUT/work/eval_profile" || rc=1
+  return $rc
+}
+step_guard() { OUT="$OUT/work" bash scripts/gpu/guard_gpu.sh; }
+step_gpu_tests() { "$PY" -m pytest -m gpu tests/harness tests/agents -q -rA -p no:cacheprovider; }
+step_operators() {
+  local rc=0
+  OUT="$OUT/work" "$PY" scripts/gpu/operators_full.py --official-refs --eval --budget-s 240 || rc=1
+  "$PY" -m pytest -m gpu tests/operators -q -rA -p no:cacheprovider || rc=1
+  return $rc
+}
+
+failed=0
+for s in "$@"; do
+  t0=$(date +%s)
+  echo "=== step $s ($(date -u +%FT%TZ))"
+  "step_$s" > "$OUT/work/$s.log" 2>&1
+  rc=$?
+  echo "$s rc=$rc seconds=$(( $(date +%s) - t0 ))" | tee -a "$OUT/steps.txt"
+  tail -n 40 "$OUT/work/$s.log"
+  [ "$rc" = 0 ] || failed=1
+done
+tar -C "$OUT" --exclude=build --exclude="build_*" --exclude="*.ncu-rep" -czf "$OUT/record.tar.gz" work && rm -rf "$OUT/work"
+exit $failed
