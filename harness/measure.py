@@ -85,6 +85,42 @@ class Samples:
     times_ms: list[float] = field(default_factory=list)
     wall_ms_per_call: float | None = None
     rechecks: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)  # (inputs, outputs)
+    input_sets: list[dict[str, Any]] = field(default_factory=list)  # every input set the timed calls used
+    sets: int = 1
+
+
+class Rotation:
+    """K input/output sets at different device addresses, swapped into the dicts the solution's closures
+    read, one set per timed call. Set 0 is the caller's own tensors; the others are copies allocated
+    behind random spacers, so they land in other memory segments. ``restore`` puts set 0 back."""
+
+    def __init__(self, inputs: dict[str, Any], outputs: list[dict[str, torch.Tensor] | None], k: int, max_bytes: int, rng: random.Random):
+        self.inputs, self.outputs = inputs, outputs
+        tensors = [v for v in inputs.values() if isinstance(v, torch.Tensor)] + [t for o in outputs if o for t in o.values()]
+        per_set = sum(t.numel() * t.element_size() for t in tensors)
+        k = max(1, min(k, 1 + max_bytes // per_set)) if per_set > 0 else 1
+        self.in_sets: list[dict[str, Any]] = [dict(inputs)]
+        self.out_sets: list[list[dict[str, torch.Tensor] | None]] = [[dict(o) if o is not None else None for o in outputs]]
+        spacers = []
+        for _ in range(k - 1):
+            if tensors and tensors[0].is_cuda:
+                spacers.append(torch.empty(rng.randint(1, 8) << 20, dtype=torch.uint8, device=tensors[0].device))
+            self.in_sets.append({n: (_clone(v) if isinstance(v, torch.Tensor) else v) for n, v in inputs.items()})
+            self.out_sets.append([{n: torch.empty_like(t) for n, t in o.items()} if o is not None else None for o in outputs])
+        del spacers  # freed: the copies keep their addresses
+        self.k = k
+
+    def use(self, i: int) -> None:
+        if self.k == 1:
+            return
+        s = i % self.k
+        self.inputs.update(self.in_sets[s])
+        for j, o in enumerate(self.outputs):
+            if o is not None:
+                o.update(self.out_sets[s][j])  # type: ignore[arg-type]
+
+    def restore(self) -> None:
+        self.use(0)
 
 
 class Timer:
@@ -128,8 +164,22 @@ class Timer:
         n_recheck = cfg.recheck if recheck is None else recheck
         k = len(fns)
         samples = [Samples() for _ in range(k)]
+        rot = Rotation(inputs, outputs, cfg.rotate_sets if self.cuda else 1, cfg.rotate_bytes, self.rng)
+        try:
+            self._run(fns, rot, samples, budget, min_n, n_recheck, warmup)
+        finally:
+            rot.restore()
+        samples[0].input_sets = rot.in_sets
+        samples[0].sets = rot.k
+        return samples
+
+    def _run(self, fns: list[Callable[[], dict[str, Any]]], rot: Rotation, samples: list[Samples], budget: float, min_n: int, n_recheck: int, warmup: int | None) -> None:
+        cfg = self.cfg
+        k = len(fns)
+        inputs, outputs = rot.inputs, rot.outputs
         # warm-up: compile, autotune, fill caches of the allocator
-        for _ in range(cfg.warmup if warmup is None else warmup):
+        for w in range(cfg.warmup if warmup is None else warmup):
+            rot.use(w)
             for j in range(k):
                 self._prepare(inputs, outputs[j])
                 fns[j]()
@@ -142,6 +192,7 @@ class Timer:
         while True:
             pending: list[tuple[int, Any, Any]] = []
             for _ in range(cfg.chunk):
+                rot.use(it)
                 order = range(k) if it % 2 == 0 else range(k - 1, -1, -1)
                 for j in order:
                     slot = self._reservoir_slot(it, n_recheck) if j == 0 else None
@@ -173,6 +224,7 @@ class Timer:
             if elapsed > 4 * budget and n >= 3:  # a very slow callable (a reference taking seconds)
                 break
         samples[0].rechecks = kept
+        rot.restore()
         # Host wall time per call, synchronized, without the flush: what a caller waiting on the result sees.
         for j in range(k):
             reps = 5
@@ -182,7 +234,6 @@ class Timer:
                 fns[j]()
             self._sync()
             samples[j].wall_ms_per_call = (_perf_counter_ns() - t0) / 1e6 / reps
-        return samples
 
     def _reservoir_slot(self, it: int, size: int) -> int | None:
         """Reservoir sampling (Algorithm R): the slot call ``it`` takes in a uniform sample of ``size``

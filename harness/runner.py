@@ -338,7 +338,7 @@ def evaluate(
     try:
         if observing:
             assert first is not None
-            findings = observe_kernels({**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe"}, environ, cfg, report)
+            findings = observe_kernels({**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe"}, environ, cfg, report, timeline)
             timeline.mark("observed")
             if findings:
                 report.findings += findings
@@ -473,7 +473,7 @@ def needs_observer(cfg: RunConfig) -> bool:
     return cfg.guard and cfg.device == "cuda"
 
 
-def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig, report: Report) -> list[Finding]:
+def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig, report: Report, timeline: Timeline | None = None) -> list[Finding]:
     """A separate worker makes one call under the CUPTI observer: GPU work on a side stream, or a cuda
     solution that never launches a kernel of its own, is REJECTED. Failures of this pass are left to the
     main run, which reports crashes and timeouts with their own statuses."""
@@ -485,6 +485,8 @@ def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig
             if msg is None or msg.get("type") in ("eof", "garbage", "fatal", "done"):
                 report.config["observe"] = "no result (the main run reports what happened)"
                 return []
+            if timeline is not None and msg.get("type") in ("build", "ready"):
+                timeline.mark(f"observer:{msg['type']}")
             if msg.get("type") == "observed":
                 report.config["observe"] = "done"
                 return [Finding.model_validate(f) for f in msg.get("findings", [])]

@@ -12,9 +12,11 @@ class TimingConfig:
     min_iters: int = 50  # the official protocol's iteration count is the floor
     max_iters: int = 5000
     target_rsem: float = 0.003  # stop when the median's 95% interval is within ±0.3 %...
-    budget_s: float = 0.5  # ...or after this much wall time (small kernels' spread across processes is
-    # dominated by per-process effects, not by sample count: H200 measurements in docs/measurements.md)
-    resolution_ms: float = 0.0005  # CUDA event resolution (~0.5 µs); on the CPU perf_counter is far finer
+    budget_s: float = 0.5  # ...or after this much wall time
+    # The event clock's tick: on the H200 every sample is a multiple of 32 ns (docs/measurements.md), far
+    # finer than the ~0.5 µs the CUDA documentation promises. Sampling stops when the median's interval is
+    # within ±target_rsem or within two ticks, whichever is wider.
+    resolution_ms: float = 0.000064
     chunk: int = 25  # iterations enqueued between synchronizations
     flush_l2_bytes: int = 256 << 20
     recheck: int = 8  # timed outputs re-checked against the reference (a uniform sample of all timed calls)
@@ -23,6 +25,12 @@ class TimingConfig:
     # while the GPU is still busy, so the start event is recorded right before the kernel runs and host
     # launch latency never lands inside the timed region, however slow the Python around it is.
     hold_cycles: int = 200_000
+    # A few-µs kernel's time depends on where its buffers sit: on the H200 the same kernel read 5-15 %
+    # apart on six allocations in one process, and each allocation re-timed gave its own median again
+    # (scripts/gpu/timing_spread.py). Timed calls therefore rotate over this many input/output sets at
+    # different addresses, so a median averages placements instead of sampling the one a process got.
+    rotate_sets: int = 16
+    rotate_bytes: int = 256 << 20  # at most this much memory for the extra sets (large workloads get fewer)
 
 
 def parse_timing_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, int | float | bool]:

@@ -153,7 +153,7 @@ class Evaluator:
     def build_all(self) -> bool:
         self.solution = Solution.model_validate(self.job["solution"])
         self.guard = guard_hooks.Runtime(self.solution, (self.workdir / "candidate" / "src").resolve())
-        self.guard.warm_runtime(self.device, observe=self.job.get("mode") == "observe")
+        self.guard.warm_runtime(self.device)
         self.guard.before_import()
         self.fn, res = build(self.solution, self.workdir / "candidate", device=self.device.type)
         send({"type": "build", "role": "candidate", "result": res.model_dump(mode="json")})
@@ -241,7 +241,7 @@ class Evaluator:
             samples = timer.run(fns, inputs, outs)
         except Exception as e:  # noqa: BLE001
             return self._fail(res, Status.RUNTIME_ERROR, f"during timing: {type(e).__name__}: {e}", t0, log=traceback.format_exc()[-6000:])
-        changed = inputs_unchanged(frozen, {n: inputs[n] for n in frozen})
+        changed = next((c for c in (inputs_unchanged(frozen, {n: s[n] for n in frozen}) for s in samples[0].input_sets or [inputs]) if c), None)
         if changed:
             return self._reject(res, [Finding(rule="input-mutation", message=f"the solution modified its input '{changed}' while being timed", why="a kernel that writes its inputs can precompute or cache into them between timed calls")], t0)
         for rin, rout in samples[0].rechecks:
@@ -270,7 +270,7 @@ class Evaluator:
         res.seconds = time.monotonic() - t0
         # Where the workload's seconds went: what the harness-overhead figure in docs/measurements.md is made of.
         phases = {"correctness": t_corr - t0, "gate_wait": t_gate - t_corr, "timing": t_timed - t_gate, "reference_timing": t0 + res.seconds - t_timed}
-        res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks),
+        res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks), "address_sets": samples[0].sets,
                        "phase_s": {k: round(v, 4) for k, v in phases.items()}}
         return res
 

@@ -4,7 +4,8 @@
 #   source scripts/gpu/setup_device.sh; bash scripts/gpu/record.sh harness spread profile
 # Steps (minutes on the H200):
 #   harness      scripts/gpu/harness_bench.py: spread over 3 processes, agreement, overhead, bandwidth (~1.5)
-#   harness_fine the same without (2), sampling stopped by the event tick, not 0.5 µs (~1)
+#   harness_norot the same without (2) and without address rotation (rotate_sets=1) (~1)
+#   harness_again the same without (2), current defaults: a second set of 3 processes (~1)
 #   spread       scripts/gpu/timing_spread.py in 3 processes: addresses vs sampling vs drift (~1)
 #   profile      pytest -m gpu tests/profile, `kbot profile` and `kbot eval --profile` on rmsnorm (~3)
 #   guard        scripts/gpu/guard_gpu.sh: the guard's GPU tests and its corpus on the GPU (~5)
@@ -21,7 +22,8 @@ RMS=kernels/rmsnorm_h4096/triton_rows/solution.json
 LARGEST=276033db  # rmsnorm_h4096 batch 16384
 
 step_harness() { OUT="$OUT/work" "$PY" scripts/gpu/harness_bench.py; }
-step_harness_fine() { OUT="$OUT/work" "$PY" scripts/gpu/harness_bench.py --no-agreement --tag _fine --timing resolution_ms=0.000032; }
+step_harness_norot() { OUT="$OUT/work" "$PY" scripts/gpu/harness_bench.py --no-agreement --tag _norot --timing rotate_sets=1; }
+step_harness_again() { OUT="$OUT/work" "$PY" scripts/gpu/harness_bench.py --no-agreement --tag _again; }
 step_spread() { for i in 1 2 3; do OUT="$OUT/work" "$PY" scripts/gpu/timing_spread.py || return 1; done; }
 step_profile() {
   local rc=0

@@ -131,7 +131,7 @@ def test_the_runner_times_only_after_the_observer_and_not_at_all_when_it_objects
     cfg = RunConfig(device="cpu", timing=FAST, timeout_s=60, trials=1)
     verdict: list = []
 
-    def slow_observer(job, environ, cfg, report):
+    def slow_observer(job, environ, cfg, report, timeline=None):
         assert job["mode"] == "observe" and len(job["workloads"]) == 1
         time.sleep(3)
         return list(verdict)
