@@ -338,7 +338,9 @@ def evaluate(
     try:
         if observing:
             assert first is not None
-            findings = observe_kernels({**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe"}, environ, cfg, report, timeline)
+            # Its own build folder: two processes building one CUDA extension in one folder race (one
+            # loads a .so the other is still writing).
+            findings = observe_kernels({**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe", "workdir": str(out_dir / "build" / "observer")}, environ, cfg, report, timeline)
             timeline.mark("observed")
             if findings:
                 report.findings += findings
@@ -489,7 +491,15 @@ def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig
                 timeline.mark(f"observer:{msg['type']}")
             if msg.get("type") == "observed":
                 report.config["observe"] = "done"
-                return [Finding.model_validate(f) for f in msg.get("findings", [])]
+                findings = [Finding.model_validate(f) for f in msg.get("findings", [])]
+                # Let it exit on its own and wait for that: a profiler process killed mid-teardown kept
+                # the GPU busy for seconds, and the first timed workloads of the timing worker read
+                # 10-15x slow (H200, docs/measurements.md).
+                try:
+                    worker.proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    pass
+                return findings
     finally:
         worker.kill()
 

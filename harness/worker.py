@@ -88,7 +88,7 @@ from . import guard_hooks  # noqa: E402
 from .build import build, python_error  # noqa: E402
 from .defconfig import DefinitionConfig, load_config  # noqa: E402
 from .inputs import allocate_outputs, clone_inputs, make_inputs, seed_for  # noqa: E402
-from .measure import Refresher, Timer, TimingConfig, call_solution, refreshable_inputs  # noqa: E402
+from .measure import Refresher, Timer, TimingConfig, call_solution, refreshable_inputs, wait_until_quiet  # noqa: E402
 from .report import Correctness, Finding, WorkloadResult  # noqa: E402
 from .schema import Definition, Solution, Status, Workload  # noqa: E402
 from .stats import paired_ratio, summarize  # noqa: E402
@@ -148,6 +148,7 @@ class Evaluator:
         self.dataset_root = Path(job["dataset_root"]) if job.get("dataset_root") else None
         self.workdir = Path(job["workdir"])
         self.reference = load_reference(self.definition, self.config)
+        self.quiet: dict[str, Any] | None = None
 
     # -------------------------------------------------------------------------------------------
     def build_all(self) -> bool:
@@ -217,6 +218,10 @@ class Evaluator:
         if not wait_gate():
             raise SystemExit(0)  # the parent decided (an observer finding): nothing more to do here
         t_gate = time.monotonic()
+        checked_quiet = self.quiet is None
+        if checked_quiet:  # once per worker, before its first timed call
+            self.quiet = wait_until_quiet(self.device)
+        t_quiet = time.monotonic()
 
         # ---- timing: fresh values per call, L2 flushed, timed outputs re-checked
         inputs = mk(10_000)
@@ -269,8 +274,10 @@ class Evaluator:
             res.message = f"reference timing failed: {type(e).__name__}: {e}"
         res.seconds = time.monotonic() - t0
         # Where the workload's seconds went: what the harness-overhead figure in docs/measurements.md is made of.
-        phases = {"correctness": t_corr - t0, "gate_wait": t_gate - t_corr, "timing": t_timed - t_gate, "reference_timing": t0 + res.seconds - t_timed}
-        res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks), "address_sets": samples[0].sets,
+        phases = {"correctness": t_corr - t0, "gate_wait": t_gate - t_corr, "quiet_wait": t_quiet - t_gate, "timing": t_timed - t_quiet, "reference_timing": t0 + res.seconds - t_timed}
+        if checked_quiet and self.quiet is not None and not self.quiet["quiet"]:
+            res.message = (res.message + "; " if res.message else "") + f"the GPU was busy with other work when timing began (tiny-kernel probe medians {self.quiet['medians_ms'][-3:]} ms after {self.quiet['waited_s']} s): times may read high"
+        res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks), "address_sets": samples[0].sets, "quiet_check": self.quiet if checked_quiet else None,
                        "phase_s": {k: round(v, 4) for k, v in phases.items()}}
         return res
 

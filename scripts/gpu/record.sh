@@ -10,6 +10,7 @@
 #   profile      pytest -m gpu tests/profile, `kbot profile` and `kbot eval --profile` on rmsnorm (~3)
 #   guard        scripts/gpu/guard_gpu.sh: the guard's GPU tests and its corpus on the GPU (~5)
 #   gpu_tests    pytest -m gpu for tests/harness, tests/agents (seed kernels) (~2)
+#   harness_tests pytest -m gpu tests/harness only (~1)
 #   operators    scripts/gpu/operators_full.py --official-refs --eval, pytest -m gpu tests/operators (~6)
 # Each step's exit code is in $OUT/steps.txt; the script exits non-zero if any step failed.
 set -uo pipefail
@@ -34,6 +35,7 @@ step_profile() {
   return $rc
 }
 step_guard() { OUT="$OUT/work" bash scripts/gpu/guard_gpu.sh; }
+step_harness_tests() { "$PY" -m pytest -m gpu tests/harness -q -rA -p no:cacheprovider; }
 step_gpu_tests() { "$PY" -m pytest -m gpu tests/harness tests/agents -q -rA -p no:cacheprovider; }
 step_operators() {
   local rc=0

@@ -117,7 +117,7 @@ def test_the_report_says_where_the_seconds_went(tmp_path):
     assert times == sorted(times)
     assert rep.config["worker_startup_s"]["torch_import"] > 0
     for w in rep.workloads:
-        assert set(w.profile["phase_s"]) == {"correctness", "gate_wait", "timing", "reference_timing"}
+        assert set(w.profile["phase_s"]) == {"correctness", "gate_wait", "quiet_wait", "timing", "reference_timing"}
         assert w.profile["phase_s"]["gate_wait"] < 0.5  # no observer on the CPU: the gate is open
 
 
@@ -133,6 +133,7 @@ def test_the_runner_times_only_after_the_observer_and_not_at_all_when_it_objects
 
     def slow_observer(job, environ, cfg, report, timeline=None):
         assert job["mode"] == "observe" and len(job["workloads"]) == 1
+        assert job["workdir"].endswith("observer")  # its own build folder: no race on a CUDA extension
         time.sleep(3)
         return list(verdict)
 
