@@ -73,9 +73,9 @@ def relative_median_halfwidth(samples: Sequence[float]) -> float:
 
 
 def precise_enough(samples: Sequence[float], rel: float, resolution: float) -> bool:
-    """The median is known to ±``rel`` of itself, or to within the timer's ``resolution`` (CUDA events
-    tick in about half a microsecond: a 4 µs kernel's interval cannot shrink below that, however long
-    it is sampled)."""
+    """The median is known to ±``rel`` of itself, or to within the timer's ``resolution`` (a few ticks
+    of the event clock, 32 ns each on the H200: an interval cannot shrink below that, however long it
+    is sampled)."""
     half, med = median_halfwidth(samples)
     return med == med and half <= max(rel * med, resolution)
 
