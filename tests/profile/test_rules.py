@@ -36,7 +36,7 @@ CASES = {
     "occupancy_limited_by_registers": (MEM, {"theoretical_occupancy_pct": 18.75, "occupancy_limiter": "registers", "registers_per_thread": 168, "sm_throughput_pct": 20, "mem_throughput_pct": 30}, {"theoretical_occupancy_pct": 75, "occupancy_limiter": "registers", "registers_per_thread": 40}, "high"),
     "occupancy_limited_by_shared_mem": (MEM, {"theoretical_occupancy_pct": 25, "occupancy_limiter": "shared_mem", "shared_mem_per_block": 180000}, {"theoretical_occupancy_pct": 25, "occupancy_limiter": "registers", "shared_mem_per_block": 180000}, "medium"),
     "occupancy_limited_by_block_count": (MEM, {"theoretical_occupancy_pct": 25, "occupancy_limiter": "blocks", "block_size": 32}, {"theoretical_occupancy_pct": 100, "occupancy_limiter": "blocks", "block_size": 256}, "medium"),
-    "achieved_occupancy_gap": (MEM, {"achieved_occupancy_pct": 40, "theoretical_occupancy_pct": 75, "occupancy_gap_pct": 35}, {"achieved_occupancy_pct": 70, "theoretical_occupancy_pct": 75, "occupancy_gap_pct": 5}, "medium"),
+    "achieved_occupancy_gap": (MEM, {"achieved_occupancy_pct": 40, "theoretical_occupancy_pct": 75, "occupancy_gap_pct": 35, "waves_per_sm": 4}, {"achieved_occupancy_pct": 12, "theoretical_occupancy_pct": 75, "occupancy_gap_pct": 63, "waves_per_sm": 0.01}, "medium"),
     "stall_long_scoreboard": (MEM, {"stall_long_scoreboard_pct": 70, "sm_throughput_pct": 10, "mem_throughput_pct": 20}, {"stall_long_scoreboard_pct": 20}, "high"),
     "stall_short_scoreboard": (MEM, {"stall_short_scoreboard_pct": 45}, {"stall_short_scoreboard_pct": 20}, "medium"),
     "stall_barrier": (MEM, {"stall_barrier_pct": 45}, {"stall_barrier_pct": 20}, "medium"),
