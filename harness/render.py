@@ -20,6 +20,27 @@ def fmt_ms(s: LatencyStats | None) -> str:
     return f"{s.median * k:.3g} {unit} [{s.ci95[0] * k:.3g}, {s.ci95[1] * k:.3g}]"
 
 
+def time_breakdown(report: Report) -> str | None:
+    """One line on where a run's seconds went, from the parent's timeline and the workers' phases."""
+    marks = dict(report.config.get("timeline_s") or [])
+    if not marks:
+        return None
+    total = max(marks.values())
+    parts = [f"{total:.1f} s after the static guard"]
+    startup = report.config.get("worker_startup_s") or {}
+    if "torch_import" in startup:
+        parts.append(f"torch import {startup['torch_import']:.1f} s")
+    if "observed" in marks:
+        parts.append(f"CUPTI observer done at {marks['observed']:.1f} s")
+    phases: dict[str, float] = {}
+    for w in report.workloads:
+        for k, v in ((w.profile or {}).get("phase_s") or {}).items():
+            phases[k] = phases.get(k, 0.0) + float(v)
+    if phases:
+        parts.append("workloads: " + ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in phases.items() if v >= 0.05))
+    return "time: " + "; ".join(parts)
+
+
 def print_report(report: Report, out_dir: Path, console: Console | None = None) -> None:
     console = console or Console()
     t = Table(title=f"{report.solution} on {report.definition} — {report.device.name} ({report.device.timer})")
@@ -39,9 +60,14 @@ def print_report(report: Report, out_dir: Path, console: Console | None = None) 
     for w in report.workloads:
         if w.status is not Status.PASSED and w.message:
             console.print(f"[red]{w.uuid[:8]}[/] {w.status.value}: {w.message[:500]}", highlight=False)
+        elif w.message:  # a passing result with a caveat (a busy GPU, a failed reference timing)
+            console.print(f"[yellow]{w.uuid[:8]}[/] note: {w.message[:500]}", highlight=False)
     s = report.summary()
     console.print(f"{s['passed']}/{s['workloads']} passed; mean speedup vs reference {s['mean_speedup_vs_reference']:.2f}x"
                   + (f"; geomean vs baseline {s['geomean_speedup_vs_baseline']:.3f}x" if s.get("geomean_speedup_vs_baseline") else ""))
     if report.device.note:
         console.print(f"[dim]{report.device.note}[/]")
+    line = time_breakdown(report)
+    if line:
+        console.print(f"[dim]{line}[/]", highlight=False)
     console.print(f"[dim]traces: {out_dir / 'traces.jsonl'}  report: {out_dir / 'report.json'}[/]")

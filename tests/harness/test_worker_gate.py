@@ -151,3 +151,22 @@ def test_the_runner_times_only_after_the_observer_and_not_at_all_when_it_objects
     assert [w.status for w in rep.workloads] == [Status.REJECTED, Status.REJECTED]
     assert all(w.latency_ms is None for w in rep.workloads)
     assert time.monotonic() - t0 < 30
+
+
+def test_the_table_ends_with_where_the_time_went(tmp_path):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from harness.render import print_report, time_breakdown
+
+    d = load_definition(DEF)
+    ws = load_workloads(SMALL, d)[:1]
+    rep = evaluate(d, _solution(PLAIN), ws, tmp_path / "out", RunConfig(device="cpu", timing=FAST, timeout_s=60, trials=1), definition_path=DEF)
+    line = time_breakdown(rep)
+    assert line and line.startswith("time: ") and "torch import" in line and "workloads: " in line, line
+    rep.workloads[0].message = "the GPU was busy with other work when timing began"
+    buf = StringIO()
+    print_report(rep, tmp_path / "out", Console(file=buf, width=200))
+    text = buf.getvalue()
+    assert "note: the GPU was busy" in text and "time: " in text
