@@ -112,6 +112,7 @@ class Worker:
         os.close(w)
         self.rfd = r
         self.buf = b""
+        self._killed = False
         self._drain = threading.Thread(target=self._pump, daemon=True)
         self._drain.start()
         assert self.proc.stdin is not None
@@ -164,6 +165,11 @@ class Worker:
         return msg
 
     def kill(self) -> None:
+        """Kill the worker's process group and close its channel; once only (a second killpg could hit
+        a process group that reused the id)."""
+        if self._killed:
+            return
+        self._killed = True
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
                 self.proc.stdin.close()
@@ -178,12 +184,10 @@ class Worker:
         except subprocess.TimeoutExpired:
             pass
         self._drain.join(timeout=2)
-        if self.rfd >= 0:  # closed once only: a second close could hit a descriptor reused meanwhile
-            try:
-                os.close(self.rfd)
-            except OSError:
-                pass
-            self.rfd = -1
+        try:
+            os.close(self.rfd)
+        except OSError:
+            pass
 
     def exit_description(self) -> str:
         rc = self.proc.poll()
@@ -352,7 +356,7 @@ def evaluate(
         return _run_workers(first, pending, job_base, environ, definition, cfg, record, report, total_deadline, progress, env, timeline, workloads, results, out_dir)
     finally:
         if first is not None:
-            first.kill()  # a no-op when it already ran to the end
+            first.kill()  # a no-op when _run_workers already killed it
 
 
 def _run_workers(first: Worker | None, pending: list[Workload], job_base: dict[str, Any], environ: dict[str, str], definition: Definition, cfg: RunConfig, record, report: Report, total_deadline: float, progress, env: dict[str, Any], timeline: Timeline, workloads: list[Workload], results: dict[str, WorkloadResult], out_dir: Path) -> Report:
