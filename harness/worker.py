@@ -52,6 +52,15 @@ def _keep_gate() -> None:
     os.close(null)
 
 
+def read_line_unbuffered(fd: int) -> bytes:
+    """One line from ``fd`` and not a byte more: a buffered reader would also swallow the gate's "go"
+    that follows the job on the same pipe, and the gate would then wait for ever."""
+    import io
+
+    with io.FileIO(fd, "r", closefd=False) as raw:
+        return raw.readline()
+
+
 def wait_gate() -> bool:
     """Block until the parent opens the gate. The parent starts this worker while a separate observer
     worker makes its one CUPTI-observed call, so start-up, build and the first correctness trials overlap
@@ -340,7 +349,7 @@ def _ceilings(device: str) -> dict[str, Any] | None:
 
 def main() -> int:
     t_start = time.monotonic()
-    job = json.loads(sys.stdin.readline())
+    job = json.loads(read_line_unbuffered(0))
     _NONCE.append(str(job.get("nonce", "")))
     if job.get("gated"):
         _keep_gate()

@@ -170,3 +170,29 @@ def test_the_table_ends_with_where_the_time_went(tmp_path):
     print_report(rep, tmp_path / "out", Console(file=buf, width=200))
     text = buf.getvalue()
     assert "note: the GPU was busy" in text and "time: " in text
+
+
+def test_a_gate_opened_before_the_worker_read_its_job_is_not_lost(tmp_path):
+    """"go" right behind the job on the same pipe: the worker must not read it into a buffer with the job."""
+    w = Worker(_job(tmp_path), worker_env("cpu"), gated=True)
+    try:
+        w.open_gate()
+        seen, got = _messages_until(w, "result", 120)
+        assert got, seen
+    finally:
+        w.kill()
+
+
+def test_the_job_line_is_read_without_reading_ahead():
+    import os
+
+    from harness.worker import read_line_unbuffered
+
+    r, w = os.pipe()
+    try:
+        os.write(w, b'{"job": 1}\ngo\n')
+        assert read_line_unbuffered(r) == b'{"job": 1}\n'
+        assert os.read(r, 16) == b"go\n"  # still there for the gate
+    finally:
+        os.close(r)
+        os.close(w)
