@@ -371,7 +371,7 @@ def test_read_file_over_one_megabyte_goes_through_the_blob_api(github_server, fo
                for m, p, s in github_server.requests)
 
 
-def test_enterprise_style_base_url_with_api_prefix(tmp_path):
+def test_enterprise_style_base_url_with_api_prefix(tmp_path, shared):  # the fake validates against ../shared
     from fakes.github_server import make_server
 
     server = make_server(tmp_path / "ghe", path_prefix="/api/v3").start()
