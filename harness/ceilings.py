@@ -166,8 +166,10 @@ def load_ceilings(gpu_name: str) -> Ceilings | None:
 _CPU_MEMO: list[Ceilings] = []
 
 
-def ceilings_for(device: str = "cuda", *, measure_if_missing: bool = False) -> Ceilings:
-    """Ceilings for the current device: cache, then documented defaults, then (CPU, or when asked) a measurement."""
+def ceilings_for(device: str = "cuda", *, measure_if_missing: bool = False, never_measure: bool = False) -> Ceilings:
+    """Ceilings for the current device: cache, then documented defaults, then (CPU, or when asked) a
+    measurement. ``never_measure``: raise instead of measuring (a worker sharing the GPU with the
+    observer would measure, and cache, depressed numbers)."""
     if device == "cpu":
         found = load_ceilings(cpu_name())
         if found is not None:
@@ -183,6 +185,8 @@ def ceilings_for(device: str = "cuda", *, measure_if_missing: bool = False) -> C
     found = load_ceilings(name)
     if found is not None and not (measure_if_missing and found.source != "measured"):
         return found
+    if never_measure:
+        raise LookupError(f"no cached or documented ceilings for {name}: run `kbot ceilings` once on this runner")
     c = measure_ceilings("cuda")
     save_ceilings(c)
     return c

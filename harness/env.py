@@ -31,7 +31,7 @@ def prefetch() -> None:
     for cmd in (_SMI, _git_head()):
         if shutil.which(cmd[0]) is not None and tuple(cmd) not in _started:
             try:
-                _started[tuple(cmd)] = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                _started[tuple(cmd)] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
             except OSError:
                 pass
 
@@ -46,7 +46,7 @@ def _run(cmd: list[str]) -> str | None:
         if shutil.which(cmd[0]) is None:
             return None
         try:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         except OSError:
             return None
     try:

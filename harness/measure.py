@@ -159,12 +159,14 @@ class Rotation:
 class Timer:
     """Times one or several callables on the same inputs, interleaved when several."""
 
-    def __init__(self, device: torch.device, cfg: TimingConfig, refresher: Refresher, seed: int):
+    def __init__(self, device: torch.device, cfg: TimingConfig, refresher: Refresher, seed: int, *, rotate_on_cpu: bool = False):
         self.device = device
         self.cfg = cfg
         self.refresh = refresher
         self.rng = random.Random(seed)
         self.cuda = device.type == "cuda"
+        # Address rotation matters on the GPU only; tests turn it on for the CPU to exercise the same path.
+        self.rotate = cfg.rotate_sets if (self.cuda or rotate_on_cpu) else 1
         self._flush = torch.empty(cfg.flush_l2_bytes // 4, dtype=torch.int32, device=device) if self.cuda else None
 
     def _prepare(self, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None, keep: bool = False) -> dict[str, Any] | None:
@@ -197,7 +199,7 @@ class Timer:
         n_recheck = cfg.recheck if recheck is None else recheck
         k = len(fns)
         samples = [Samples() for _ in range(k)]
-        rot = Rotation(inputs, outputs, cfg.rotate_sets if self.cuda else 1, cfg.rotate_bytes, self.rng)
+        rot = Rotation(inputs, outputs, self.rotate, cfg.rotate_bytes, self.rng)
         try:
             self._run(fns, rot, samples, budget, min_n, n_recheck, warmup)
         finally:

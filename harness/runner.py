@@ -330,7 +330,9 @@ def evaluate(
         "solution": solution.to_dict(), "baseline": baseline.to_dict() if baseline else None,
         "device": cfg.device, "seed": cfg.seed, "trials": cfg.trials, "timing": cfg.timing,
         "config_overrides": cfg.config_overrides, "dataset_root": cfg.dataset_root,
-        "workdir": str(out_dir / "build"),
+        # Build folders of the same depth with random names: a candidate reading its own path (or a CUDA
+        # source's __FILE__) must not learn whether it runs under the observer or is being timed.
+        "workdir": str(out_dir / "build" / f"w-{uuidlib.uuid4().hex[:12]}"),
     }
     total_deadline = time.monotonic() + cfg.total_timeout_s if cfg.total_timeout_s else float("inf")
     environ = worker_env(cfg.device)
@@ -344,7 +346,16 @@ def evaluate(
             assert first is not None
             # Its own build folder: two processes building one CUDA extension in one folder race (one
             # loads a .so the other is still writing).
-            findings = observe_kernels({**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe", "workdir": str(out_dir / "build" / "observer")}, environ, cfg, report, timeline)
+            observe_job = {**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe", "workdir": str(out_dir / "build" / f"w-{uuidlib.uuid4().hex[:12]}")}
+            findings = observe_kernels(observe_job, environ, cfg, report, timeline, total_deadline)
+            if findings is None and report.config.get("observe") == "no result":  # a crash, a timeout: once more, the timing worker idle at its gate
+                timeline.mark("observer_retry")
+                findings = observe_kernels(observe_job, environ, cfg, report, timeline, total_deadline)
+            if findings is None:
+                # A call that cannot be observed must not pass because it was not observed: results that
+                # pass anyway are rejected (apply_observer_verdict); failing ones keep their status.
+                report.config["observe"] = f"failed ({report.config.get('observe')})"
+                findings = []
             timeline.mark("observed")
             if findings:
                 report.findings += findings
@@ -459,6 +470,7 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                     fail_current(Status.REJECTED, "the worker reported a result for a workload it was not running")
                     return remaining
                 apply_roofline(r, report, definition, current)
+                apply_observer_verdict(r, report)
                 out = worker.log.take()
                 if out:
                     r.log = (r.log + "\n" + out).strip()[-(LOG_HEAD + LOG_TAIL + 200):]
@@ -479,18 +491,24 @@ def needs_observer(cfg: RunConfig) -> bool:
     return cfg.guard and cfg.device == "cuda"
 
 
-def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig, report: Report, timeline: Timeline | None = None) -> list[Finding]:
+def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig, report: Report, timeline: Timeline | None = None, total_deadline: float = float("inf")) -> list[Finding] | None:
     """A separate worker makes one call under the CUPTI observer: GPU work on a side stream, or a cuda
-    solution that never launches a kernel of its own, is REJECTED. Failures of this pass are left to the
-    main run, which reports crashes and timeouts with their own statuses."""
+    solution that never launches a kernel of its own, is REJECTED. None when the pass gave no verdict
+    (a crash, a timeout, a failed build): the caller decides what that means."""
     worker = Worker(job, environ)
-    deadline = time.monotonic() + cfg.startup_timeout_s + cfg.timeout_s
+    deadline = min(time.monotonic() + cfg.startup_timeout_s + cfg.timeout_s, total_deadline)
     try:
         while True:
             msg = worker.next_message(deadline)
-            if msg is None or msg.get("type") in ("eof", "garbage", "fatal", "done"):
-                report.config["observe"] = "no result (the main run reports what happened)"
-                return []
+            if msg is None:  # not retried: a call that hangs under the observer would hang again
+                report.config["observe"] = "no result: timed out"
+                return None
+            if msg.get("type") == "build" and msg.get("role") == "candidate" and not (msg.get("result") or {}).get("ok"):
+                report.config["observe"] = "no result: the build failed"
+                return None
+            if msg.get("type") in ("eof", "garbage", "fatal", "done"):
+                report.config["observe"] = "no result"
+                return None
             if timeline is not None and msg.get("type") in ("build", "ready"):
                 timeline.mark(f"observer:{msg['type']}")
             if msg.get("type") == "observed":
@@ -506,6 +524,16 @@ def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig
                 return findings
     finally:
         worker.kill()
+
+
+def apply_observer_verdict(r: WorkloadResult, report: Report) -> None:
+    """A result that passes although its call could not be observed (twice) is REJECTED: otherwise a
+    candidate could dodge the kernel and stream checks by failing only under the observer."""
+    if r.status is Status.PASSED and str(report.config.get("observe", "")).startswith("failed"):
+        f = Finding(rule="observer-failed", message="the call passes when run normally but gave no result twice under the CUPTI observer",
+                    why="the kernel and stream checks run in the observer; a solution that fails only there has not been checked")
+        r.findings.append(f)
+        r.status, r.message, r.correctness = Status.REJECTED, f"[{f.rule}] {f.message}", None
 
 
 def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, workload: Workload) -> None:

@@ -53,7 +53,15 @@ def parse_timing_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, int 
                 value = kind(raw)
         except ValueError:
             raise ValueError(f"timing setting '{pair}': {name} takes a {kind.__name__}") from None
-        if kind is not bool and not (0 <= value < float("inf")):
-            raise ValueError(f"timing setting '{pair}': {name} must be a finite number, zero or more")
+        if kind is not bool and not (_MINIMUM.get(name, 0) <= value < float("inf")):
+            raise ValueError(f"timing setting '{pair}': {name} must be a finite number of at least {_MINIMUM.get(name, 0)}")
         out[name] = value
+    merged = {**dataclasses.asdict(TimingConfig()), **out}
+    if merged["max_iters"] < merged["min_iters"]:
+        raise ValueError(f"timing settings: max_iters ({merged['max_iters']}) is below min_iters ({merged['min_iters']})")
     return out
+
+
+# Settings below these would never take a sample (chunk, max_iters) or never stop sampling for a reason
+# the report can name (budget_s, rotate_sets).
+_MINIMUM: dict[str, float] = {"chunk": 1, "max_iters": 1, "min_iters": 1, "budget_s": 0.001, "rotate_sets": 1}

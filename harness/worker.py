@@ -40,13 +40,15 @@ _NONCE: list[str] = []  # the run's nonce, read from stdin; every message carrie
 _GATE: list[int] = []  # a private copy of stdin where the parent says "go" before the first timed call
 
 
-def _keep_gate() -> None:
-    """Keep the rest of stdin (the gate) on a private descriptor and give the candidate /dev/null, so
-    candidate code can neither read the gate nor wait on it."""
+def _detach_stdin(keep_gate: bool) -> None:
+    """Give the candidate /dev/null as stdin in every worker (observer, gated or not: the same fd 0, so
+    it cannot tell which it is in), keeping the rest of stdin (the gate) on a private descriptor when
+    gated, so candidate code can neither read the gate nor wait on it."""
     import fcntl
     import secrets
 
-    _GATE.append(fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 256 + secrets.randbelow(4096)))
+    if keep_gate:
+        _GATE.append(fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 256 + secrets.randbelow(4096)))
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
@@ -171,7 +173,7 @@ class Evaluator:
             return False
         self.baseline_fn = None
         self.baseline = None
-        if self.job.get("baseline"):
+        if self.job.get("baseline") and self.job.get("mode") != "observe":  # the observer calls the candidate only
             self.baseline = Solution.model_validate(self.job["baseline"])
             self.baseline_fn, bres = build(self.baseline, self.workdir / "baseline", device=self.device.type)
             send({"type": "build", "role": "baseline", "result": bres.model_dump(mode="json")})
@@ -256,6 +258,7 @@ class Evaluator:
         except Exception as e:  # noqa: BLE001
             return self._fail(res, Status.RUNTIME_ERROR, f"during timing: {type(e).__name__}: {e}", t0, log=traceback.format_exc()[-6000:])
         changed = next((c for c in (inputs_unchanged(frozen, {n: s[n] for n in frozen}) for s in samples[0].input_sets or [inputs]) if c), None)
+        samples[0].input_sets = []  # the extra address sets are not needed past this check: free them
         if changed:
             return self._reject(res, [Finding(rule="input-mutation", message=f"the solution modified its input '{changed}' while being timed", why="a kernel that writes its inputs can precompute or cache into them between timed calls")], t0)
         for rin, rout in samples[0].rechecks:
@@ -336,13 +339,13 @@ def _cuda_context_healthy(device: torch.device) -> bool:
         return False
 
 
-def _ceilings(device: str) -> dict[str, Any] | None:
+def _ceilings(device: str, measure: bool = True) -> dict[str, Any] | None:
     """This runner's ceilings (cached measurement, else documented defaults; a quick measurement on the
     CPU), sent before any candidate code is imported so the parent can place every time on the roofline."""
     from .ceilings import ceilings_for
 
     try:
-        return ceilings_for(device).model_dump(mode="json")
+        return ceilings_for(device, never_measure=not measure).model_dump(mode="json")
     except Exception as e:  # noqa: BLE001 — no ceilings means no floor, said in the report
         return {"error": f"{type(e).__name__}: {e}"}
 
@@ -351,8 +354,7 @@ def main() -> int:
     t_start = time.monotonic()
     job = json.loads(read_line_unbuffered(0))
     _NONCE.append(str(job.get("nonce", "")))
-    if job.get("gated"):
-        _keep_gate()
+    _detach_stdin(bool(job.get("gated")))
     try:
         ev = Evaluator(job)
     except Exception as e:  # noqa: BLE001
@@ -361,7 +363,7 @@ def main() -> int:
     if job.get("mode") != "observe":  # the observer's one call needs no environment or ceilings
         from .env import environment
 
-        send({"type": "env", "env": environment(ev.device.type), "ceilings": _ceilings(ev.device.type),
+        send({"type": "env", "env": environment(ev.device.type), "ceilings": _ceilings(ev.device.type, measure=not job.get("gated")),
               "startup_s": {"torch_import": round(_T_TORCH - _T_MODULE, 3), "to_env": round(time.monotonic() - t_start, 3)}})
     if not ev.build_all():
         send({"type": "done"})

@@ -39,3 +39,67 @@ def test_the_memory_cap_limits_the_number_of_sets():
     assert Rotation(inputs, outputs, 16, per_set - 1, random.Random(0)).k == 1
     assert Rotation(inputs, outputs, 0, 1 << 30, random.Random(0)).k == 1
     assert Rotation({"n": 3}, [None], 16, 1 << 30, random.Random(0)).k == 1  # nothing to move
+
+
+def _timer(sets=4):
+    from harness.measure import Refresher, Timer, TimingConfig
+
+    cfg = TimingConfig(warmup=1, min_iters=8, max_iters=8, chunk=4, recheck=2, rotate_sets=sets)
+    return Timer(torch.device("cpu"), cfg, Refresher(["x"]), 0, rotate_on_cpu=True)
+
+
+def test_timed_calls_see_every_set_and_the_caller_gets_its_own_tensors_back():
+    inputs, outputs = _sets()
+    x0, y0 = inputs["x"], outputs[0]["y"]
+    seen = []
+
+    def call():
+        seen.append((inputs["x"].data_ptr(), outputs[0]["y"].data_ptr()))
+        outputs[0]["y"].copy_(inputs["x"] * 2)
+        return dict(outputs[0])
+
+    samples = _timer().run([call], inputs, outputs[:1])
+    assert samples[0].sets == 4 and len(samples[0].times_ms) == 8
+    assert len({p for p, _ in seen}) == 4 and len({q for _, q in seen}) == 4  # inputs and outputs both rotate
+    assert inputs["x"] is x0 and outputs[0]["y"] is y0
+    assert len(samples[0].input_sets) == 4
+    for kept_in, kept_out in samples[0].rechecks:  # re-checked pairs match the set they were taken from
+        assert torch.equal(kept_out["y"], kept_in["x"] * 2)
+
+
+def test_a_failing_call_still_restores_the_callers_tensors():
+    inputs, outputs = _sets()
+    x0 = inputs["x"]
+    n = []
+
+    def call():
+        n.append(1)
+        if len(n) > 3:
+            raise RuntimeError("boom")
+        return {"y": inputs["x"] * 2}
+
+    try:
+        _timer().run([call], inputs, [None])
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the failure must propagate")
+    assert inputs["x"] is x0
+
+
+def test_structured_inputs_are_the_same_in_every_set_so_a_write_to_any_is_visible():
+    """The worker compares every set's structured inputs with a copy taken before timing."""
+    from harness.worker import inputs_unchanged
+
+    inputs, outputs = _sets()
+    frozen = {"idx": inputs["idx"].clone()}
+
+    def call():
+        if inputs["idx"] is not frozen_ref:  # writes only into the copies, never into set 0
+            inputs["idx"][0] = 7
+        return {"y": inputs["x"] * 2}
+
+    frozen_ref = inputs["idx"]
+    samples = _timer().run([call], inputs, [None])
+    assert inputs_unchanged(frozen, {"idx": inputs["idx"]}) is None  # set 0 alone looks untouched
+    assert any(inputs_unchanged(frozen, {"idx": s["idx"]}) == "idx" for s in samples[0].input_sets)

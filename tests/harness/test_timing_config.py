@@ -22,6 +22,7 @@ def test_overrides_take_the_field_types():
 @pytest.mark.parametrize("pair, why", [
     ("budget=1", "one of"), ("min_iters", "NAME=VALUE"), ("min_iters=1.5", "takes a int"),
     ("budget_s=nan", "finite"), ("budget_s=-1", "finite"), ("refresh_inputs=maybe", "takes a bool"), ("hold_cycles=inf", "int"),
+    ("chunk=0", "at least 1"), ("max_iters=0", "at least 1"), ("budget_s=0", "at least"), ("min_iters=6000", "below min_iters"),
 ])
 def test_bad_overrides_are_refused_with_the_reason(pair, why):
     with pytest.raises(ValueError, match=why):
