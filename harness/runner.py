@@ -302,6 +302,7 @@ def evaluate(
     results: dict[str, WorkloadResult] = dict(done)
 
     def record(r: WorkloadResult) -> None:
+        apply_observer_verdict(r, report)  # every path a result takes (a crash recorded by the parent too)
         results[r.uuid] = r
         trace = make_trace(definition, solution, by_uuid[r.uuid], r, env)
         with traces_path.open("a") as f:
@@ -347,6 +348,7 @@ def evaluate(
             # Its own build folder: two processes building one CUDA extension in one folder race (one
             # loads a .so the other is still writing).
             observe_job = {**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe", "workdir": str(out_dir / "build" / f"w-{uuidlib.uuid4().hex[:12]}")}
+            report.config["observe_workload"] = pending[0].uuid
             findings = observe_kernels(observe_job, environ, cfg, report, timeline, total_deadline)
             if findings is None and report.config.get("observe") == "no result":  # a crash, a timeout: once more, the timing worker idle at its gate
                 timeline.mark("observer_retry")
@@ -470,7 +472,6 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                     fail_current(Status.REJECTED, "the worker reported a result for a workload it was not running")
                     return remaining
                 apply_roofline(r, report, definition, current)
-                apply_observer_verdict(r, report)
                 out = worker.log.take()
                 if out:
                     r.log = (r.log + "\n" + out).strip()[-(LOG_HEAD + LOG_TAIL + 200):]
@@ -527,9 +528,16 @@ def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig
 
 
 def apply_observer_verdict(r: WorkloadResult, report: Report) -> None:
-    """A result that passes although its call could not be observed (twice) is REJECTED: otherwise a
-    candidate could dodge the kernel and stream checks by failing only under the observer."""
-    if r.status is Status.PASSED and str(report.config.get("observe", "")).startswith("failed"):
+    """A result that passes although the observer could not observe a call is REJECTED: otherwise a
+    candidate could dodge the kernel and stream checks by failing only under the observer. When the
+    observed workload fails in the normal run too (a plain bug, not a dodge), the others stand."""
+    if not str(report.config.get("observe", "")).startswith("failed"):
+        return
+    if r.uuid == report.config.get("observe_workload"):
+        report.config["observe_workload_status"] = r.status.value
+    if report.config.get("observe_workload_status") not in (None, Status.PASSED.value) and r.uuid != report.config.get("observe_workload"):
+        return
+    if r.status is Status.PASSED:
         f = Finding(rule="observer-failed", message="the call passes when run normally but gave no result twice under the CUPTI observer",
                     why="the kernel and stream checks run in the observer; a solution that fails only there has not been checked")
         r.findings.append(f)

@@ -211,6 +211,8 @@ def test_the_job_line_is_read_without_reading_ahead():
 
 
 WRONG = PLAIN.replace("* weight.float()", "* weight.float() * 1.5")
+# Wrong on the first (observed) workload only (x + 1: rmsnorm ignores a scale): a plain bug there, right elsewhere.
+WRONG_ON_FIRST = PLAIN.replace("    x = hidden_states.float()", "    x = hidden_states.float()\n    if hidden_states.shape[0] == FIRST:\n        x = x + 1")
 
 
 def test_a_call_that_cannot_be_observed_does_not_pass_unobserved(tmp_path, monkeypatch):
@@ -239,6 +241,12 @@ def test_a_call_that_cannot_be_observed_does_not_pass_unobserved(tmp_path, monke
     calls.clear()
     rep = evaluate(d, _solution(WRONG), ws, tmp_path / "wrong", cfg, definition_path=DEF)
     assert [w.status for w in rep.workloads] == [Status.INCORRECT_NUMERICAL, Status.INCORRECT_NUMERICAL]
+
+    # The observed workload fails in the normal run too: a bug, not a dodge; the other result stands.
+    first_rows = ws[0].axes["batch_size"]
+    assert ws[1].axes["batch_size"] != first_rows
+    rep = evaluate(d, _solution(WRONG_ON_FIRST.replace("FIRST", str(first_rows))), ws, tmp_path / "bug", cfg, definition_path=DEF)
+    assert [w.status for w in rep.workloads] == [Status.INCORRECT_NUMERICAL, Status.PASSED]
 
     def timed_out_observer(job, environ, cfg, report, timeline=None, total_deadline=None):
         calls.append(job["workdir"])
