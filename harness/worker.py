@@ -54,13 +54,22 @@ def _detach_stdin(keep_gate: bool) -> None:
     os.close(null)
 
 
-def read_line_unbuffered(fd: int) -> bytes:
-    """One line from ``fd`` and not a byte more: a buffered reader would also swallow the gate's "go"
-    that follows the job on the same pipe, and the gate would then wait for ever."""
-    import io
+_AHEAD = bytearray()  # bytes read past the job line (the gate's "go" when it was already in the pipe)
 
-    with io.FileIO(fd, "r", closefd=False) as raw:
-        return raw.readline()
+
+def read_line_unbuffered(fd: int) -> bytes:
+    """One line from ``fd``, keeping whatever was read past it for the gate: a buffered reader would
+    swallow the gate's "go" that follows the job on the same pipe, and the gate would wait for ever."""
+    data = bytearray(_AHEAD)
+    _AHEAD.clear()
+    while b"\n" not in data:
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    line, nl, rest = bytes(data).partition(b"\n")
+    _AHEAD.extend(rest)
+    return line + nl
 
 
 def wait_gate() -> bool:
@@ -70,14 +79,9 @@ def wait_gate() -> bool:
     if not _GATE:
         return True
     fd = _GATE.pop()
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = os.read(fd, 64)
-        if not chunk:
-            break
-        data += chunk
+    line = read_line_unbuffered(fd)
     os.close(fd)
-    return data.strip() == b"go"
+    return line.strip() == b"go"
 
 
 def send(msg: dict[str, Any]) -> None:
