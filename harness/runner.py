@@ -55,8 +55,18 @@ class Timeline:
         self.t0 = time.monotonic()
         self.marks: list[tuple[str, float]] = []
 
-    def mark(self, what: str) -> None:
-        self.marks.append((what, round(time.monotonic() - self.t0, 3)))
+    def mark(self, what: str, at: float | None = None) -> None:
+        """``at``: seconds since the run began when it happened, if known better than "now"."""
+        self.marks.append((what, round(time.monotonic() - self.t0 if at is None else at, 3)))
+        self.marks.sort(key=lambda m: m[1])
+
+    def sent_at(self, worker: "Worker", msg: dict[str, Any]) -> float | None:
+        """When a worker sent ``msg`` on this timeline (its own clock from its start, a few ms late):
+        a gated worker's messages wait in the pipe while the parent watches the observer."""
+        t = msg.get("t")
+        if not isinstance(t, (int, float)) or t != t or t < 0:
+            return None
+        return min(worker.started_at - self.t0 + float(t), time.monotonic() - self.t0)
 
 
 class CappedLog:
@@ -101,6 +111,7 @@ class Worker:
         # candidate that found the descriptor) are refused as garbage.
         self.nonce = secrets.token_hex(16)
         job = {**job, "nonce": self.nonce, "gated": gated}
+        self.started_at = time.monotonic()
         r, w = os.pipe()
         self.log = CappedLog()
         env = {**env, "KBOT_RESULT_FD": str(w)}
@@ -420,7 +431,7 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
         try:
             kind = msg.get("type")
             if kind in ("env", "build", "ready", "result"):
-                timeline.mark(kind if kind != "result" else f"result:{sum(m[0].startswith('result') for m in timeline.marks) + 1}")
+                timeline.mark(kind if kind != "result" else f"result:{sum(m[0].startswith('result') for m in timeline.marks) + 1}", timeline.sent_at(worker, msg))
             if kind in ("eof", "garbage"):
                 if kind == "eof":
                     try:
@@ -511,7 +522,7 @@ def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig
                 report.config["observe"] = "no result"
                 return None
             if timeline is not None and msg.get("type") in ("build", "ready"):
-                timeline.mark(f"observer:{msg['type']}")
+                timeline.mark(f"observer:{msg['type']}", timeline.sent_at(worker, msg))
             if msg.get("type") == "observed":
                 report.config["observe"] = "done"
                 findings = [Finding.model_validate(f) for f in msg.get("findings", [])]

@@ -84,8 +84,11 @@ def wait_gate() -> bool:
     return line.strip() == b"go"
 
 
+_T_PROCESS = time.monotonic()  # as early as the worker can take it: its messages say when they were sent
+
+
 def send(msg: dict[str, Any]) -> None:
-    _out.write(json.dumps({**msg, "nonce": _NONCE[0] if _NONCE else ""}, allow_nan=True) + "\n")
+    _out.write(json.dumps({**msg, "t": round(time.monotonic() - _T_PROCESS, 3), "nonce": _NONCE[0] if _NONCE else ""}, allow_nan=True) + "\n")
     _out.flush()
 
 

@@ -259,3 +259,20 @@ def test_a_call_that_cannot_be_observed_does_not_pass_unobserved(tmp_path, monke
     rep = evaluate(d, _solution(PLAIN), ws, tmp_path / "hang", cfg, definition_path=DEF)
     assert len(calls) == 1  # a hang is not retried
     assert {w.status for w in rep.workloads} == {Status.REJECTED}
+
+
+def test_timeline_places_a_message_when_the_worker_sent_it():
+    from types import SimpleNamespace
+
+    from harness.runner import Timeline
+
+    tl = Timeline()
+    tl.t0 -= 10.0  # the run began 10 s ago; the worker 1 s after that
+    w = SimpleNamespace(started_at=tl.t0 + 1.0)
+    assert abs(tl.sent_at(w, {"t": 2.5}) - 3.5) < 1e-9
+    assert 9.9 < tl.sent_at(w, {"t": 10_000}) <= time.monotonic() - tl.t0  # never in the future
+    for bad in ({}, {"t": -1}, {"t": float("nan")}, {"t": "3"}):
+        assert tl.sent_at(w, bad) is None
+    tl.mark("late")
+    tl.mark("early", 0.0)
+    assert [m for m, _ in tl.marks] == ["early", "late"]  # kept in time order
