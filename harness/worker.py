@@ -57,7 +57,7 @@ def _detach_stdin(keep_gate: bool) -> None:
 _AHEAD = bytearray()  # bytes read past the job line (the gate's "go" when it was already in the pipe)
 
 
-def read_line_unbuffered(fd: int) -> bytes:
+def read_line_keeping_rest(fd: int) -> bytes:
     """One line from ``fd``, keeping whatever was read past it for the gate: a buffered reader would
     swallow the gate's "go" that follows the job on the same pipe, and the gate would wait for ever."""
     data = bytearray(_AHEAD)
@@ -79,7 +79,7 @@ def wait_gate() -> bool:
     if not _GATE:
         return True
     fd = _GATE.pop()
-    line = read_line_unbuffered(fd)
+    line = read_line_keeping_rest(fd)
     os.close(fd)
     return line.strip() == b"go"
 
@@ -359,7 +359,7 @@ def _ceilings(device: str, measure: bool = True) -> dict[str, Any] | None:
 
 def main() -> int:
     t_start = time.monotonic()
-    job = json.loads(read_line_unbuffered(0))
+    job = json.loads(read_line_keeping_rest(0))
     _NONCE.append(str(job.get("nonce", "")))
     _detach_stdin(bool(job.get("gated")))
     try:

@@ -198,15 +198,15 @@ def test_a_gate_opened_before_the_worker_read_its_job_is_not_lost(tmp_path):
 def test_the_job_line_is_read_without_losing_what_follows():
     import os
 
-    from harness.worker import read_line_unbuffered
+    from harness.worker import read_line_keeping_rest
 
     r, w = os.pipe()
     try:
         os.write(w, b'{"job": 1}\ngo\n')
-        assert read_line_unbuffered(r) == b'{"job": 1}\n'
+        assert read_line_keeping_rest(r) == b'{"job": 1}\n'
         os.close(w)
-        assert read_line_unbuffered(r) == b"go\n"  # kept for the gate, although it came in one read
-        assert read_line_unbuffered(r) == b""
+        assert read_line_keeping_rest(r) == b"go\n"  # kept for the gate, although it came in one read
+        assert read_line_keeping_rest(r) == b""
     finally:
         os.close(r)
 
