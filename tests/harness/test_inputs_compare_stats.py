@@ -2,6 +2,7 @@
 
 import math
 import random
+import time
 
 import pytest
 import torch
@@ -110,6 +111,25 @@ def test_median_interval_is_the_exact_binomial_one():
     assert median_ci_indices(100) == (39, 60)
     lo, hi = median_ci_indices(10_000)
     assert lo < 5000 < hi and hi - lo < 250
+
+
+def test_median_interval_matches_the_binomial_definition_at_every_size_and_is_cheap():
+    # The definition: the largest lo with P(Binomial(n, 1/2) <= lo) <= 2.5%, less one (ties) -- written
+    # out the slow way here, against the incremental sum the stop rule calls after every chunk.
+    def by_definition(n: int) -> tuple[int, int]:
+        cdf = lambda k: sum(math.comb(n, i) for i in range(k + 1)) / 2**n  # noqa: E731
+        lo = 0
+        while lo + 1 < n // 2 and cdf(lo) <= 0.025:
+            lo += 1
+        return max(0, lo - 1), n - 1 - max(0, lo - 1)
+
+    for n in [*range(6, 260), 333, 550, 999, 1000]:
+        assert median_ci_indices(n) == by_definition(n), n
+    median_ci_indices.cache_clear()
+    t0 = time.perf_counter()
+    for n in range(25, 1001, 25):  # what one 1000-sample workload asks, chunk by chunk
+        median_ci_indices(n)
+    assert time.perf_counter() - t0 < 0.25  # was 3+ s: O(n^2) big-integer sums per call
 
 
 def test_median_interval_covers_the_true_median():
