@@ -120,6 +120,17 @@ class Samples:
     rechecks: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)  # (inputs, outputs)
     input_sets: list[dict[str, Any]] = field(default_factory=list)  # every input set the timed calls used
     sets: int = 1
+    hold_ms: list[float] = field(default_factory=list)  # how long each GPU hold before a timed call took
+
+    def sm_clock_mhz(self, hold_cycles: int) -> dict[str, float] | None:
+        """The multiprocessor clock while this callable was timed, from the holds: the hold spins a fixed
+        number of cycles, so cycles / time is the clock (read a little low: the hold's own launch is in
+        its interval). Latency-bound kernels run at this clock; an unlocked GPU that has not boosted
+        makes them read slow, which is what this is here to show."""
+        xs = sorted(hold_cycles / (ms * 1e3) for ms in self.hold_ms if ms > 0)
+        if not xs:
+            return None
+        return {"median": round(xs[len(xs) // 2], 1), "min": round(xs[0], 1), "max": round(xs[-1], 1)}
 
 
 class Rotation:
@@ -169,22 +180,25 @@ class Timer:
         self.rotate = cfg.rotate_sets if (self.cuda or rotate_on_cpu) else 1
         self._flush = torch.empty(cfg.flush_l2_bytes // 4, dtype=torch.int32, device=device) if self.cuda else None
 
-    def _prepare(self, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None, keep: bool = False) -> dict[str, Any] | None:
+    def _prepare(self, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None, keep: bool = False, hold_start: Any = None) -> dict[str, Any] | None:
         """New input values, poisoned outputs, then (last) the L2 flush and the GPU hold. With ``keep``,
-        a copy of the inputs is taken before the flush, so the timed call still starts cold."""
+        a copy of the inputs is taken before the flush, so the timed call still starts cold. With
+        ``hold_start`` (an event), the hold's start is recorded, so its length gives the SM clock."""
         if self.cfg.refresh_inputs:
             self.refresh(inputs)
         if outputs is not None:
             for t in outputs.values():
                 poison(t)
         kept = {n: (_clone(v) if isinstance(v, torch.Tensor) else v) for n, v in inputs.items()} if keep else None
-        self._hold()
+        self._hold(hold_start)
         return kept
 
-    def _hold(self) -> None:
+    def _hold(self, hold_start: Any = None) -> None:
         if self._flush is not None:
             _zero(self._flush)  # last, so neither new inputs nor poisoned outputs sit in L2
             if _gpu_sleep is not None:
+                if hold_start is not None:
+                    _event_record(hold_start)
                 _gpu_sleep(self.cfg.hold_cycles)
 
     def run(self, fns: list[Callable[[], dict[str, Any]]], inputs: dict[str, Any], outputs: list[dict[str, torch.Tensor] | None], *, budget_s: float | None = None, min_iters: int | None = None, recheck: int | None = None, warmup: int | None = None) -> list[Samples]:
@@ -231,13 +245,14 @@ class Timer:
                 order = range(k) if it % 2 == 0 else range(k - 1, -1, -1)
                 for j in order:
                     slot = self._reservoir_slot(it, n_recheck) if j == 0 else None
-                    keep_in = self._prepare(inputs, outputs[j], keep=slot is not None)
+                    h = _Event(enable_timing=True) if self.cuda and _gpu_sleep is not None else None
+                    keep_in = self._prepare(inputs, outputs[j], keep=slot is not None, hold_start=h)
                     if self.cuda:
                         s, e = _Event(enable_timing=True), _Event(enable_timing=True)
                         _event_record(s)
                         out = fns[j]()
                         _event_record(e)
-                        pending.append((j, (s, e), None))
+                        pending.append((j, (h, s, e), None))
                     else:
                         t0 = _perf_counter_ns()
                         out = fns[j]()
@@ -251,7 +266,13 @@ class Timer:
                 it += 1
             self._sync()
             for j, ev, ms in pending:
-                samples[j].times_ms.append(_event_elapsed(ev[0], ev[1]) if ev is not None else ms)
+                if ev is None:
+                    samples[j].times_ms.append(ms)
+                    continue
+                h, s, e = ev
+                samples[j].times_ms.append(_event_elapsed(s, e))
+                if h is not None:
+                    samples[j].hold_ms.append(_event_elapsed(h, s))
             n = len(samples[0].times_ms)
             elapsed = _monotonic() - t_start
             if n >= cfg.max_iters or (n >= min_n and (elapsed > budget or all(precise_enough(s.times_ms, cfg.target_rsem, cfg.resolution_ms) for s in samples))):

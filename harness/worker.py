@@ -297,6 +297,7 @@ class Evaluator:
         if checked_quiet and self.quiet is not None and not self.quiet["quiet"]:
             res.message = (res.message + "; " if res.message else "") + f"the GPU was busy with other work when timing began (tiny-kernel probe medians {self.quiet['medians_ms'][-3:]} ms after {self.quiet['waited_s']} s): times may read high"
         res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks), "address_sets": samples[0].sets, "quiet_check": self.quiet if checked_quiet else None,
+                       "sm_clock_mhz": samples[0].sm_clock_mhz(self.timing.hold_cycles),
                        "phase_s": {k: round(v, 4) for k, v in phases.items()}}
         return res
 

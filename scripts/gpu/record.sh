@@ -11,6 +11,7 @@
 #   guard        scripts/gpu/guard_gpu.sh: the guard's GPU tests and its corpus on the GPU (~5)
 #   gpu_tests    pytest -m gpu for tests/harness, tests/agents (seed kernels) (~2)
 #   harness_tests pytest -m gpu tests/harness only (~1)
+#   observer_cost scripts/gpu/observer_cost.py: where the CUPTI observer's seconds go (~1)
 #   operators    scripts/gpu/operators_full.py --official-refs --eval, pytest -m gpu tests/operators (~6)
 # Each step's exit code is in $OUT/steps.txt; the script exits non-zero if any step failed.
 set -uo pipefail
@@ -34,6 +35,7 @@ step_profile() {
   "$PY" -m harness.cli eval "$RMS" -d rmsnorm_h4096 --device cuda --profile --workload "$LARGEST" --workload 6829b7a7 --out "$OUT/work/eval_profile" || rc=1
   return $rc
 }
+step_observer_cost() { OUT="$OUT/work" "$PY" scripts/gpu/observer_cost.py; }
 step_guard() { OUT="$OUT/work" bash scripts/gpu/guard_gpu.sh; }
 step_harness_tests() { "$PY" -m pytest -m gpu tests/harness -q -rA -p no:cacheprovider; }
 step_gpu_tests() { "$PY" -m pytest -m gpu tests/harness tests/agents -q -rA -p no:cacheprovider; }

@@ -103,3 +103,11 @@ def test_structured_inputs_are_the_same_in_every_set_so_a_write_to_any_is_visibl
     samples = _timer().run([call], inputs, [None])
     assert inputs_unchanged(frozen, {"idx": inputs["idx"]}) is None  # set 0 alone looks untouched
     assert any(inputs_unchanged(frozen, {"idx": s["idx"]}) == "idx" for s in samples[0].input_sets)
+
+
+def test_sm_clock_is_hold_cycles_over_hold_time():
+    from harness.measure import Samples
+
+    s = Samples(hold_ms=[0.1, 0.125, 0.1, 0.0])  # 200k cycles in 100 µs: 2000 MHz; a zero interval is skipped
+    assert s.sm_clock_mhz(200_000) == {"median": 2000.0, "min": 1600.0, "max": 2000.0}
+    assert Samples().sm_clock_mhz(200_000) is None  # the CPU, or no GPU sleep: nothing to say
