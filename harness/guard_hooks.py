@@ -45,18 +45,20 @@ class Runtime:
             (b @ b).sum().item()
         self.threads_before = rt.thread_count()
 
-    def call_observed(self, call: Callable[[], dict[str, Any]], device: Any) -> tuple[dict[str, Any], list[Finding]]:
+    def call_observed(self, call: Callable[[], dict[str, Any]], device: Any) -> tuple[dict[str, Any], list[Finding], dict[str, Any]]:
         """Run one candidate call under the CUPTI kernel/stream observer (GPU only): its GPU work must
-        stay on one stream, and a cuda solution must launch a ``__global__`` of its own."""
+        stay on one stream, and a cuda solution must launch a ``__global__`` of its own. The third
+        value says what the observer saw (backend, counts, calls it could not read) for the report."""
         if getattr(device, "type", "cpu") != "cuda":
-            return call(), []
+            return call(), [], {}
         names = rt.kernel_names_in(s.content for s in self.solution.sources)
         with rt.CudaLaunchCounter(names) as counter:
             out = call()
         findings = rt.side_stream_check(counter)
         if self.solution.spec.language is Language.CUDA:
             findings += rt.kernel_launch_check(counter)
-        return out, findings
+        seen = {"backend": counter.backend, "kernels": counter.total, "streams": len(counter.streams), "unparsed": counter.unparsed[:20]}
+        return out, findings, seen
 
     def after_call(self, outputs: dict[str, Any], inputs: dict[str, Any], definition: Definition, axes: dict[str, int], previous: Iterable[Any] = ()) -> list[Finding]:
         findings: list[Finding] = []

@@ -525,6 +525,9 @@ def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig
                 timeline.mark(f"observer:{msg['type']}", timeline.sent_at(worker, msg))
             if msg.get("type") == "observed":
                 report.config["observe"] = "done"
+                seen = _observer_seen(msg.get("seen"))
+                if seen:
+                    report.config["observe_seen"] = seen
                 findings = [Finding.model_validate(f) for f in msg.get("findings", [])]
                 # Let it exit on its own and wait for that: a profiler process killed mid-teardown kept
                 # the GPU busy for seconds, and the first timed workloads of the timing worker read
@@ -536,6 +539,22 @@ def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig
                 return findings
     finally:
         worker.kill()
+
+
+def _observer_seen(seen: Any) -> dict[str, Any]:
+    """What the observer says it saw (backend, counts, calls it could not read), cut to plain, bounded
+    values: it comes from the candidate's process, so it is shown in the report and never trusted."""
+    if not isinstance(seen, dict):
+        return {}
+    out: dict[str, Any] = {}
+    if isinstance(seen.get("backend"), str):
+        out["backend"] = seen["backend"][:40]
+    for k in ("kernels", "streams"):
+        if isinstance(seen.get(k), int) and not isinstance(seen.get(k), bool):
+            out[k] = seen[k]
+    if isinstance(seen.get("unparsed"), list):
+        out["unparsed"] = [str(x)[:80] for x in seen["unparsed"][:20]]
+    return out
 
 
 def apply_observer_verdict(r: WorkloadResult, report: Report) -> None:

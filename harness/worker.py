@@ -301,14 +301,14 @@ class Evaluator:
                        "phase_s": {k: round(v, 4) for k, v in phases.items()}}
         return res
 
-    def observe(self, w: Workload) -> list[Finding]:
+    def observe(self, w: Workload) -> tuple[list[Finding], dict[str, Any]]:
         """One candidate call under the CUPTI observer (kernels and streams). It runs in a worker of its
-        own: the profiler, once started in a process, disturbs the timing of small kernels there."""
+        own: a CUPTI client in the timing process is one more thing that can disturb small kernels."""
         axes = self.definition.resolve_axes(w.axes)
         inputs = make_inputs(self.definition, w, seed=seed_for(self.seed, w.uuid, 0), device=self.device, config=self.config, dataset_root=self.dataset_root)
         _, call = self._call(self.fn, self.solution, inputs, axes)
-        _, findings = self.guard.call_observed(call, self.device)
-        return findings
+        _, findings, seen = self.guard.call_observed(call, self.device)
+        return findings, seen
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
@@ -379,7 +379,8 @@ def main() -> int:
     send({"type": "ready"})
     if job.get("mode") == "observe":
         w = Workload.model_validate(job["workloads"][0])
-        send({"type": "observed", "findings": [f.model_dump(mode="json") for f in ev.observe(w)]})
+        findings, seen = ev.observe(w)
+        send({"type": "observed", "findings": [f.model_dump(mode="json") for f in findings], "seen": seen})
         send({"type": "done"})
         return 0
     for wd in job["workloads"]:

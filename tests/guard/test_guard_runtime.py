@@ -362,6 +362,7 @@ def test_cuda_counter_on_gpu():
     with rt.CudaLaunchCounter(rt.kernel_names_in([src])) as c:
         kern((1,), (32,), (cupy.asarray(x), cupy.int32(32)))
     assert c.count == 1, c.kernels
+    assert c.backend == "cupti-callbacks"  # the fast observer, not the 5 s torch-profiler fallback
     with rt.CudaLaunchCounter(["kbot_probe_add"]) as c2:
         x.mul_(2)
     assert c2.total >= 1 and c2.count == 0
@@ -386,18 +387,29 @@ def test_launch_counter_compiled_on_gpu(tmp_path):
 
 
 @pytest.mark.gpu
-def test_side_stream_check_on_gpu():
+@pytest.mark.parametrize("backend", ["callbacks", "profiler"])
+def test_side_stream_check_on_gpu(backend):
     x = torch.randn(1 << 20, device="cuda")
+    host = torch.empty(1 << 20, pin_memory=True)
     torch.cuda.synchronize()
-    with rt.CudaLaunchCounter() as same:
+    with rt.CudaLaunchCounter(backend=backend) as same:
         x.mul_(2)
+        host.copy_(x, non_blocking=True)  # a copy on the current stream is not a side stream
+        x.zero_()
+    assert same.backend == ("cupti-callbacks" if backend == "callbacks" else "torch-profiler")
     assert same.total >= 1 and rt.side_stream_check(same) == [], same.streams
     side = torch.cuda.Stream()
-    with rt.CudaLaunchCounter() as two:
+    with rt.CudaLaunchCounter(backend=backend) as two:
         x.mul_(2)
         with torch.cuda.stream(side):
             x.add_(1)
     assert rules(rt.side_stream_check(two)) == {"runtime-side-stream"}, two.streams
+    side.synchronize()
+    with rt.CudaLaunchCounter(backend=backend) as copy_only:  # a side stream that only copies
+        x.mul_(2)
+        with torch.cuda.stream(side):
+            host.copy_(x, non_blocking=True)
+    assert rules(rt.side_stream_check(copy_only)) == {"runtime-side-stream"}, (copy_only.streams, copy_only.unparsed)
 
 
 def test_side_stream_check_without_cuda():

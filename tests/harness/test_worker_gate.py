@@ -276,3 +276,13 @@ def test_timeline_places_a_message_when_the_worker_sent_it():
     tl.mark("late")
     tl.mark("early", 0.0)
     assert [m for m, _ in tl.marks] == ["early", "late"]  # kept in time order
+
+
+def test_what_the_observer_says_it_saw_is_cut_to_bounded_plain_values():
+    from harness.runner import _observer_seen
+
+    assert _observer_seen("garbage") == {} and _observer_seen(None) == {}
+    got = _observer_seen({"backend": "cupti-callbacks" * 10, "kernels": 3, "streams": True, "unparsed": ["x" * 500] * 50, "extra": "dropped"})
+    assert got["backend"] == ("cupti-callbacks" * 10)[:40] and got["kernels"] == 3
+    assert "streams" not in got and "extra" not in got  # a bool is not a count
+    assert len(got["unparsed"]) == 20 and all(len(x) == 80 for x in got["unparsed"])

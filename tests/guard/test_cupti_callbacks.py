@@ -1,0 +1,140 @@
+"""The CUPTI callback observer's pure parts: parameter-struct offsets, the records a call adds, and the
+callback path driven with a fake libcupti. The GPU run is in test_guard_runtime.py (-m gpu)."""
+
+import ctypes
+
+import pytest
+
+from harness.guard import cupti_callbacks as cc
+
+P, U, S, B = ctypes.c_void_p, ctypes.c_uint, ctypes.c_size_t, ctypes.c_ubyte
+
+# The driver prototypes (cuda.h) as ctypes structs: ctypes lays fields out by the platform's C rules,
+# so each hStream offset here is what the compiler gives the driver's parameter struct.
+PROTOTYPES = {
+    "cuLaunchKernel": [("f", P), ("gx", U), ("gy", U), ("gz", U), ("bx", U), ("by", U), ("bz", U), ("shmem", U), ("hStream", P), ("params", P), ("extra", P)],
+    "cuLaunchCooperativeKernel": [("f", P), ("gx", U), ("gy", U), ("gz", U), ("bx", U), ("by", U), ("bz", U), ("shmem", U), ("hStream", P), ("params", P)],
+    "cuLaunchHostFunc": [("hStream", P), ("fn", P), ("user", P)],
+    "cuGraphLaunch": [("exec", P), ("hStream", P)],
+    "cuMemcpyAsync": [("dst", P), ("src", P), ("n", S), ("hStream", P)],
+    "cuMemcpyHtoDAsync": [("dst", P), ("src", P), ("n", S), ("hStream", P)],
+    "cuMemcpyDtoHAsync": [("dst", P), ("src", P), ("n", S), ("hStream", P)],
+    "cuMemcpyDtoDAsync": [("dst", P), ("src", P), ("n", S), ("hStream", P)],
+    "cuMemcpyPeerAsync": [("dst", P), ("dctx", P), ("src", P), ("sctx", P), ("n", S), ("hStream", P)],
+    "cuMemcpy2DAsync": [("copy", P), ("hStream", P)],
+    "cuMemcpy3DAsync": [("copy", P), ("hStream", P)],
+    "cuMemcpy3DPeerAsync": [("copy", P), ("hStream", P)],
+    "cuMemcpyHtoAAsync": [("arr", P), ("off", S), ("src", P), ("n", S), ("hStream", P)],
+    "cuMemcpyAtoHAsync": [("dst", P), ("arr", P), ("off", S), ("n", S), ("hStream", P)],
+    "cuMemsetD8Async": [("dst", P), ("v", B), ("n", S), ("hStream", P)],
+    "cuMemsetD16Async": [("dst", P), ("v", ctypes.c_ushort), ("n", S), ("hStream", P)],
+    "cuMemsetD32Async": [("dst", P), ("v", U), ("n", S), ("hStream", P)],
+    "cuMemsetD2D8Async": [("dst", P), ("pitch", S), ("v", B), ("w", S), ("h", S), ("hStream", P)],
+    "cuMemsetD2D16Async": [("dst", P), ("pitch", S), ("v", ctypes.c_ushort), ("w", S), ("h", S), ("hStream", P)],
+    "cuMemsetD2D32Async": [("dst", P), ("pitch", S), ("v", U), ("w", S), ("h", S), ("hStream", P)],
+    "cuStreamWriteValue32": [("hStream", P), ("addr", P), ("v", U), ("flags", U)],
+    "cuStreamWriteValue64": [("hStream", P), ("addr", P), ("v", ctypes.c_uint64), ("flags", U)],
+    "cuStreamWaitValue32": [("hStream", P), ("addr", P), ("v", U), ("flags", U)],
+    "cuStreamWaitValue64": [("hStream", P), ("addr", P), ("v", ctypes.c_uint64), ("flags", U)],
+    "cuStreamBatchMemOp": [("hStream", P), ("count", U), ("ops", P), ("flags", U)],
+}
+
+
+class LaunchConfig(ctypes.Structure):  # CUlaunchConfig
+    _fields_ = [("gx", U), ("gy", U), ("gz", U), ("bx", U), ("by", U), ("bz", U), ("shmem", U), ("hStream", P), ("attrs", P), ("nattrs", U)]
+
+
+class LaunchExParams(ctypes.Structure):  # cuLaunchKernelEx_params
+    _fields_ = [("config", ctypes.POINTER(LaunchConfig)), ("f", P), ("params", P), ("extra", P)]
+
+
+def test_every_stream_offset_is_where_the_c_abi_puts_hstream():
+    assert set(PROTOTYPES) | {"cuLaunchKernelEx"} == set(cc.STREAM_ARG)
+    for name, fields in PROTOTYPES.items():
+        struct = type(name, (ctypes.Structure,), {"_fields_": fields})
+        assert cc.STREAM_ARG[name] == struct.hStream.offset, name
+    assert cc.STREAM_ARG["cuLaunchKernelEx"] == ("config", LaunchConfig.hStream.offset)
+
+
+def _params(name: str, stream: int):
+    struct = type(name, (ctypes.Structure,), {"_fields_": PROTOTYPES[name]})
+    return struct(hStream=stream)
+
+
+@pytest.mark.parametrize("name", ["cuLaunchKernel", "cuLaunchKernel_ptsz", "cuMemcpyHtoDAsync_v2", "cuMemsetD2D8Async_ptsz", "cuGraphLaunch"])
+def test_stream_argument_reads_the_handle_through_suffixed_names(name):
+    p = _params(cc.base_name(name), 0xABC000)
+    assert cc.stream_argument(name, ctypes.addressof(p)) == 0xABC000
+
+
+def test_launch_ex_reads_the_stream_through_the_config_pointer_and_legacy_is_the_default_stream():
+    cfg = LaunchConfig(hStream=0x1)  # CU_STREAM_LEGACY
+    p = LaunchExParams(config=ctypes.pointer(cfg))
+    assert cc.stream_argument("cuLaunchKernelEx", ctypes.addressof(p)) == 0
+    cfg.hStream = 0x7F00
+    assert cc.stream_argument("cuLaunchKernelEx", ctypes.addressof(p)) == 0x7F00
+    assert cc.stream_argument("cuLaunchKernelEx", ctypes.addressof(LaunchExParams())) is None  # NULL config
+    assert cc.stream_argument("cuCtxSynchronize", ctypes.addressof(p)) is None
+    assert cc.stream_argument("cuLaunchKernel", None) is None
+
+
+def test_records_name_launches_only_and_list_enqueuing_calls_they_cannot_read():
+    rec = cc.Records()
+    launch, copy = _params("cuLaunchKernel", 0), _params("cuMemcpyDtoDAsync", 0x5000)
+    cc.on_driver_call(rec, "cuLaunchKernel", ctypes.addressof(launch), "rms_kernel")
+    cc.on_driver_call(rec, "cuMemcpyDtoDAsync_v2", ctypes.addressof(copy), None)
+    cc.on_driver_call(rec, "cuCtxSynchronize", None, None)  # enqueues nothing: ignored
+    cc.on_driver_call(rec, "cuMemcpyBatchAsync", ctypes.addressof(copy), None)  # enqueues; not in the table
+    assert rec.kernels == ["rms_kernel"]
+    assert rec.streams == {0, 0x5000}
+    assert rec.unparsed == ["cuMemcpyBatchAsync"]
+
+
+class FakeCupti:
+    """Stands in for libcupti: keeps the callback and the enabled domains, and can refuse."""
+
+    def __init__(self, subscribe_rc=0):
+        self.subscribe_rc = subscribe_rc
+        self.cb = None
+        self.enabled = set()
+
+    def cuptiSubscribe(self, handle, cb, user):  # noqa: N802 — CUPTI's names
+        self.cb = cb
+        return self.subscribe_rc
+
+    def cuptiEnableDomain(self, on, handle, domain):  # noqa: N802
+        (self.enabled.add if on else self.enabled.discard)(domain)
+        return 0
+
+    def call(self, name: bytes, params, symbol: bytes | None = None, site=0, domain=cc.DOMAIN_DRIVER):
+        data = cc.CallbackData(callbackSite=site, functionName=name, functionParams=ctypes.addressof(params), symbolName=symbol)
+        self.cb(None, domain, 0, ctypes.addressof(data))
+
+
+def test_subscription_records_only_inside_a_region_and_only_at_call_entry():
+    lib = FakeCupti()
+    sub = cc.Subscription(lib)
+    side = _params("cuLaunchKernel", 0xBEEF)
+    lib.call(b"cuLaunchKernel", side, b"before")  # no region yet: not recorded
+    sub.start()
+    assert lib.enabled == {cc.DOMAIN_DRIVER}
+    lib.call(b"cuLaunchKernel", _params("cuLaunchKernel", 0), b"mine")
+    lib.call(b"cuLaunchKernel", side, b"hidden", site=1)  # the exit site of a call already counted
+    lib.call(b"cuLaunchKernel_ptsz", side, b"on_side")
+    rec = sub.stop()
+    assert lib.enabled == set()
+    assert rec.kernels == ["mine", "on_side"] and rec.streams == {0, 0xBEEF} and not rec.errors
+    lib.call(b"cuLaunchKernel", side, b"after")
+    assert rec.kernels == ["mine", "on_side"]
+    sub.start()  # a new region starts empty
+    assert sub.records.kernels == []
+
+
+def test_a_refused_subscription_is_an_error_not_a_silent_observer():
+    with pytest.raises(OSError, match="cuptiSubscribe returned 39"):
+        cc.Subscription(FakeCupti(subscribe_rc=39))
+
+
+def test_find_library_returns_a_path_or_none():
+    path = cc.find_library()
+    assert path is None or "libcupti" in path
