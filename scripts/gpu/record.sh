@@ -12,6 +12,7 @@
 #   gpu_tests    pytest -m gpu for tests/harness, tests/agents (seed kernels) (~2)
 #   harness_tests pytest -m gpu tests/harness only (~1)
 #   observer_cost scripts/gpu/observer_cost.py: where the CUPTI observer's seconds go (~1)
+#   launch_floor scripts/gpu/launch_floor.py: per-process launch floor vs CPU placement (~1)
 #   operators    scripts/gpu/operators_full.py --official-refs --eval, pytest -m gpu tests/operators (~6)
 # Each step's exit code is in $OUT/steps.txt; the script exits non-zero if any step failed.
 set -uo pipefail
@@ -36,6 +37,7 @@ step_profile() {
   return $rc
 }
 step_observer_cost() { OUT="$OUT/work" "$PY" scripts/gpu/observer_cost.py; }
+step_launch_floor() { OUT="$OUT/work" "$PY" scripts/gpu/launch_floor.py; }
 step_guard() { OUT="$OUT/work" bash scripts/gpu/guard_gpu.sh; }
 step_harness_tests() { "$PY" -m pytest -m gpu tests/harness -q -rA -p no:cacheprovider; }
 step_gpu_tests() { "$PY" -m pytest -m gpu tests/harness tests/agents -q -rA -p no:cacheprovider; }
