@@ -36,6 +36,18 @@ def prefetch() -> None:
                 pass
 
 
+def cancel_prefetch() -> None:
+    """Stop the queries ``prefetch`` started, for a worker that will never collect them (the observer):
+    an nvidia-smi left running past its parent's exit ran on into the timing worker's timed calls."""
+    while _started:
+        _, proc = _started.popitem()
+        try:
+            proc.kill()
+            proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
 def _git_head() -> list[str]:
     return ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"]
 

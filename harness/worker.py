@@ -236,9 +236,9 @@ class Evaluator:
         if not wait_gate():
             raise SystemExit(0)  # the parent decided (an observer finding): nothing more to do here
         t_gate = time.monotonic()
-        checked_quiet = self.quiet is None
-        if checked_quiet:  # once per worker, before its first timed call
-            self.quiet = wait_until_quiet(self.device)
+        # Before every workload's timing (a few ms): another context on the GPU (a process that exited
+        # but whose context is still being torn down, a neighbour's job) makes a few-µs kernel read slow.
+        self.quiet = wait_until_quiet(self.device)
         t_quiet = time.monotonic()
 
         # ---- timing: fresh values per call, L2 flushed, timed outputs re-checked
@@ -294,9 +294,9 @@ class Evaluator:
         res.seconds = time.monotonic() - t0
         # Where the workload's seconds went: what the harness-overhead figure in docs/measurements.md is made of.
         phases = {"correctness": t_corr - t0, "gate_wait": t_gate - t_corr, "quiet_wait": t_quiet - t_gate, "timing": t_timed - t_quiet, "reference_timing": t0 + res.seconds - t_timed}
-        if checked_quiet and self.quiet is not None and not self.quiet["quiet"]:
+        if self.quiet is not None and not self.quiet["quiet"]:
             res.message = (res.message + "; " if res.message else "") + f"the GPU was busy with other work when timing began (tiny-kernel probe medians {self.quiet['medians_ms'][-3:]} ms after {self.quiet['waited_s']} s): times may read high"
-        res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks), "address_sets": samples[0].sets, "quiet_check": self.quiet if checked_quiet else None,
+        res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks), "address_sets": samples[0].sets, "quiet_check": self.quiet,
                        "sm_clock_mhz": samples[0].sm_clock_mhz(self.timing.hold_cycles),
                        "phase_s": {k: round(v, 4) for k, v in phases.items()}}
         return res
@@ -363,6 +363,10 @@ def main() -> int:
     job = json.loads(read_line_keeping_rest(0))
     _NONCE.append(str(job.get("nonce", "")))
     _detach_stdin(bool(job.get("gated")))
+    if job.get("mode") == "observe":  # it sends no environment: the prefetched queries would outlive it
+        from .env import cancel_prefetch
+
+        cancel_prefetch()
     try:
         ev = Evaluator(job)
     except Exception as e:  # noqa: BLE001

@@ -386,8 +386,36 @@ def test_launch_counter_compiled_on_gpu(tmp_path):
     assert c.count == 1
 
 
+_SIDE_STREAM_IN_A_FRESH_PROCESS = """
+import sys
+import torch
+from harness.guard import runtime as rt
+x = torch.randn(1 << 20, device="cuda")
+side = torch.cuda.Stream()
+with rt.CudaLaunchCounter(backend=sys.argv[1]) as same:
+    x.mul_(2)
+with rt.CudaLaunchCounter(backend=sys.argv[1]) as two:
+    x.mul_(2)
+    with torch.cuda.stream(side):
+        x.add_(1)
+assert same.total >= 1 and rt.side_stream_check(same) == [], (same.backend, same.streams)
+assert [f.rule for f in rt.side_stream_check(two)] == ["runtime-side-stream"], (two.backend, two.streams)
+print(same.backend)
+"""
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["callbacks", "profiler"])
+def test_profiler_fallback_sees_side_streams_in_a_process_without_the_callback_subscriber():
+    # CUPTI takes one subscriber per process: once the callback observer subscribed (the other tests in
+    # this process), the torch profiler cannot start here, so the fallback is tested in a fresh process.
+    p = subprocess.run([sys.executable, "-c", _SIDE_STREAM_IN_A_FRESH_PROCESS, "profiler"], capture_output=True, text=True, timeout=300,
+                       cwd=str(Path(__file__).resolve().parents[2]))
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.strip().splitlines()[-1] == "torch-profiler"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("backend", ["callbacks"])
 def test_side_stream_check_on_gpu(backend):
     x = torch.randn(1 << 20, device="cuda")
     host = torch.empty(1 << 20, pin_memory=True)
