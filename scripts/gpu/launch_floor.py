@@ -29,10 +29,13 @@ OUT = Path(os.environ.get("OUT", "."))
 CHILD = r"""
 import json, os, sys, statistics
 cpus = json.loads(sys.argv[1])
+use_stream = len(sys.argv) > 2 and sys.argv[2] == "stream"
 if cpus:
     os.sched_setaffinity(0, cpus)
 import torch
 dev = torch.device("cuda")
+if use_stream:
+    torch.cuda.set_stream(torch.cuda.Stream())
 flush = torch.empty((256 << 20) // 4, dtype=torch.int32, device=dev)
 x = torch.randn(4096, device=dev)
 HOLD = 200_000
@@ -61,7 +64,7 @@ for _ in range(2):
     run("floor", True, 100)  # warm-up and clocks up
 res = {"cpus": sorted(os.sched_getaffinity(0))[:3] + ["..."], "cpu_now": int(open("/proc/self/stat").read().split()[38])}
 for kind in ("floor", "add"):
-    for fresh in (True, False):
+    for fresh in ((True, False) if len(sys.argv) <= 3 else (True,)):
         res[f"{kind}_{'fresh' if fresh else 'pool'}"] = run(kind, fresh)
 print(json.dumps(res))
 """
@@ -93,20 +96,42 @@ def main() -> int:
         r["placement"] = ["first half", "second half", "unpinned"][i % 3]
         rows.append(r)
         print(json.dumps(r), flush=True)
+    # Does anything under our control remove the per-process floor? Six processes each: a non-default
+    # stream, one hardware connection, and (as a disturbance check) nvidia-smi querying in a loop.
+    variants = {"side_stream": ([], "stream", {}), "max_connections_1": ([], "default", {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}),
+                "smi_running": ([], "default", {})}
+    for name, (cpus, stream, extra_env) in variants.items():
+        for _ in range(6):
+            smi = subprocess.Popen(["bash", "-c", "while true; do nvidia-smi -q > /dev/null; done"]) if name == "smi_running" else None
+            try:
+                p = subprocess.run([sys.executable, str(script), json.dumps(cpus), stream, "fresh-only"], capture_output=True, text=True, timeout=120, env={**os.environ, **extra_env})
+            finally:
+                if smi is not None:
+                    smi.kill()
+                    smi.wait()
+            try:
+                r = json.loads(p.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                r = {"error": p.stderr[-800:]}
+            r["placement"] = name
+            rows.append(r)
+            print(json.dumps(r), flush=True)
     (OUT / "launch_floor.json").write_text(json.dumps({"info": info, "rows": rows}, indent=2))
     print(json.dumps(info, indent=1))
-    print("\nplacement     cpu  floor_fresh floor_pool  hold_fresh  add_fresh add_pool   (µs, medians)")
+    print("\nplacement          cpu  floor_fresh  hold_fresh  add_fresh   (µs, medians)")
     for r in rows:
         if "error" in r:
             print(r["placement"], r["error"][-300:])
             continue
-        print(f"{r['placement']:<12} {r['cpu_now']:>4}  {r['floor_fresh']['median_us']:>10.3f} {r['floor_pool']['median_us']:>10.3f} "
-              f"{r['floor_fresh']['hold_us']:>10.3f} {r['add_fresh']['median_us']:>10.3f} {r['add_pool']['median_us']:>8.3f}")
-    ok = [r for r in rows if "error" not in r]
-    for key in ("floor_fresh", "floor_pool", "add_fresh", "add_pool"):
-        ms = [r[key]["median_us"] for r in ok]
-        if ms:
-            print(f"spread {key}: {100 * (max(ms) - min(ms)) / statistics.median(ms):.1f}%  range {min(ms):.3f}-{max(ms):.3f} µs")
+        print(f"{r['placement']:<17} {r['cpu_now']:>4}  {r['floor_fresh']['median_us']:>10.3f} {r['floor_fresh']['hold_us']:>10.3f} {r['add_fresh']['median_us']:>10.3f}")
+    groups: dict[str, list] = {}
+    for r in rows:
+        if "error" not in r:
+            groups.setdefault("pinning" if r["placement"] in ("first half", "second half", "unpinned") else r["placement"], []).append(r)
+    for g, rs in groups.items():
+        for key in ("floor_fresh", "add_fresh"):
+            ms = [r[key]["median_us"] for r in rs]
+            print(f"{g:<17} spread {key}: {100 * (max(ms) - min(ms)) / statistics.median(ms):.1f}%  range {min(ms):.3f}-{max(ms):.3f} µs over {len(ms)} processes")
     return 0
 
 
