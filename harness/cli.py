@@ -87,40 +87,16 @@ def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, time
     Writes OUT/traces.jsonl (one FlashInfer-Bench Trace per workload, whatever happened) and
     OUT/report.json. Exits 0 only if every workload PASSED, 1 if any did not, 2 on bad input.
     """
-    from .env import resolve_device
-    from .runner import RunConfig, evaluate
-    from .schema import load_solution, load_workloads
+    from .runner import evaluate
+    from .schema import load_solution
 
+    definition, dpath, workloads, (solution,) = _load_run_inputs(definition_arg, workloads_path, workload_filter, [solution_json])
     try:
-        definition, dpath = _load_definition_arg(definition_arg)
-        solution = load_solution(solution_json)
         baseline = load_solution(baseline_json) if baseline_json else None
-        if solution.definition != definition.name:
-            _bad_input(f"solution '{solution.name}' is for definition '{solution.definition}', not '{definition.name}'")
-        wpath = Path(workloads_path) if workloads_path else default_workloads_path(dpath, definition.name)
-        if wpath is None:
-            _bad_input(f"no workloads for {definition.name}: pass --workloads FILE.jsonl")
-        workloads = load_workloads(wpath, definition)
     except SchemaError as e:
         _bad_input(str(e))
-    if workload_filter:
-        workloads = [w for w in workloads if any(w.uuid.startswith(p) for p in workload_filter)]
-    if not workloads:
-        _bad_input("no workloads selected")
-    try:
-        dev = resolve_device(device)
-    except (RuntimeError, ValueError) as e:
-        _bad_input(str(e))
-    from .timing_config import parse_timing_overrides
-
-    try:
-        timing = {"budget_s": budget_s, **parse_timing_overrides(timing_pairs)}
-    except ValueError as e:
-        _bad_input(str(e))
-    overrides = {}
-    if atol is not None or rtol is not None:
-        overrides["tolerance"] = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
-    cfg = RunConfig(device=dev, trials=trials, seed=seed, timeout_s=timeout_s, total_timeout_s=total_timeout_s, timing=timing, config_overrides=overrides, dataset_root=dataset_root)
+    dev = _device(device)
+    cfg = _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_pairs, atol, rtol, dataset_root)
     if out_dir is None:
         if resume:
             _bad_input("--resume needs --out (the run folder to continue)")
@@ -147,6 +123,131 @@ def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, time
 
         print_report(report, out)
     sys.exit(EXIT_OK if report.all_passed else EXIT_FAILED)
+
+
+def _load_run_inputs(definition_arg: str, workloads_path: str | None, workload_filter, solution_paths: list[str]):
+    """The definition, its selected workloads and the solutions, or exit 2 naming what is wrong."""
+    from .schema import load_solution, load_workloads
+
+    try:
+        definition, dpath = _load_definition_arg(definition_arg)
+        solutions = [load_solution(p) for p in solution_paths]
+        for sol in solutions:
+            if sol.definition != definition.name:
+                _bad_input(f"solution '{sol.name}' is for definition '{sol.definition}', not '{definition.name}'")
+        wpath = Path(workloads_path) if workloads_path else default_workloads_path(dpath, definition.name)
+        if wpath is None:
+            _bad_input(f"no workloads for {definition.name}: pass --workloads FILE.jsonl")
+        workloads = load_workloads(wpath, definition)
+    except SchemaError as e:
+        _bad_input(str(e))
+    if workload_filter:
+        workloads = [w for w in workloads if any(w.uuid.startswith(p) for p in workload_filter)]
+    if not workloads:
+        _bad_input("no workloads selected")
+    return definition, dpath, workloads, solutions
+
+
+def _device(device: str) -> str:
+    from .env import resolve_device
+
+    try:
+        return resolve_device(device)
+    except (RuntimeError, ValueError) as e:
+        _bad_input(str(e))
+        raise  # unreachable: _bad_input exits
+
+
+def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_pairs, atol, rtol, dataset_root):
+    from .runner import RunConfig
+    from .timing_config import parse_timing_overrides
+
+    try:
+        timing = {"budget_s": budget_s, **parse_timing_overrides(timing_pairs)}
+    except ValueError as e:
+        _bad_input(str(e))
+    overrides = {}
+    if atol is not None or rtol is not None:
+        overrides["tolerance"] = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
+    return RunConfig(device=dev, trials=trials, seed=seed, timeout_s=timeout_s, total_timeout_s=total_timeout_s, timing=timing, config_overrides=overrides, dataset_root=dataset_root)
+
+
+@cli.command("eval-many")
+@click.argument("solution_jsons", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--definition", "-d", "definition_arg", required=True, help="Definition JSON file, or the name of one of ours (definitions/NAME).")
+@click.option("--workloads", "-w", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL (default: workloads.jsonl next to the definition).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--trials", type=click.IntRange(1, 1000), help="Correctness trials per workload (default: the definition's).")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=300, show_default=True, help="Seconds per workload before it ends as TIMEOUT.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Folder for the runs: OUT/<n>-<solution name>/ holds each solution's traces.jsonl and report.json.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--workload", "workload_filter", multiple=True, help="Only these workload UUIDs (repeatable; a prefix is enough).")
+@click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), default=0.5, show_default=True, help="Timing budget per workload in seconds.")
+@click.option("--timing", "timing_pairs", multiple=True, metavar="NAME=VALUE", help="Advanced: override one timing-protocol setting (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON summary instead of tables.")
+def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials, timeout_s, out_dir, seed, workload_filter, budget_s, timing_pairs, as_json):
+    """Evaluate several solutions of one definition, one after another, exactly as `kbot eval` does each.
+
+    \b
+    What it adds: while one solution is evaluated, the worker processes for the next one start and
+    import torch (3-4 s on the H200), so each later solution starts at its job. Every solution still
+    gets fresh processes of its own (a process is never reused across candidates); the GPU still runs
+    one solution at a time. Use it on a runner that has several candidates to judge.
+
+    \b
+    Writes OUT/<n>-<name>/{traces.jsonl,report.json} per solution and OUT/summary.json; exits 0 only
+    if every workload of every solution PASSED, 1 if any did not, 2 on bad input.
+    """
+    import time
+
+    from .runner import Spares, evaluate, needs_observer, worker_env
+
+    definition, dpath, workloads, solutions = _load_run_inputs(definition_arg, workloads_path, workload_filter, list(solution_jsons))
+    dev = _device(device)
+    cfg = _run_config(dev, trials, seed, timeout_s, None, budget_s, timing_pairs, None, None, None)
+    out = Path(out_dir)
+    per_solution = 2 if needs_observer(cfg) else 1  # the timing worker, and the observer on the GPU
+    ready, upcoming = Spares(), Spares()  # started during the previous solution; starting for the next one
+    rows = []
+    try:
+        for i, sol in enumerate(solutions):
+            upcoming = Spares()
+            if i + 1 < len(solutions):
+                upcoming.start(worker_env(cfg.device), per_solution)  # they import torch while this solution runs
+            spares = ready
+            run_dir = out / f"{i + 1:02d}-{_safe_name(sol.name)}"
+            t0 = time.monotonic()
+            try:
+                report = _run_with_progress(lambda progress, sol=sol, run_dir=run_dir: evaluate(definition, sol, workloads, run_dir, cfg, definition_path=dpath, progress=progress, spares=spares), len(workloads), quiet=as_json)
+            except Exception as e:  # noqa: BLE001 — our failure, not the solution's: exit 3, not 1
+                click.echo(f"harness error on {sol.name}: {type(e).__name__}: {e}", err=True)
+                sys.exit(EXIT_HARNESS)
+            wall = time.monotonic() - t0
+            timed_s = sum(w.latency_ms.n * w.latency_ms.mean for w in report.workloads if w.latency_ms) / 1e3
+            rows.append({"solution": sol.name, "out": str(run_dir), "passed": sum(w.status is Status.PASSED for w in report.workloads),
+                         "workloads": len(report.workloads), "all_passed": report.all_passed, "wall_s": round(wall, 3), "timed_kernel_s": round(timed_s, 4)})
+            if not as_json:
+                from .render import print_report
+
+                print_report(report, run_dir)
+            ready.close()  # any it did not use (a retried observer takes a fresh process)
+            ready = upcoming
+    finally:
+        ready.close()
+        upcoming.close()
+    (out / "summary.json").write_text(json.dumps({"definition": definition.name, "runs": rows}, indent=2))
+    if as_json:
+        click.echo(json.dumps({"definition": definition.name, "runs": rows}, indent=2))
+    else:
+        for r in rows:
+            click.echo(f"{r['solution']:<32} {r['passed']}/{r['workloads']} passed  {r['wall_s']:.1f} s  -> {r['out']}")
+    sys.exit(EXIT_OK if all(r["all_passed"] for r in rows) else EXIT_FAILED)
+
+
+def _safe_name(name: str) -> str:
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "solution"
 
 
 def _fold_profile(report, out: Path, definition, solution, workloads) -> None:

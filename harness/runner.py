@@ -101,36 +101,121 @@ class CappedLog:
             return text
 
 
-class Worker:
-    """One worker process with its result channel and its drained output."""
+@dataclass
+class Spawned:
+    """A worker process with its result channel and drained output, before (or after) it has a job."""
 
-    def __init__(self, job: dict[str, Any], env: dict[str, str], *, gated: bool = False):
+    proc: subprocess.Popen
+    rfd: int
+    log: "CappedLog"
+    drain: threading.Thread
+
+    @classmethod
+    def start(cls, env: dict[str, str]) -> "Spawned":
+        r, w = os.pipe()
+        log = CappedLog()
+        proc = subprocess.Popen(
+            [sys.executable, "-u", "-m", "harness.worker"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            pass_fds=(w,), env={**env, "KBOT_RESULT_FD": str(w)}, cwd=str(REPO_ROOT), start_new_session=True,
+        )
+        os.close(w)
+        drain = threading.Thread(target=_pump, args=(proc, log), daemon=True)
+        drain.start()
+        return cls(proc, r, log, drain)
+
+    def discard(self) -> None:
+        for f in (self.proc.stdin,):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.close(self.rfd)
+        except OSError:
+            pass
+
+
+def _pump(proc: subprocess.Popen, log: "CappedLog") -> None:
+    """Drain a worker's stdout/stderr into its capped log, so a candidate printing megabytes never
+    blocks on a full pipe."""
+    assert proc.stdout is not None
+    while True:
+        chunk = proc.stdout.read1(65536) if hasattr(proc.stdout, "read1") else proc.stdout.read(65536)
+        if not chunk:
+            return
+        log.feed(chunk)
+
+
+class Spares:
+    """Worker processes started before they are needed. A worker imports torch (3-4 s on the H200) before
+    it reads its job, so a spare started while one candidate is evaluated makes the next candidate's
+    evaluation start at the job, not at the import. Each spare serves one job and is never reused: a
+    candidate's process is never handed to another candidate. Only the environment must match."""
+
+    def __init__(self) -> None:
+        self._idle: list[tuple[dict[str, str], Spawned]] = []
+
+    def start(self, env: dict[str, str], n: int) -> None:
+        for _ in range(n):
+            self._idle.append((dict(env), Spawned.start(env)))
+
+    def take(self, env: dict[str, str]) -> Spawned | None:
+        while self._idle:
+            for i, (e, sp) in enumerate(self._idle):
+                if e == env:
+                    del self._idle[i]
+                    if sp.proc.poll() is None:
+                        return sp
+                    sp.discard()  # it died idle (nothing of a candidate's ran in it): drop it, try the next
+                    break
+            else:
+                return None
+        return None
+
+    def __len__(self) -> int:
+        return len(self._idle)
+
+    def close(self) -> None:
+        while self._idle:
+            self._idle.pop()[1].discard()
+
+
+class Worker:
+    """One worker process with its result channel and its drained output; a spare's process when
+    ``spares`` has one for this environment, else a fresh one."""
+
+    def __init__(self, job: dict[str, Any], env: dict[str, str], *, gated: bool = False, spares: Spares | None = None):
         import secrets
 
         # Every message must carry this run's nonce: bytes that reach the channel by other means (a
         # candidate that found the descriptor) are refused as garbage.
         self.nonce = secrets.token_hex(16)
         job = {**job, "nonce": self.nonce, "gated": gated}
-        self.started_at = time.monotonic()
-        r, w = os.pipe()
-        self.log = CappedLog()
-        env = {**env, "KBOT_RESULT_FD": str(w)}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-u", "-m", "harness.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=(w,), env=env, cwd=str(REPO_ROOT), start_new_session=True,
-        )
-        os.close(w)
-        self.rfd = r
+        spare = spares.take(env) if spares is not None else None
+        self.from_spare = spare is not None
+        spawned = spare or Spawned.start(env)
+        self.started_at = time.monotonic()  # start-up timeout counts from the job, spare or not
+        self.proc, self.rfd, self.log, self._drain = spawned.proc, spawned.rfd, spawned.log, spawned.drain
         self.buf = b""
         self._killed = False
-        self._drain = threading.Thread(target=self._pump, daemon=True)
-        self._drain.start()
         assert self.proc.stdin is not None
-        self.proc.stdin.write((json.dumps(job) + "\n").encode())
-        self.proc.stdin.flush()
-        if not gated:
-            self.proc.stdin.close()
+        try:
+            self.proc.stdin.write((json.dumps(job) + "\n").encode())
+            self.proc.stdin.flush()
+            if not gated:
+                self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # it died before reading its job: its channel reports that
 
     def open_gate(self) -> None:
         """Let a gated worker go on to its first timed call (see harness.worker.wait_gate)."""
@@ -140,14 +225,6 @@ class Worker:
             self.proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # it died meanwhile: its channel reports that
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        while True:
-            chunk = self.proc.stdout.read1(65536) if hasattr(self.proc.stdout, "read1") else self.proc.stdout.read(65536)
-            if not chunk:
-                return
-            self.log.feed(chunk)
 
     def next_message(self, deadline: float) -> dict[str, Any] | None:
         """The next JSON message, or None on timeout or when the worker's channel closed."""
@@ -269,8 +346,10 @@ def evaluate(
     definition_path: Path | None = None,
     resume: bool = False,
     progress: Progress | None = None,
+    spares: Spares | None = None,
 ) -> Report:
-    """Evaluate ``solution`` on ``workloads``; writes traces.jsonl and report.json into ``out_dir``."""
+    """Evaluate ``solution`` on ``workloads``; writes traces.jsonl and report.json into ``out_dir``.
+    ``spares``: worker processes already started (``kbot eval-many``); used when their environment fits."""
     out_dir.mkdir(parents=True, exist_ok=True)
     traces_path = out_dir / "traces.jsonl"
     # Filled from the worker's first message: the parent never imports torch (seconds saved per run).
@@ -351,8 +430,10 @@ def evaluate(
     observing = bool(pending) and needs_observer(cfg)
     # The first worker starts at once; when an observer pass runs, it runs concurrently and this worker
     # waits at its gate before its first timed call (start-up, build and correctness overlap).
-    first: Worker | None = Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ, gated=observing) if pending else None
+    first: Worker | None = Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ, gated=observing, spares=spares) if pending else None
     timeline.mark("worker_started")
+    if first is not None and spares is not None:
+        report.config["spare_worker"] = first.from_spare  # started before this run (kbot eval-many)
     try:
         if observing:
             assert first is not None
@@ -360,10 +441,10 @@ def evaluate(
             # loads a .so the other is still writing).
             observe_job = {**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe", "workdir": str(out_dir / "build" / f"w-{uuidlib.uuid4().hex[:12]}")}
             report.config["observe_workload"] = pending[0].uuid
-            findings = observe_kernels(observe_job, environ, cfg, report, timeline, total_deadline)
+            findings = observe_kernels(observe_job, environ, cfg, report, timeline, total_deadline, spares)
             if findings is None and report.config.get("observe") == "no result":  # a crash, a timeout: once more, the timing worker idle at its gate
                 timeline.mark("observer_retry")
-                findings = observe_kernels(observe_job, environ, cfg, report, timeline, total_deadline)
+                findings = observe_kernels(observe_job, environ, cfg, report, timeline, total_deadline, spares)
             if findings is None:
                 # A call that cannot be observed must not pass because it was not observed: results that
                 # pass anyway are rejected (apply_observer_verdict); failing ones keep their status.
@@ -503,11 +584,11 @@ def needs_observer(cfg: RunConfig) -> bool:
     return cfg.guard and cfg.device == "cuda"
 
 
-def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig, report: Report, timeline: Timeline | None = None, total_deadline: float = float("inf")) -> list[Finding] | None:
+def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig, report: Report, timeline: Timeline | None = None, total_deadline: float = float("inf"), spares: Spares | None = None) -> list[Finding] | None:
     """A separate worker makes one call under the CUPTI observer: GPU work on a side stream, or a cuda
     solution that never launches a kernel of its own, is REJECTED. None when the pass gave no verdict
     (a crash, a timeout, a failed build): the caller decides what that means."""
-    worker = Worker(job, environ)
+    worker = Worker(job, environ, spares=spares)
     deadline = min(time.monotonic() + cfg.startup_timeout_s + cfg.timeout_s, total_deadline)
     try:
         while True:

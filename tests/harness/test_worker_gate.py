@@ -138,7 +138,7 @@ def test_the_runner_times_only_after_the_observer_and_not_at_all_when_it_objects
 
     seen_workdirs: list = []
 
-    def slow_observer(job, environ, cfg, report, timeline=None, total_deadline=None):
+    def slow_observer(job, environ, cfg, report, timeline=None, total_deadline=None, spares=None):
         assert job["mode"] == "observe" and len(job["workloads"]) == 1
         # Its own build folder (no race on a CUDA extension), named like the timing worker's: a candidate
         # reading its path cannot tell which worker it is in.
@@ -226,7 +226,7 @@ def test_a_call_that_cannot_be_observed_does_not_pass_unobserved(tmp_path, monke
     cfg = RunConfig(device="cpu", timing=FAST, timeout_s=60, trials=1)
     calls = []
 
-    def crashing_observer(job, environ, cfg, report, timeline=None, total_deadline=None):
+    def crashing_observer(job, environ, cfg, report, timeline=None, total_deadline=None, spares=None):
         calls.append(job["workdir"])
         report.config["observe"] = "no result"
         return None
@@ -249,7 +249,7 @@ def test_a_call_that_cannot_be_observed_does_not_pass_unobserved(tmp_path, monke
     rep = evaluate(d, _solution(WRONG_ON_FIRST.replace("FIRST", str(first_rows))), ws, tmp_path / "bug", cfg, definition_path=DEF)
     assert [w.status for w in rep.workloads] == [Status.INCORRECT_NUMERICAL, Status.PASSED]
 
-    def timed_out_observer(job, environ, cfg, report, timeline=None, total_deadline=None):
+    def timed_out_observer(job, environ, cfg, report, timeline=None, total_deadline=None, spares=None):
         calls.append(job["workdir"])
         report.config["observe"] = "no result: timed out"
         return None
