@@ -39,11 +39,13 @@ _zero = torch.Tensor.zero_
 _gpu_sleep = getattr(torch.cuda, "_sleep", None)
 
 
-def wait_until_quiet(device: torch.device, *, max_s: float = 10.0, threshold_ms: float = 0.02, probes: int = 20) -> dict[str, Any]:
+def wait_until_quiet(device: torch.device, *, max_s: float = 10.0, threshold_ms: float = 0.02, probes: int = 20, hold_cycles: int = 200_000) -> dict[str, Any]:
     """Wait until nothing else keeps the GPU busy before the first timed call of a worker.
 
     A tiny memset, held behind a GPU sleep so host launch latency stays outside its events, takes a few
     µs on an idle GPU and tens of µs when another context shares it (the GPU time-slices between them).
+    The sleep must outlast the host's enqueueing of the next probe: at 20k cycles (10 µs) the probes
+    read 9-20 µs on an idle H200, which was the host's launch latency, not the GPU.
     Probes until two rounds in a row have a median under ``threshold_ms``, or ``max_s`` passes; returns
     the seconds waited, the round medians, and whether it got quiet (said in the report when not)."""
     if device.type != "cuda":
@@ -55,7 +57,7 @@ def wait_until_quiet(device: torch.device, *, max_s: float = 10.0, threshold_ms:
         pairs = []
         for _ in range(probes):
             if _gpu_sleep is not None:
-                _gpu_sleep(20_000)
+                _gpu_sleep(hold_cycles)
             s, e = _Event(enable_timing=True), _Event(enable_timing=True)
             _event_record(s)
             _zero(x)
@@ -120,14 +122,17 @@ class Samples:
     rechecks: list[tuple[dict[str, Any], dict[str, Any]]] = field(default_factory=list)  # (inputs, outputs)
     input_sets: list[dict[str, Any]] = field(default_factory=list)  # every input set the timed calls used
     sets: int = 1
-    hold_ms: list[float] = field(default_factory=list)  # how long each GPU hold before a timed call took
+    clock_mhz: list[float] = field(default_factory=list)  # hold cycles / hold time, per kept timed call
+    late_dropped: int = 0  # timed calls enqueued after their hold had ended (host latency inside the events)
+    late_kept: int = 0  # the same, kept because the hold was already at its longest: the call is host-bound
+    hold_cycles: int = 0  # the hold in use when sampling stopped (it doubles while calls arrive late)
 
-    def sm_clock_mhz(self, hold_cycles: int) -> dict[str, float] | None:
+    def sm_clock_mhz(self) -> dict[str, float] | None:
         """The multiprocessor clock while this callable was timed, from the holds: the hold spins a fixed
         number of cycles, so cycles / time is the clock (read a little low: the hold's own launch is in
         its interval). Latency-bound kernels run at this clock; an unlocked GPU that has not boosted
         makes them read slow, which is what this is here to show."""
-        xs = sorted(hold_cycles / (ms * 1e3) for ms in self.hold_ms if ms > 0)
+        xs = sorted(self.clock_mhz)
         if not xs:
             return None
         return {"median": round(xs[len(xs) // 2], 1), "min": round(xs[0], 1), "max": round(xs[-1], 1)}
@@ -179,8 +184,9 @@ class Timer:
         # Address rotation matters on the GPU only; tests turn it on for the CPU to exercise the same path.
         self.rotate = cfg.rotate_sets if (self.cuda or rotate_on_cpu) else 1
         self._flush = torch.empty(cfg.flush_l2_bytes // 4, dtype=torch.int32, device=device) if self.cuda else None
+        self._hold_enqueued_ns = 0
 
-    def _prepare(self, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None, keep: bool = False, hold_start: Any = None) -> dict[str, Any] | None:
+    def _prepare(self, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None, keep: bool = False, hold_start: Any = None, hold_cycles: int | None = None) -> dict[str, Any] | None:
         """New input values, poisoned outputs, then (last) the L2 flush and the GPU hold. With ``keep``,
         a copy of the inputs is taken before the flush, so the timed call still starts cold. With
         ``hold_start`` (an event), the hold's start is recorded, so its length gives the SM clock."""
@@ -190,16 +196,19 @@ class Timer:
             for t in outputs.values():
                 poison(t)
         kept = {n: (_clone(v) if isinstance(v, torch.Tensor) else v) for n, v in inputs.items()} if keep else None
-        self._hold(hold_start)
+        self._hold(hold_start, hold_cycles)
         return kept
 
-    def _hold(self, hold_start: Any = None) -> None:
+    def _hold(self, hold_start: Any = None, cycles: int | None = None) -> None:
         if self._flush is not None:
             _zero(self._flush)  # last, so neither new inputs nor poisoned outputs sit in L2
             if _gpu_sleep is not None:
                 if hold_start is not None:
                     _event_record(hold_start)
-                _gpu_sleep(self.cfg.hold_cycles)
+                # The hold cannot start on the GPU before this moment: a call enqueued less than a hold's
+                # length later was waiting in the queue when the hold ended (see covered()).
+                self._hold_enqueued_ns = _perf_counter_ns()
+                _gpu_sleep(self.cfg.hold_cycles if cycles is None else cycles)
 
     def run(self, fns: list[Callable[[], dict[str, Any]]], inputs: dict[str, Any], outputs: list[dict[str, torch.Tensor] | None], *, budget_s: float | None = None, min_iters: int | None = None, recheck: int | None = None, warmup: int | None = None) -> list[Samples]:
         """Time each ``fns[k]`` (a closure calling the solution on ``inputs``/``outputs[k]``).
@@ -238,46 +247,46 @@ class Timer:
         kept: list[tuple[dict[str, Any], dict[str, Any]]] = []
         t_start = _monotonic()
         it = 0
+        hold = cfg.hold_cycles
+        timed_holds = self.cuda and _gpu_sleep is not None
         while True:
-            pending: list[tuple[int, Any, Any]] = []
+            pending: list[list[tuple[int, Any, Any, int]]] = []  # per iteration: (callable, events, cpu ms, host ns from hold to enqueued)
             for _ in range(cfg.chunk):
                 rot.use(it)
                 order = range(k) if it % 2 == 0 else range(k - 1, -1, -1)
+                row = []
                 for j in order:
                     slot = self._reservoir_slot(it, n_recheck) if j == 0 else None
-                    h = _Event(enable_timing=True) if self.cuda and _gpu_sleep is not None else None
-                    keep_in = self._prepare(inputs, outputs[j], keep=slot is not None, hold_start=h)
+                    h = _Event(enable_timing=True) if timed_holds else None
+                    keep_in = self._prepare(inputs, outputs[j], keep=slot is not None, hold_start=h, hold_cycles=hold)
                     if self.cuda:
                         s, e = _Event(enable_timing=True), _Event(enable_timing=True)
                         _event_record(s)
                         out = fns[j]()
+                        enqueued_ns = _perf_counter_ns() - self._hold_enqueued_ns if timed_holds else 0
                         _event_record(e)
-                        pending.append((j, (h, s, e), None))
+                        row.append((j, (h, s, e), None, enqueued_ns))
                     else:
                         t0 = _perf_counter_ns()
                         out = fns[j]()
-                        pending.append((j, None, (_perf_counter_ns() - t0) / 1e6))
+                        row.append((j, None, (_perf_counter_ns() - t0) / 1e6, 0))
                     if keep_in is not None:
                         pair = (keep_in, {n: (_clone(v) if isinstance(v, torch.Tensor) else v) for n, v in out.items()})
                         if slot < len(kept):
                             kept[slot] = pair
                         else:
                             kept.append(pair)
+                pending.append(row)
                 it += 1
             self._sync()
-            for j, ev, ms in pending:
-                if ev is None:
-                    samples[j].times_ms.append(ms)
-                    continue
-                h, s, e = ev
-                samples[j].times_ms.append(_event_elapsed(s, e))
-                if h is not None:
-                    samples[j].hold_ms.append(_event_elapsed(h, s))
+            hold = self._collect(pending, samples, hold)
             n = len(samples[0].times_ms)
             elapsed = _monotonic() - t_start
             if n >= cfg.max_iters or (n >= min_n and (elapsed > budget or all(precise_enough(s.times_ms, cfg.target_rsem, cfg.resolution_ms) for s in samples))):
                 break
             if elapsed > 4 * budget and n >= 3:  # a very slow callable (a reference taking seconds)
+                break
+            if elapsed > 4 * budget and n == 0:  # every call arrived late, even behind the longest hold
                 break
         samples[0].rechecks = kept
         rot.restore()
@@ -290,6 +299,41 @@ class Timer:
                 fns[j]()
             self._sync()
             samples[j].wall_ms_per_call = (_perf_counter_ns() - t0) / 1e6 / reps
+
+    def _collect(self, pending: list[list[tuple[int, Any, Any, int]]], samples: list[Samples], hold: int) -> int:
+        """Read a chunk's events into the samples; returns the hold to use next.
+
+        A timed call is *covered* when the host had enqueued it before the GPU finished the hold in
+        front of it; then the start event fires right before the kernel and the interval holds GPU
+        work only. A call enqueued later (a slow host: another process's start-up or exit on a shared
+        CPU, a candidate that launches many small kernels) leaves host latency between the events:
+        such an iteration is dropped and, when more than a fifth of a chunk arrived late, the hold
+        doubles, up to 16x the configured one. At the longest hold late calls are kept and counted
+        (``late_kept``): the call itself is host-bound."""
+        longest = 16 * self.cfg.hold_cycles
+        late = 0
+        for row in pending:
+            if any(ev is None for _, ev, _, _ in row):  # the CPU: no hold, no events
+                for j, _, ms, _ in row:
+                    samples[j].times_ms.append(ms)
+                continue
+            times = [(j, _event_elapsed(ev[1], ev[2]), _event_elapsed(ev[0], ev[1]) if ev[0] is not None else None, ns) for j, ev, _, ns in row]
+            is_late = any(hold_ms is not None and ns / 1e6 >= 0.9 * hold_ms for _, _, hold_ms, ns in times)
+            if is_late:
+                late += 1
+                if hold < longest:
+                    samples[0].late_dropped += 1
+                    continue
+                samples[0].late_kept += 1
+            for j, ms, hold_ms, _ in times:
+                samples[j].times_ms.append(ms)
+                if hold_ms is not None and hold_ms > 0:
+                    samples[j].clock_mhz.append(hold / (hold_ms * 1e3))
+        if late * 5 > len(pending) and hold < longest:
+            hold = min(2 * hold, longest)
+        for smp in samples:
+            smp.hold_cycles = hold
+        return hold
 
     def _reservoir_slot(self, it: int, size: int) -> int | None:
         """Reservoir sampling (Algorithm R): the slot call ``it`` takes in a uniform sample of ``size``

@@ -296,8 +296,12 @@ class Evaluator:
         phases = {"correctness": t_corr - t0, "gate_wait": t_gate - t_corr, "quiet_wait": t_quiet - t_gate, "timing": t_timed - t_quiet, "reference_timing": t0 + res.seconds - t_timed}
         if self.quiet is not None and not self.quiet["quiet"]:
             res.message = (res.message + "; " if res.message else "") + f"the GPU was busy with other work when timing began (tiny-kernel probe medians {self.quiet['medians_ms'][-3:]} ms after {self.quiet['waited_s']} s): times may read high"
+        if samples[0].late_kept:
+            res.message = (res.message + "; " if res.message else "") + (f"host-bound: {samples[0].late_kept} timed calls were still being enqueued when the longest GPU hold "
+                                                                          f"({samples[0].hold_cycles} cycles) ended, so their times include host time (does the call synchronize?)")
         res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks), "address_sets": samples[0].sets, "quiet_check": self.quiet,
-                       "sm_clock_mhz": samples[0].sm_clock_mhz(self.timing.hold_cycles),
+                       "sm_clock_mhz": samples[0].sm_clock_mhz(), "hold_cycles": samples[0].hold_cycles,
+                       "late_dropped": samples[0].late_dropped, "late_kept": samples[0].late_kept,
                        "phase_s": {k: round(v, 4) for k, v in phases.items()}}
         return res
 

@@ -105,9 +105,9 @@ def test_structured_inputs_are_the_same_in_every_set_so_a_write_to_any_is_visibl
     assert any(inputs_unchanged(frozen, {"idx": s["idx"]}) == "idx" for s in samples[0].input_sets)
 
 
-def test_sm_clock_is_hold_cycles_over_hold_time():
+def test_sm_clock_summary_of_the_kept_calls():
     from harness.measure import Samples
 
-    s = Samples(hold_ms=[0.1, 0.125, 0.1, 0.0])  # 200k cycles in 100 µs: 2000 MHz; a zero interval is skipped
-    assert s.sm_clock_mhz(200_000) == {"median": 2000.0, "min": 1600.0, "max": 2000.0}
-    assert Samples().sm_clock_mhz(200_000) is None  # the CPU, or no GPU sleep: nothing to say
+    s = Samples(clock_mhz=[2000.0, 1600.0, 2000.0])
+    assert s.sm_clock_mhz() == {"median": 2000.0, "min": 1600.0, "max": 2000.0}
+    assert Samples().sm_clock_mhz() is None  # the CPU, or no GPU sleep: nothing to say
