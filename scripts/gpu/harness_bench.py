@@ -72,7 +72,9 @@ for i in range(1, args.procs + 1):
                  "ci95_ms": {w["uuid"]: w["latency_ms"]["ci95"] for w in rep["workloads"] if w.get("latency_ms")},
                  "timeline_s": rep["config"].get("timeline_s"), "worker_startup_s": rep["config"].get("worker_startup_s"),
                  "phase_s": {w["uuid"]: (w.get("profile") or {}).get("phase_s") for w in rep["workloads"]},
-                 "sm_clock_mhz": {w["uuid"]: (w.get("profile") or {}).get("sm_clock_mhz") for w in rep["workloads"]}})
+                 "sm_clock_mhz": {w["uuid"]: (w.get("profile") or {}).get("sm_clock_mhz") for w in rep["workloads"]},
+                 "late": {w["uuid"]: [(w.get("profile") or {}).get(k) for k in ("late_dropped", "late_kept", "hold_cycles")] for w in rep["workloads"]},
+                 "quiet_ms": {w["uuid"]: ((w.get("profile") or {}).get("quiet_check") or {}).get("medians_ms") for w in rep["workloads"]}})
 results["runs"] = runs
 spread = {}
 for u in runs[0]["medians_ms"]:
@@ -158,7 +160,8 @@ print(f"\n== {results['gpu']} {results['date']}  copy bandwidth {bw/1e12:.2f} TB
 print(f"(1) spread of medians over {args.procs} processes:")
 for u, s in spread.items():
     clocks = [(r.get("sm_clock_mhz") or {}).get(u) or {} for r in runs]
-    print(f"   batch {s['batch']:>6}: {s['spread_pct']:.2f}%  medians(us)={[round(m*1e3, 2) for m in s['medians_ms']]}  SM MHz={[c.get('median') for c in clocks]}")
+    late = [(r.get("late") or {}).get(u) for r in runs]
+    print(f"   batch {s['batch']:>6}: {s['spread_pct']:.2f}%  medians(us)={[round(m*1e3, 2) for m in s['medians_ms']]}  SM MHz={[c.get('median') for c in clocks]}  late(dropped,kept,hold)={late}")
 print("(2) agreement (ms): batch, do_bench, event loop, ours, ours w/ fresh inputs; ours vs do_bench, vs loop, fresh vs do_bench")
 for b, a in agree.items():
     print(f"   {b:>6} {a['do_bench_ms']:.5f} {a['event_loop_ms']:.5f} {a['ours_ms']:.5f} {a['ours_fresh_inputs_ms']:.5f}  {a['ours_vs_do_bench_pct']:+.2f}% {a['ours_vs_loop_pct']:+.2f}% {a['fresh_vs_do_bench_pct']:+.2f}%")
