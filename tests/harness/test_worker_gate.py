@@ -286,3 +286,14 @@ def test_what_the_observer_says_it_saw_is_cut_to_bounded_plain_values():
     assert got["backend"] == ("cupti-callbacks" * 10)[:40] and got["kernels"] == 3
     assert "streams" not in got and "extra" not in got  # a bool is not a count
     assert len(got["unparsed"]) == 20 and all(len(x) == 80 for x in got["unparsed"])
+
+
+def test_the_observer_reports_and_exits_at_once(tmp_path):
+    job = {**_job(tmp_path), "mode": "observe"}
+    w = Worker(job, worker_env("cpu"))
+    try:
+        seen, ok = _messages_until(w, "done", 120)
+        assert ok and "observed" in seen and "env" not in seen, seen  # an observer sends no environment
+        assert w.proc.wait(timeout=30) == 0  # out through os._exit, with status 0
+    finally:
+        w.kill()
