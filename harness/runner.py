@@ -125,10 +125,11 @@ class Spawned:
         return cls(proc, r, log, drain)
 
     def discard(self) -> None:
-        for f in (self.proc.stdin,):
+        """Kill the process group, reap it, and close the channel (call once: a second killpg could hit
+        a process group that reused the id)."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
-                if f is not None:
-                    f.close()
+                self.proc.stdin.close()
             except OSError:
                 pass
         try:
@@ -139,6 +140,7 @@ class Spawned:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
+        self.drain.join(timeout=2)
         try:
             os.close(self.rfd)
         except OSError:
@@ -205,7 +207,8 @@ class Worker:
         self.from_spare = spare is not None
         spawned = spare or Spawned.start(env)
         self.started_at = time.monotonic()  # start-up timeout counts from the job, spare or not
-        self.proc, self.rfd, self.log, self._drain = spawned.proc, spawned.rfd, spawned.log, spawned.drain
+        self._spawned = spawned
+        self.proc, self.rfd, self.log = spawned.proc, spawned.rfd, spawned.log
         self.buf = b""
         self._killed = False
         assert self.proc.stdin is not None
@@ -258,24 +261,7 @@ class Worker:
         if self._killed:
             return
         self._killed = True
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            try:
-                self.proc.stdin.close()
-            except OSError:
-                pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        self._drain.join(timeout=2)
-        try:
-            os.close(self.rfd)
-        except OSError:
-            pass
+        self._spawned.discard()
 
     def exit_description(self) -> str:
         rc = self.proc.poll()
