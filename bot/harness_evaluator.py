@@ -9,6 +9,11 @@ that already have a trace line are not measured again).
 
 ``evaluations.jsonl`` in ``runs_dir`` gets one line per evaluation actually started (not per cache hit),
 so callers and tests can count real worker runs.
+
+With ``spare_workers`` (the default on the GPU) each evaluation starts the worker processes of the
+next one, so they have imported torch (3-4 s on the H200) when the next candidate arrives; each spare
+serves one job (``harness.runner.Spares``). ``close()`` ends the idle ones; a spare whose parent died
+reads end-of-file as its job and exits on its own.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.report import Report, load_report
-from harness.runner import RunConfig, evaluate
+from harness.runner import RunConfig, Spares, evaluate, needs_observer, worker_env
 from harness.schema import Definition, Solution, Workload
 
 DONE = "kbot-done.json"
@@ -40,8 +45,10 @@ class HarnessEvaluator:
     seed: int = 0
     definition_path: Path | None = None
     progress: Progress | None = None
+    spare_workers: bool | None = None  # None: on the GPU only (on the CPU the import is ~1 s and tests run many evaluations)
     cache_hits: int = field(default=0, init=False)
     runs: int = field(default=0, init=False)
+    _spares: Spares | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.device not in ("cpu", "cuda"):
@@ -94,11 +101,33 @@ class HarnessEvaluator:
         if self.progress:
             self.progress("start", {"solution": solution.name, "baseline": baseline.name if baseline else None,
                                     "run_dir": str(d), "resume": resume})
-        report = evaluate(self.definition, solution, self.workloads, d, self.config(), baseline=baseline,
-                          definition_path=self.definition_path, resume=resume,
-                          progress=(lambda kind, obj: self.progress("workload", obj)) if self.progress else None)
+        ready = self._next_spares()
+        try:
+            report = evaluate(self.definition, solution, self.workloads, d, self.config(), baseline=baseline,
+                              definition_path=self.definition_path, resume=resume, spares=ready,
+                              progress=(lambda kind, obj: self.progress("workload", obj)) if self.progress else None)
+        finally:
+            if ready is not None:
+                ready.close()  # any it did not use
         (d / DONE).write_text(json.dumps({"run_id": report.run_id, "finished": report.finished}) + "\n")
         return report
+
+    def _next_spares(self) -> Spares | None:
+        """The spares started during the previous evaluation (None the first time), after starting this
+        evaluation's successors: they import while this one runs."""
+        use = self.spare_workers if self.spare_workers is not None else self.device == "cuda"
+        if not use:
+            return None
+        ready, self._spares = self._spares, Spares()
+        cfg = self.config()
+        self._spares.start(worker_env(cfg.device), 2 if needs_observer(cfg) else 1)
+        return ready if ready is not None else Spares()
+
+    def close(self) -> None:
+        """End the idle spare workers (safe to call more than once)."""
+        if self._spares is not None:
+            self._spares.close()
+            self._spares = None
 
     def latest_report(self, solution_hash: str) -> Report | None:
         """The most recent finished report of a solution with any baseline (for the champion column)."""

@@ -397,12 +397,16 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
         campaign = Campaign.start(definition, [champion], agent, evaluator, config, store, workloads=workloads)
     evaluator.campaign = campaign
     steps: list[StepResult] = []
-    while True:
-        r = campaign.step()
-        steps.append(r)
-        event("step", r.__dict__)
-        if r.stopped:
-            break
+    try:
+        while True:
+            r = campaign.step()
+            steps.append(r)
+            event("step", r.__dict__)
+            if r.stopped:
+                break
+    finally:
+        if hasattr(harness, "close"):
+            harness.close()  # the spare workers started for an evaluation that will not come
     _write_json(store / "finished.json", {"finished": _now(), "reason": r.reason})
     return summarize_campaign(ws, campaign, evaluator, harness, device, wl_path)
 
