@@ -203,11 +203,12 @@ class Timer:
         if self._flush is not None:
             _zero(self._flush)  # last, so neither new inputs nor poisoned outputs sit in L2
             if _gpu_sleep is not None:
+                # The hold cannot start on the GPU before this moment (taken before its start event, so a
+                # host stall between the two only makes the check stricter): a call enqueued less than a
+                # hold's length later was waiting in the queue when the hold ended (see _collect).
+                self._hold_enqueued_ns = _perf_counter_ns()
                 if hold_start is not None:
                     _event_record(hold_start)
-                # The hold cannot start on the GPU before this moment: a call enqueued less than a hold's
-                # length later was waiting in the queue when the hold ended (see covered()).
-                self._hold_enqueued_ns = _perf_counter_ns()
                 _gpu_sleep(self.cfg.hold_cycles if cycles is None else cycles)
 
     def run(self, fns: list[Callable[[], dict[str, Any]]], inputs: dict[str, Any], outputs: list[dict[str, torch.Tensor] | None], *, budget_s: float | None = None, min_iters: int | None = None, recheck: int | None = None, warmup: int | None = None) -> list[Samples]:
@@ -286,8 +287,6 @@ class Timer:
                 break
             if elapsed > 4 * budget and n >= 3:  # a very slow callable (a reference taking seconds)
                 break
-            if elapsed > 4 * budget and n == 0:  # every call arrived late, even behind the longest hold
-                break
         samples[0].rechecks = kept
         rot.restore()
         # Host wall time per call, synchronized, without the flush: what a caller waiting on the result sees.
@@ -308,7 +307,9 @@ class Timer:
         work only. A call enqueued later (a slow host: another process's start-up or exit on a shared
         CPU, a candidate that launches many small kernels) leaves host latency between the events:
         such an iteration is dropped and, when more than a fifth of a chunk arrived late, the hold
-        doubles, up to 16x the configured one. At the longest hold late calls are kept and counted
+        doubles, up to 16x the configured one; when four fifths or more did, it goes to 16x at once (a
+        call that synchronizes is late behind any hold, and slow calls must not spend their budget on
+        chunks that are all dropped). At the longest hold late calls are kept and counted
         (``late_kept``): the call itself is host-bound."""
         longest = 16 * self.cfg.hold_cycles
         late = 0
@@ -329,7 +330,9 @@ class Timer:
                 samples[j].times_ms.append(ms)
                 if hold_ms is not None and hold_ms > 0:
                     samples[j].clock_mhz.append(hold / (hold_ms * 1e3))
-        if late * 5 > len(pending) and hold < longest:
+        if late * 5 >= 4 * len(pending) and pending:
+            hold = longest
+        elif late * 5 > len(pending) and hold < longest:
             hold = min(2 * hold, longest)
         for smp in samples:
             smp.hold_cycles = hold

@@ -64,3 +64,52 @@ def test_cpu_rows_have_no_hold_and_are_kept_as_measured():
     t, smp = _timer(), [Samples()]
     t._collect([[(0, None, 0.25, 0)], [(0, None, 0.5, 0)]], smp, 200_000)
     assert smp[0].times_ms == [0.25, 0.5] and smp[0].clock_mhz == []
+
+
+def test_a_chunk_that_is_all_late_goes_to_the_longest_hold_at_once(monkeypatch):
+    monkeypatch.setattr(measure, "_event_elapsed", _elapsed)
+    t, smp = _timer(), [Samples()]
+    hold = t._collect([[_row(0.1, 25.0, 30.0)] for _ in range(25)], smp, 200_000)  # a 25 ms call that synchronizes
+    assert hold == 16 * 200_000 and smp[0].late_dropped == 25
+    hold = t._collect([[_row(1.6, 25.0, 30.0)] for _ in range(25)], smp, hold)
+    assert smp[0].late_kept == 25 and len(smp[0].times_ms) == 25  # measured, and flagged host-bound
+
+
+def test_a_slow_synchronizing_call_still_gets_a_time_within_its_budget(monkeypatch):
+    # The whole run loop on the CPU with CUDA paths forced on and stand-in events: each call takes 25 ms
+    # of host time after its hold was enqueued; it must end with samples, not 'no timed call'.
+    import time as _time
+
+    clock = {"ms": 0.0}
+
+    class FakeEvent:
+        def __init__(self, enable_timing=True):
+            self.t = None
+
+    def record(ev):
+        ev.t = clock["ms"]
+
+    def elapsed(a, b):
+        return b.t - a.t
+
+    def sleep(cycles):
+        clock["ms"] += cycles / 2e6  # 2 GHz: 200k cycles = 0.1 ms
+
+    monkeypatch.setattr(measure, "_Event", FakeEvent)
+    monkeypatch.setattr(measure, "_event_record", record)
+    monkeypatch.setattr(measure, "_event_elapsed", elapsed)
+    monkeypatch.setattr(measure, "_gpu_sleep", sleep)
+    monkeypatch.setattr(measure, "_cuda_sync", lambda: None)
+    monkeypatch.setattr(measure, "_zero", lambda t: t)
+    t = _timer()
+    t.cuda = True
+    t._flush = torch.empty(1)
+
+    def slow_call():
+        _time.sleep(0.025)
+        clock["ms"] += 25.0
+        return {}
+
+    out = t.run([slow_call], {}, [None], budget_s=0.25, min_iters=10, recheck=0, warmup=1)
+    s = out[0]
+    assert s.times_ms and s.late_kept >= 10 and s.late_dropped <= 25 and s.hold_cycles == 16 * 200_000
