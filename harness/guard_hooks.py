@@ -57,7 +57,7 @@ class Runtime:
         findings = rt.side_stream_check(counter)
         if self.solution.spec.language is Language.CUDA:
             findings += rt.kernel_launch_check(counter)
-        seen = {"backend": counter.backend, "kernels": counter.total, "streams": len(counter.streams), "unparsed": counter.unparsed[:20]}
+        seen = {"backend": counter.backend, "kernels": counter.total, "streams": len(counter.streams), "unparsed": counter.unparsed[:20], "errors": counter.errors[:5]}
         return out, findings, seen
 
     def after_call(self, outputs: dict[str, Any], inputs: dict[str, Any], definition: Definition, axes: dict[str, int], previous: Iterable[Any] = ()) -> list[Finding]:

@@ -619,8 +619,9 @@ def _observer_seen(seen: Any) -> dict[str, Any]:
     for k in ("kernels", "streams"):
         if isinstance(seen.get(k), int) and not isinstance(seen.get(k), bool):
             out[k] = seen[k]
-    if isinstance(seen.get("unparsed"), list):
-        out["unparsed"] = [str(x)[:80] for x in seen["unparsed"][:20]]
+    for k in ("unparsed", "errors"):
+        if isinstance(seen.get(k), list):
+            out[k] = [str(x)[:80] for x in seen[k][:20]]
     return out
 
 

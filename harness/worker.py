@@ -383,6 +383,12 @@ def main() -> int:
 
         send({"type": "env", "env": environment(ev.device.type), "ceilings": _ceilings(ev.device.type, measure=not job.get("gated")),
               "startup_s": {"torch_import": round(_T_TORCH - _T_MODULE, 3), "to_env": round(time.monotonic() - t_start, 3)}})
+    if job.get("mode") == "observe" and ev.device.type == "cuda":
+        # Subscribe before the candidate is built or imported: CUPTI takes one subscriber per process,
+        # and the library must be the one torch loaded, not a look-alike the candidate brought in.
+        from .guard import cupti_callbacks
+
+        cupti_callbacks.subscription()
     if not ev.build_all():
         send({"type": "done"})
         return 0

@@ -4,16 +4,19 @@ through ctypes, for the guard's observer.
 Why not the torch profiler: starting it costs 4.4-5.3 s on the H200 (kineto sets up CUPTI's activity
 tracing), once per observed candidate, and that was the long pole of every GPU evaluation. Subscribing
 to CUPTI callbacks costs ~14 ms and enabling them nothing measurable (scripts/gpu/observer_cost.py,
-docs/measurements.md). A callback sees each driver call that enqueues work as it is made, with its
-arguments: the stream is read from the call's parameter struct and, for launches, CUPTI names the
-kernel. Runtime-API launches (``cudaLaunchKernel``) reach the driver and are seen there too.
+docs/measurements.md). A callback sees each driver call that enqueues work, with its arguments; it is
+recorded at the call's exit when the call succeeded: the stream is read from the call's parameter
+struct and, for launches, CUPTI names the kernel. Runtime-API launches (``cudaLaunchKernel``) reach the
+driver and are seen there too.
 
 What it does not see by name: kernels inside a CUDA graph (the launch is one ``cuGraphLaunch``, whose
 stream is still read). Calls that enqueue work but are not in ``STREAM_ARG`` are listed in
 ``unparsed`` rather than guessed at.
 
-Only one CUPTI subscriber may exist per process, so the subscription is made once and kept; regions
-enable and disable the callbacks around them. Nothing here needs torch.
+Only one CUPTI subscriber may exist per process, so the subscription is made once and kept (the
+observer makes it before the candidate is imported: a candidate loaded first could otherwise subscribe
+itself, or put a look-alike libcupti in the process for ``find_library`` to pick up); regions enable
+and disable the callbacks around them. Nothing here needs torch.
 """
 
 from __future__ import annotations
@@ -26,8 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DOMAIN_DRIVER, DOMAIN_RUNTIME = 1, 2
-_SITE_ENTER = 0
-_CU_STREAM_LEGACY = 0x1  # the legacy default stream by name: the same stream as NULL
+_SITE_ENTER, _SITE_EXIT = 0, 1
+_CU_STREAM_LEGACY = 0x1  # the legacy default stream by name: the same stream as NULL (from a non-_ptsz call)
+CU_STREAM_PER_THREAD = 0x2  # the per-thread default stream: what NULL means in a _ptsz/_ptds call
 
 
 class CallbackData(ctypes.Structure):
@@ -47,6 +51,7 @@ STREAM_ARG: dict[str, int | tuple[str, int]] = {
     "cuLaunchCooperativeKernel": 40,
     "cuLaunchKernelEx": ("config", 32),  # CUlaunchConfig: 7 x unsigned int, padded, then hStream
     "cuLaunchHostFunc": 0,
+    "cuLaunchGridAsync": 16,  # f, grid_width (int), grid_height (int), hStream
     "cuGraphLaunch": 8,
     "cuMemcpyAsync": 24,
     "cuMemcpyHtoDAsync": 24,
@@ -69,8 +74,10 @@ STREAM_ARG: dict[str, int | tuple[str, int]] = {
     "cuStreamWaitValue32": 0,
     "cuStreamWaitValue64": 0,
     "cuStreamBatchMemOp": 0,
+    "cuMemAllocAsync": 16,  # dptr*, bytesize, hStream
+    "cuMemFreeAsync": 8,  # dptr, hStream
 }
-_LAUNCHES = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cuLaunchKernelEx")
+_LAUNCHES = ("cuLaunchKernel", "cuLaunchCooperativeKernel", "cuLaunchKernelEx", "cuLaunchGridAsync")
 _SUFFIX = re.compile(r"(_v\d+)?(_ptsz|_ptds)?$")
 _ENQUEUES = re.compile(r"Async|Launch|StreamWriteValue|StreamWaitValue|BatchMemOp")
 
@@ -85,8 +92,9 @@ def _u64(addr: int) -> int:
 
 
 def stream_argument(function_name: str, params: int | None) -> int | None:
-    """The stream handle a driver call enqueues on (NULL and CU_STREAM_LEGACY both read 0), or None when
-    the call is not one this module knows how to read."""
+    """The stream handle a driver call enqueues on, or None when the call is not one this module knows
+    how to read. NULL and CU_STREAM_LEGACY read 0 (the legacy default stream); NULL in a per-thread
+    (``_ptsz``/``_ptds``) call reads CU_STREAM_PER_THREAD, which is another stream."""
     where = STREAM_ARG.get(base_name(function_name))
     if where is None or not params:
         return None
@@ -97,6 +105,8 @@ def stream_argument(function_name: str, params: int | None) -> int | None:
         handle = _u64(config + where[1])
     else:
         handle = _u64(params + where)
+    if handle == 0 and function_name.endswith(("_ptsz", "_ptds")):
+        return CU_STREAM_PER_THREAD
     return 0 if handle == _CU_STREAM_LEGACY else handle
 
 
@@ -105,17 +115,19 @@ class Records:
     kernels: list[str] = field(default_factory=list)
     streams: set[int] = field(default_factory=set)
     unparsed: list[str] = field(default_factory=list)  # enqueuing calls whose stream this module cannot read
+    unreadable_launches: list[str] = field(default_factory=list)  # launches among them: GPU work on an unknown stream
     errors: list[str] = field(default_factory=list)
 
     def clear(self) -> None:
         self.kernels.clear()
         self.streams.clear()
         self.unparsed.clear()
+        self.unreadable_launches.clear()
         self.errors.clear()
 
 
 def on_driver_call(rec: Records, function_name: str, params: int | None, symbol: str | None) -> None:
-    """What one driver-API call (at its entry) adds to the records."""
+    """What one driver-API call that returned successfully adds to the records."""
     if not _ENQUEUES.search(function_name):
         return
     base = base_name(function_name)
@@ -123,22 +135,27 @@ def on_driver_call(rec: Records, function_name: str, params: int | None, symbol:
     if stream is None:
         if base not in STREAM_ARG:
             rec.unparsed.append(function_name)
+            if "Launch" in base:  # e.g. cuLaunchCooperativeKernelMultiDevice: streams inside a list
+                rec.unreadable_launches.append(function_name)
         return
     rec.streams.add(stream)
     if base in _LAUNCHES:
         rec.kernels.append(symbol or "?")
 
 
-def find_library() -> str | None:
+def find_library(maps: str | None = None) -> str | None:
     """libcupti: the copy this process already loaded (torch links it), else one beside the CUDA
-    packages or toolkit."""
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                if "libcupti.so" in line:
-                    return line.split()[-1]
-    except OSError:
-        pass
+    packages or toolkit. ``maps``: the text of /proc/self/maps (read when not given)."""
+    if maps is None:
+        try:
+            with open("/proc/self/maps") as f:
+                maps = f.read()
+        except OSError:
+            maps = ""
+    for line in maps.splitlines():
+        path = line.split()[-1] if line.split() else ""
+        if re.fullmatch(r"libcupti\.so(\.\d+)*", os.path.basename(path)):
+            return path
     roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
     pats = [f"{r}/extras/CUPTI/lib64/libcupti.so*" for r in roots if r]
     try:
@@ -175,7 +192,11 @@ class Subscription:
             if not self._active or not data:
                 return
             d = CallbackData.from_address(data)
-            if d.callbackSite != _SITE_ENTER or not d.functionName:
+            # At the call's exit, and only when it succeeded: a launch that failed (a bad grid, the error
+            # then cleared) ran nothing and must not count as the solution's kernel.
+            if d.callbackSite != _SITE_EXIT or not d.functionName:
+                return
+            if d.functionReturnValue and ctypes.c_int.from_address(d.functionReturnValue).value != 0:
                 return
             name = d.functionName.decode(errors="replace")
             if domain == DOMAIN_DRIVER:

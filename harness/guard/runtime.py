@@ -535,6 +535,10 @@ class CudaLaunchCounter:
         self.kernels: list[str] = []
         self.streams: set[int] = set()  # the streams the region's GPU work was enqueued on
         self.unparsed: list[str] = []  # enqueuing driver calls whose stream could not be read (callbacks only)
+        self.unreadable_launches: list[str] = []  # kernel launches among them: GPU work on an unknown stream
+        self.expected_stream: int | None = None  # the caller's stream (callbacks only: handles, not profiler ids)
+        self.blinded = False  # the harness's own canary launch was not seen: the callbacks were switched off
+        self.errors: list[str] = []
         self.available = torch.cuda.is_available()
         self.backend: str | None = None
         self._want = backend
@@ -548,6 +552,9 @@ class CudaLaunchCounter:
 
         self._sub = cupti_callbacks.subscription() if self._want in ("auto", "callbacks") else None
         if self._sub is not None:
+            handle = int(torch.cuda.current_stream().cuda_stream)
+            self.expected_stream = 0 if handle == 1 else handle  # CU_STREAM_LEGACY is the NULL stream
+            self._canary = torch.zeros(1, device="cuda")
             torch.cuda.synchronize()  # work enqueued before the region is not the region's
             self._sub.start()
             self.backend = "cupti-callbacks"
@@ -563,13 +570,23 @@ class CudaLaunchCounter:
 
     def __exit__(self, *exc: Any) -> None:
         if self._sub is not None:
+            rec = self._sub.records
             try:
                 torch.cuda.synchronize()
+                # A launch of the harness's own on the caller's stream must be seen: if it is not, the
+                # candidate switched the callbacks off (cuptiFinalize, an unsubscribe) and saw nothing.
+                n0 = len(rec.kernels)
+                self._canary.add_(1)
+                torch.cuda.synchronize()
+                self.blinded = len(rec.kernels) == n0
+                del rec.kernels[n0:]
             finally:
-                rec = self._sub.stop()
+                self._sub.stop()
             self.kernels += rec.kernels
             self.streams |= rec.streams
             self.unparsed += rec.unparsed
+            self.unreadable_launches += rec.unreadable_launches
+            self.errors += rec.errors
             self._sub = None
             return
         if self._prof is None:
@@ -596,12 +613,26 @@ class CudaLaunchCounter:
 
 
 def side_stream_check(counter: CudaLaunchCounter) -> list[Finding]:
-    """A finding when the GPU work of one profiled call ran on more than one CUDA stream (GPU only).
+    """Findings when the GPU work of one observed call left the caller's stream (GPU only): work on a
+    stream other than the caller's (callbacks know the caller's stream handle; the profiler backend
+    only its ids, so there: more than one stream), a launch whose stream could not be read, or an
+    observer the candidate switched off.
 
     Wrap exactly the candidate's call (not the harness's L2 flush or input refresh) in the counter."""
-    if not counter.available or _len(counter.streams) <= 1:
+    if not counter.available:
         return []
-    return [_finding("runtime-side-stream", f"the call's GPU work ran on {_len(counter.streams)} streams {sorted(counter.streams)}")]
+    out = []
+    if counter.blinded:
+        out.append(_finding("runtime-observer-blinded", "the observer's own launch after the call was not seen: the CUPTI callbacks were switched off during the call"))
+    if counter.expected_stream is not None:
+        other = sorted(s for s in counter.streams if s != counter.expected_stream)
+        if other:
+            out.append(_finding("runtime-side-stream", f"the call's GPU work went to stream(s) {[hex(s) for s in other]}, not the caller's ({hex(counter.expected_stream)})"))
+    elif _len(counter.streams) > 1:
+        out.append(_finding("runtime-side-stream", f"the call's GPU work ran on {_len(counter.streams)} streams {sorted(counter.streams)}"))
+    if counter.unreadable_launches:
+        out.append(_finding("runtime-side-stream", f"the call launched work through {sorted(set(counter.unreadable_launches))[:3]}, whose stream the observer cannot read"))
+    return out
 
 
 _GLOBAL_FN = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:[\w:<>,\s\*&]+?)\s+(\w+)\s*\(")

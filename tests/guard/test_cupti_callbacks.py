@@ -37,6 +37,9 @@ PROTOTYPES = {
     "cuStreamWaitValue32": [("hStream", P), ("addr", P), ("v", U), ("flags", U)],
     "cuStreamWaitValue64": [("hStream", P), ("addr", P), ("v", ctypes.c_uint64), ("flags", U)],
     "cuStreamBatchMemOp": [("hStream", P), ("count", U), ("ops", P), ("flags", U)],
+    "cuLaunchGridAsync": [("f", P), ("gw", ctypes.c_int), ("gh", ctypes.c_int), ("hStream", P)],
+    "cuMemAllocAsync": [("dptr", P), ("n", S), ("hStream", P)],
+    "cuMemFreeAsync": [("dptr", P), ("hStream", P)],
 }
 
 
@@ -67,6 +70,13 @@ def test_stream_argument_reads_the_handle_through_suffixed_names(name):
     assert cc.stream_argument(name, ctypes.addressof(p)) == 0xABC000
 
 
+def test_null_is_the_legacy_stream_except_in_a_per_thread_call():
+    null = _params("cuLaunchKernel", 0)
+    assert cc.stream_argument("cuLaunchKernel", ctypes.addressof(null)) == 0
+    assert cc.stream_argument("cuLaunchKernel_ptsz", ctypes.addressof(null)) == cc.CU_STREAM_PER_THREAD
+    assert cc.stream_argument("cuLaunchKernel", ctypes.addressof(_params("cuLaunchKernel", 0x1))) == 0  # CU_STREAM_LEGACY
+
+
 def test_launch_ex_reads_the_stream_through_the_config_pointer_and_legacy_is_the_default_stream():
     cfg = LaunchConfig(hStream=0x1)  # CU_STREAM_LEGACY
     p = LaunchExParams(config=ctypes.pointer(cfg))
@@ -85,9 +95,11 @@ def test_records_name_launches_only_and_list_enqueuing_calls_they_cannot_read():
     cc.on_driver_call(rec, "cuMemcpyDtoDAsync_v2", ctypes.addressof(copy), None)
     cc.on_driver_call(rec, "cuCtxSynchronize", None, None)  # enqueues nothing: ignored
     cc.on_driver_call(rec, "cuMemcpyBatchAsync", ctypes.addressof(copy), None)  # enqueues; not in the table
+    cc.on_driver_call(rec, "cuLaunchCooperativeKernelMultiDevice", ctypes.addressof(copy), "k")  # streams inside a list
     assert rec.kernels == ["rms_kernel"]
     assert rec.streams == {0, 0x5000}
-    assert rec.unparsed == ["cuMemcpyBatchAsync"]
+    assert rec.unparsed == ["cuMemcpyBatchAsync", "cuLaunchCooperativeKernelMultiDevice"]
+    assert rec.unreadable_launches == ["cuLaunchCooperativeKernelMultiDevice"]
 
 
 class FakeCupti:
@@ -106,12 +118,14 @@ class FakeCupti:
         (self.enabled.add if on else self.enabled.discard)(domain)
         return 0
 
-    def call(self, name: bytes, params, symbol: bytes | None = None, site=0, domain=cc.DOMAIN_DRIVER):
-        data = cc.CallbackData(callbackSite=site, functionName=name, functionParams=ctypes.addressof(params), symbolName=symbol)
+    def call(self, name: bytes, params, symbol: bytes | None = None, site=1, domain=cc.DOMAIN_DRIVER, result: int | None = 0):
+        ret = ctypes.c_int(result or 0)
+        data = cc.CallbackData(callbackSite=site, functionName=name, functionParams=ctypes.addressof(params), symbolName=symbol,
+                               functionReturnValue=ctypes.addressof(ret) if result is not None else None)
         self.cb(None, domain, 0, ctypes.addressof(data))
 
 
-def test_subscription_records_only_inside_a_region_and_only_at_call_entry():
+def test_subscription_records_only_inside_a_region_and_only_calls_that_succeeded():
     lib = FakeCupti()
     sub = cc.Subscription(lib)
     side = _params("cuLaunchKernel", 0xBEEF)
@@ -119,8 +133,9 @@ def test_subscription_records_only_inside_a_region_and_only_at_call_entry():
     sub.start()
     assert lib.enabled == {cc.DOMAIN_DRIVER}
     lib.call(b"cuLaunchKernel", _params("cuLaunchKernel", 0), b"mine")
-    lib.call(b"cuLaunchKernel", side, b"hidden", site=1)  # the exit site of a call already counted
-    lib.call(b"cuLaunchKernel_ptsz", side, b"on_side")
+    lib.call(b"cuLaunchKernel", side, b"entry", site=0)  # the entry site: the call has not happened yet
+    lib.call(b"cuLaunchKernel", side, b"failed", result=1)  # CUDA_ERROR_INVALID_VALUE: nothing ran
+    lib.call(b"cuLaunchKernel_ptsz", side, b"on_side", result=None)  # no return value to read: counted
     rec = sub.stop()
     assert lib.enabled == set()
     assert rec.kernels == ["mine", "on_side"] and rec.streams == {0, 0xBEEF} and not rec.errors
@@ -135,6 +150,7 @@ def test_a_refused_subscription_is_an_error_not_a_silent_observer():
         cc.Subscription(FakeCupti(subscribe_rc=39))
 
 
-def test_find_library_returns_a_path_or_none():
-    path = cc.find_library()
-    assert path is None or "libcupti" in path
+def test_find_library_takes_a_loaded_libcupti_by_its_exact_name_only():
+    maps = "7e00-7e10 r-xp 0 0:0 1 /tmp/x/libcupti.so.evil\n7f00-7f10 r-xp 0 0:0 1 /venv/nvidia/cu13/lib/libcupti.so.13\n"
+    assert cc.find_library(maps) == "/venv/nvidia/cu13/lib/libcupti.so.13"
+    assert cc.find_library("7e00-7e10 r-xp 0 0:0 1 /tmp/x/libcupti.so.evil\n") != "/tmp/x/libcupti.so.evil"

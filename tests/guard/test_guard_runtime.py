@@ -415,8 +415,8 @@ def test_profiler_fallback_sees_side_streams_in_a_process_without_the_callback_s
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["callbacks"])
-def test_side_stream_check_on_gpu(backend):
+def test_side_stream_check_on_gpu():
+    backend = "callbacks"  # the profiler fallback runs in a fresh process (the test above)
     x = torch.randn(1 << 20, device="cuda")
     host = torch.empty(1 << 20, pin_memory=True)
     torch.cuda.synchronize()
@@ -446,3 +446,16 @@ def test_side_stream_check_without_cuda():
     assert rt.side_stream_check(c) == []
     c.available = True
     assert rules(rt.side_stream_check(c)) == {"runtime-side-stream"}
+
+
+def test_side_stream_check_with_the_callers_stream_known():
+    c = rt.CudaLaunchCounter()
+    c.available, c.expected_stream = True, 0
+    c.streams = {0}
+    assert rt.side_stream_check(c) == []
+    c.streams = {0xBEEF}  # all of the call's work on one stream, but not the caller's
+    assert rules(rt.side_stream_check(c)) == {"runtime-side-stream"}
+    c.streams, c.unreadable_launches = {0}, ["cuLaunchCooperativeKernelMultiDevice"]
+    assert rules(rt.side_stream_check(c)) == {"runtime-side-stream"}
+    c.unreadable_launches, c.blinded = [], True
+    assert rules(rt.side_stream_check(c)) == {"runtime-observer-blinded"}
