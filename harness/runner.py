@@ -111,8 +111,10 @@ class Spawned:
     drain: threading.Thread
 
     @classmethod
-    def start(cls, env: dict[str, str]) -> "Spawned":
+    def start(cls, env: dict[str, str], *, spare: bool = False) -> "Spawned":
         r, w = os.pipe()
+        if spare:  # the worker starts its clock and its environment queries when its job arrives
+            env = {**env, "KBOT_SPARE": "1"}
         log = CappedLog()
         proc = subprocess.Popen(
             [sys.executable, "-u", "-m", "harness.worker"],
@@ -124,18 +126,20 @@ class Spawned:
         drain.start()
         return cls(proc, r, log, drain)
 
-    def discard(self) -> None:
+    def discard(self, *, kill_group: bool = True) -> None:
         """Kill the process group, reap it, and close the channel (call once: a second killpg could hit
-        a process group that reused the id)."""
+        a process group that reused the id). ``kill_group=False`` for a spare found dead and already
+        reaped: no candidate ever ran in it, so it left no group behind."""
         if self.proc.stdin is not None and not self.proc.stdin.closed:
             try:
                 self.proc.stdin.close()
             except OSError:
                 pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if kill_group:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -169,7 +173,7 @@ class Spares:
 
     def start(self, env: dict[str, str], n: int) -> None:
         for _ in range(n):
-            self._idle.append((dict(env), Spawned.start(env)))
+            self._idle.append((dict(env), Spawned.start(env, spare=True)))
 
     def take(self, env: dict[str, str]) -> Spawned | None:
         while self._idle:
@@ -178,7 +182,7 @@ class Spares:
                     del self._idle[i]
                     if sp.proc.poll() is None:
                         return sp
-                    sp.discard()  # it died idle (nothing of a candidate's ran in it): drop it, try the next
+                    sp.discard(kill_group=False)  # died idle, already reaped: its pid may be reused, no killpg
                     break
             else:
                 return None

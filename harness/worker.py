@@ -85,6 +85,9 @@ def wait_gate() -> bool:
 
 
 _T_PROCESS = time.monotonic()  # as early as the worker can take it: its messages say when they were sent
+# A spare (harness.runner.Spares) is started long before its job: its clock starts at the job, and its
+# environment queries run then, so they describe the GPU while its own candidate runs.
+_SPARE = os.environ.get("KBOT_SPARE") == "1"
 
 
 def send(msg: dict[str, Any]) -> None:
@@ -93,7 +96,7 @@ def send(msg: dict[str, Any]) -> None:
 
 
 _T_MODULE = time.monotonic()
-if os.environ.get("CUDA_VISIBLE_DEVICES") != "":  # a GPU run: query the driver while torch imports
+if os.environ.get("CUDA_VISIBLE_DEVICES") != "" and not _SPARE:  # a GPU run: query the driver while torch imports
     from .env import prefetch
 
     prefetch()
@@ -365,8 +368,15 @@ def _ceilings(device: str, measure: bool = True) -> dict[str, Any] | None:
 
 
 def main() -> int:
+    global _T_PROCESS
     t_start = time.monotonic()
     job = json.loads(read_line_keeping_rest(0))
+    if _SPARE:
+        _T_PROCESS = t_start = time.monotonic()
+        if os.environ.get("CUDA_VISIBLE_DEVICES") != "" and job.get("mode") != "observe":
+            from .env import prefetch
+
+            prefetch()
     _NONCE.append(str(job.get("nonce", "")))
     _detach_stdin(bool(job.get("gated")))
     if job.get("mode") == "observe":  # it sends no environment: the prefetched queries would outlive it
@@ -382,7 +392,7 @@ def main() -> int:
         from .env import environment
 
         send({"type": "env", "env": environment(ev.device.type), "ceilings": _ceilings(ev.device.type, measure=not job.get("gated")),
-              "startup_s": {"torch_import": round(_T_TORCH - _T_MODULE, 3), "to_env": round(time.monotonic() - t_start, 3)}})
+              "startup_s": {"torch_import": round(_T_TORCH - _T_MODULE, 3), "to_env": round(time.monotonic() - t_start, 3), "spare": _SPARE}})
     if job.get("mode") == "observe" and ev.device.type == "cuda":
         # Subscribe before the candidate is built or imported: CUPTI takes one subscriber per process,
         # and the library must be the one torch loaded, not a look-alike the candidate brought in.

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from harness.runner import Spares, worker_env
-from harness.schema import parse_solution
+from harness.schema import Status, parse_solution
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = REPO / "definitions" / "rmsnorm_h4096" / "workloads.small.jsonl"
@@ -75,6 +75,11 @@ def test_eval_many_evaluates_each_solution_in_its_own_run_and_later_ones_start_f
     assert Path(runs[1]["out"]).name == "02-wrong_one"
     reports = [json.loads((Path(x["out"]) / "report.json").read_text()) for x in runs]
     assert [rep["config"].get("spare_worker") for rep in reports] == [False, True, True]
+    # A spare's clock starts at its job: its marks fall inside its own run, in order, not at "now".
+    for rep in reports[1:]:
+        marks = dict(rep["config"]["timeline_s"])
+        assert 0 <= marks["env"] <= marks["build"] <= marks["result:1"], rep["config"]["timeline_s"]
+        assert rep["config"]["worker_startup_s"]["spare"] is True and rep["config"]["worker_startup_s"]["to_env"] < 5
     assert all((Path(x["out"]) / "traces.jsonl").read_text().count("\n") == x["workloads"] for x in runs)
     assert {rep["run_id"] for rep in reports}.__len__() == 3
 
@@ -88,3 +93,24 @@ def test_eval_many_refuses_a_solution_of_another_definition(tmp_path):
                         "--device", "cpu", "--out", str(tmp_path / "o")], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "is for definition 'gemm_n4096_k4096'" in r.stderr
     assert not (tmp_path / "o").exists()  # refused before anything ran
+
+
+def test_a_spare_that_waited_counts_its_time_from_its_job(tmp_path):
+    import time
+
+    from harness.runner import RunConfig, evaluate
+    from harness.schema import load_definition, load_workloads
+
+    d = load_definition(REPO / "definitions" / "rmsnorm_h4096" / "definition.json")
+    ws = load_workloads(SMALL, d)[:1]
+    spares = Spares()
+    try:
+        spares.start(worker_env("cpu"), 1)
+        time.sleep(4)  # idle, torch imported, waiting for a job
+        rep = evaluate(d, parse_solution(json.loads(_write(tmp_path, "good", GOOD).read_text())), ws, tmp_path / "run",
+                       RunConfig(device="cpu", trials=1, timing={"budget_s": 0.02}), spares=spares)
+    finally:
+        spares.close()
+    assert rep.config["spare_worker"] is True and rep.workloads[0].status is Status.PASSED
+    startup = rep.config["worker_startup_s"]
+    assert startup["spare"] is True and startup["to_env"] < 3  # not the 4 s it sat idle
