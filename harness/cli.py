@@ -85,7 +85,8 @@ def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, time
 
     \b
     Writes OUT/traces.jsonl (one FlashInfer-Bench Trace per workload, whatever happened) and
-    OUT/report.json. Exits 0 only if every workload PASSED, 1 if any did not, 2 on bad input.
+    OUT/report.json. Exits 0 only if every workload PASSED, 1 if any did not, 2 on bad input, 3 when
+    the harness itself failed.
     """
     from .runner import evaluate
     from .schema import load_solution
@@ -186,7 +187,7 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
 @click.option("--timing", "timing_pairs", multiple=True, metavar="NAME=VALUE", help="Advanced: override one timing-protocol setting (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary instead of tables.")
 def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials, timeout_s, out_dir, seed, workload_filter, budget_s, timing_pairs, as_json):
-    """Evaluate several solutions of one definition, one after another, exactly as `kbot eval` does each.
+    """Evaluate several solutions of one definition, one after another, each as `kbot eval` would.
 
     \b
     What it adds: while one solution is evaluated, the worker processes for the next one start and
@@ -195,8 +196,13 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
     one solution at a time. Use it on a runner that has several candidates to judge.
 
     \b
-    Writes OUT/<n>-<name>/{traces.jsonl,report.json} per solution and OUT/summary.json; exits 0 only
-    if every workload of every solution PASSED, 1 if any did not, 2 on bad input.
+    Options are a subset of `kbot eval`'s (no --baseline, --resume, --profile, tolerance overrides or
+    dataset root): it is for judging a batch of candidates on the standard protocol.
+
+    \b
+    Writes OUT/<n>-<name>/{traces.jsonl,report.json} per solution and OUT/summary.json (also when the
+    harness fails part-way: the solutions done so far); exits 0 only if every workload of every
+    solution PASSED, 1 if any did not, 2 on bad input, 3 when the harness itself failed.
     """
     import time
 
@@ -219,8 +225,14 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
             t0 = time.monotonic()
             try:
                 report = _run_with_progress(lambda progress, sol=sol, run_dir=run_dir: evaluate(definition, sol, workloads, run_dir, cfg, definition_path=dpath, progress=progress, spares=spares), len(workloads), quiet=as_json)
+            except SchemaError as e:
+                _write_summary(out, definition.name, rows)
+                _bad_input(f"{sol.name}: {e}")
             except Exception as e:  # noqa: BLE001 — our failure, not the solution's: exit 3, not 1
-                click.echo(f"harness error on {sol.name}: {type(e).__name__}: {e}", err=True)
+                import traceback
+
+                _write_summary(out, definition.name, rows)
+                click.echo(f"harness error on {sol.name}: {type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}", err=True)
                 sys.exit(EXIT_HARNESS)
             wall = time.monotonic() - t0
             timed_s = sum(w.latency_ms.n * w.latency_ms.mean for w in report.workloads if w.latency_ms) / 1e3
@@ -235,13 +247,18 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
     finally:
         ready.close()
         upcoming.close()
-    (out / "summary.json").write_text(json.dumps({"definition": definition.name, "runs": rows}, indent=2))
+    _write_summary(out, definition.name, rows)
     if as_json:
         click.echo(json.dumps({"definition": definition.name, "runs": rows}, indent=2))
     else:
         for r in rows:
             click.echo(f"{r['solution']:<32} {r['passed']}/{r['workloads']} passed  {r['wall_s']:.1f} s  -> {r['out']}")
     sys.exit(EXIT_OK if all(r["all_passed"] for r in rows) else EXIT_FAILED)
+
+
+def _write_summary(out: Path, definition: str, rows: list[dict]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps({"definition": definition, "runs": rows}, indent=2))
 
 
 def _safe_name(name: str) -> str:

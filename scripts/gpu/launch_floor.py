@@ -102,12 +102,12 @@ def main() -> int:
                 "smi_running": ([], "default", {})}
     for name, (cpus, stream, extra_env) in variants.items():
         for _ in range(6):
-            smi = subprocess.Popen(["bash", "-c", "while true; do nvidia-smi -q > /dev/null; done"]) if name == "smi_running" else None
+            smi = subprocess.Popen(["bash", "-c", "while true; do nvidia-smi -q > /dev/null; done"], start_new_session=True) if name == "smi_running" else None
             try:
                 p = subprocess.run([sys.executable, str(script), json.dumps(cpus), stream, "fresh-only"], capture_output=True, text=True, timeout=120, env={**os.environ, **extra_env})
             finally:
-                if smi is not None:
-                    smi.kill()
+                if smi is not None:  # the loop and the nvidia-smi it is running: a process group
+                    os.killpg(smi.pid, 9)
                     smi.wait()
             try:
                 r = json.loads(p.stdout.strip().splitlines()[-1])

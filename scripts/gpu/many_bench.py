@@ -29,11 +29,14 @@ p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
 process_wall = time.monotonic() - t0
 if p.returncode != 0:
     print(p.stdout[-3000:], p.stderr[-3000:])
+if not (OUT / "many" / "summary.json").exists():
+    sys.exit(p.returncode or 3)
 summary = json.loads((OUT / "many" / "summary.json").read_text())
 rows = []
 for run in summary["runs"]:
     rep = json.loads((Path(run["out"]) / "report.json").read_text())
-    timed_ms = sum(w["latency_ms"]["n"] * w["latency_ms"]["mean"] + w["reference_latency_ms"]["n"] * w["reference_latency_ms"]["mean"] for w in rep["workloads"] if w.get("latency_ms"))
+    timed_ms = sum(w["latency_ms"]["n"] * w["latency_ms"]["mean"] + ((w.get("reference_latency_ms") or {}).get("n", 0) * (w.get("reference_latency_ms") or {}).get("mean", 0.0))
+                   for w in rep["workloads"] if w.get("latency_ms"))
     rows.append({"wall_s": run["wall_s"], "timed_kernel_s": timed_ms / 1e3, "overhead_s": run["wall_s"] - timed_ms / 1e3, "spare_worker": rep["config"].get("spare_worker"),
                  "all_passed": run["all_passed"], "timeline_s": rep["config"].get("timeline_s"),
                  "medians_us": {str(w["axes"]["batch_size"]): round(w["latency_ms"]["median"] * 1e3, 3) for w in rep["workloads"] if w.get("latency_ms")},
@@ -49,3 +52,4 @@ for i, r in enumerate(rows, 1):
     print(f"  copy {i}: wall {r['wall_s']:.2f} s, timed {r['timed_kernel_s']:.2f} s, overhead {r['overhead_s']:.2f} s, spare={r['spare_worker']}, passed={r['all_passed']}")
     print(f"          timeline {r['timeline_s']}")
 print("spread over the copies (separate processes): " + "; ".join(f"b={b}: {s['spread_pct']}% {s['medians_us']}" for b, s in spread.items()))
+sys.exit(p.returncode)
