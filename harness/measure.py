@@ -307,12 +307,13 @@ class Timer:
         work only. A call enqueued later (a slow host: another process's start-up or exit on a shared
         CPU, a candidate that launches many small kernels) leaves host latency between the events:
         such an iteration is dropped and, when more than a fifth of a chunk arrived late, the hold
-        doubles, up to 16x the configured one; when four fifths or more did, it goes to 16x at once (a
-        call that synchronizes is late behind any hold, and slow calls must not spend their budget on
-        chunks that are all dropped). At the longest hold late calls are kept and counted
-        (``late_kept``): the call itself is host-bound."""
+        grows at once to what the latest call needed (at least double, a power of two, up to 16x the
+        configured one): a call that synchronizes is late behind any hold and goes to 16x in one step
+        rather than spending its budget on chunks that are all dropped. At the longest hold late calls
+        are kept and counted (``late_kept``): the call itself is host-bound."""
         longest = 16 * self.cfg.hold_cycles
         late = 0
+        needed = 1.0  # how many times longer the hold had to be for the latest call
         for row in pending:
             if any(ev is None for _, ev, _, _ in row):  # the CPU: no hold, no events
                 for j, _, ms, _ in row:
@@ -322,6 +323,7 @@ class Timer:
             is_late = any(hold_ms is not None and ns / 1e6 >= 0.9 * hold_ms for _, _, hold_ms, ns in times)
             if is_late:
                 late += 1
+                needed = max([needed] + [ns / 1e6 / (0.9 * hold_ms) for _, _, hold_ms, ns in times if hold_ms])
                 if hold < longest:
                     samples[0].late_dropped += 1
                     continue
@@ -330,10 +332,11 @@ class Timer:
                 samples[j].times_ms.append(ms)
                 if hold_ms is not None and hold_ms > 0:
                     samples[j].clock_mhz.append(hold / (hold_ms * 1e3))
-        if late * 5 >= 4 * len(pending) and pending:
-            hold = longest
-        elif late * 5 > len(pending) and hold < longest:
-            hold = min(2 * hold, longest)
+        if late * 5 > len(pending) and hold < longest:
+            factor = 2
+            while factor < needed and hold * factor < longest:
+                factor *= 2
+            hold = min(hold * factor, longest)
         for smp in samples:
             smp.hold_cycles = hold
         return hold
