@@ -181,6 +181,7 @@ class Subscription:
         self.lib = lib
         self.records = Records()
         self._active = False
+        self._symbols: dict[int, str] = {}  # launch names taken at entry, by correlation id, for the exit
         self._handle = ctypes.c_void_p()
         self._cb = _CALLBACK(self._on_callback)  # kept referenced: CUPTI holds the bare pointer
         rc = lib.cuptiSubscribe(ctypes.byref(self._handle), self._cb, None)
@@ -192,21 +193,31 @@ class Subscription:
             if not self._active or not data:
                 return
             d = CallbackData.from_address(data)
-            # At the call's exit, and only when it succeeded: a launch that failed (a bad grid, the error
-            # then cleared) ran nothing and must not count as the solution's kernel.
-            if d.callbackSite != _SITE_EXIT or not d.functionName:
-                return
-            if d.functionReturnValue and ctypes.c_int.from_address(d.functionReturnValue).value != 0:
+            if domain != DOMAIN_DRIVER or not d.functionName:
                 return
             name = d.functionName.decode(errors="replace")
-            if domain == DOMAIN_DRIVER:
-                symbol = d.symbolName.decode(errors="replace") if d.symbolName and name.startswith(_LAUNCHES) else None
-                on_driver_call(self.records, name, d.functionParams, symbol)
+            launch = name.startswith(_LAUNCHES)
+            if d.callbackSite == _SITE_ENTER:
+                # The kernel's name is certain at entry; the call is judged at its exit (below).
+                if launch and d.symbolName:
+                    self._symbols[d.correlationId] = d.symbolName.decode(errors="replace")
+                return
+            symbol = self._symbols.pop(d.correlationId, None) if launch else None
+            if d.callbackSite != _SITE_EXIT:
+                return
+            # Only a call that succeeded: a launch that failed (a bad grid, the error then cleared) ran
+            # nothing and must not count as the solution's kernel.
+            if d.functionReturnValue and ctypes.c_int.from_address(d.functionReturnValue).value != 0:
+                return
+            if launch and d.symbolName:
+                symbol = d.symbolName.decode(errors="replace")
+            on_driver_call(self.records, name, d.functionParams, symbol)
         except Exception as e:  # noqa: BLE001 — an exception cannot cross back into the driver
             self.records.errors.append(f"{type(e).__name__}: {e}"[:200])
 
     def start(self) -> None:
         self.records.clear()
+        self._symbols.clear()
         rc = self.lib.cuptiEnableDomain(1, self._handle, DOMAIN_DRIVER)
         if rc != 0:
             raise OSError(f"cuptiEnableDomain returned {rc}")

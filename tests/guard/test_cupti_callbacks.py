@@ -118,10 +118,10 @@ class FakeCupti:
         (self.enabled.add if on else self.enabled.discard)(domain)
         return 0
 
-    def call(self, name: bytes, params, symbol: bytes | None = None, site=1, domain=cc.DOMAIN_DRIVER, result: int | None = 0):
+    def call(self, name: bytes, params, symbol: bytes | None = None, site=1, domain=cc.DOMAIN_DRIVER, result: int | None = 0, correlation=0):
         ret = ctypes.c_int(result or 0)
         data = cc.CallbackData(callbackSite=site, functionName=name, functionParams=ctypes.addressof(params), symbolName=symbol,
-                               functionReturnValue=ctypes.addressof(ret) if result is not None else None)
+                               functionReturnValue=ctypes.addressof(ret) if result is not None else None, correlationId=correlation)
         self.cb(None, domain, 0, ctypes.addressof(data))
 
 
@@ -154,3 +154,16 @@ def test_find_library_takes_a_loaded_libcupti_by_its_exact_name_only():
     maps = "7e00-7e10 r-xp 0 0:0 1 /tmp/x/libcupti.so.evil\n7f00-7f10 r-xp 0 0:0 1 /venv/nvidia/cu13/lib/libcupti.so.13\n"
     assert cc.find_library(maps) == "/venv/nvidia/cu13/lib/libcupti.so.13"
     assert cc.find_library("7e00-7e10 r-xp 0 0:0 1 /tmp/x/libcupti.so.evil\n") != "/tmp/x/libcupti.so.evil"
+
+
+def test_a_launch_named_only_at_entry_keeps_its_name_at_exit():
+    lib = FakeCupti()
+    sub = cc.Subscription(lib)
+    sub.start()
+    params = _params("cuLaunchKernel", 0)
+    lib.call(b"cuLaunchKernel", params, b"rms_kernel", site=0, correlation=7)
+    lib.call(b"cuLaunchKernel", params, None, site=1, correlation=7)  # no symbol at the exit site
+    lib.call(b"cuLaunchKernel", params, b"other", site=0, correlation=8)
+    lib.call(b"cuLaunchKernel", params, None, site=1, correlation=8, result=2)  # failed: not counted
+    rec = sub.stop()
+    assert rec.kernels == ["rms_kernel"] and sub._symbols == {}
