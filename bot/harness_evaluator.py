@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness.report import Report, load_report
-from harness.runner import RunConfig, Spares, evaluate, needs_observer, worker_env
+from harness.runner import RunConfig, Spares, evaluate
 from harness.schema import Definition, Solution, Workload
 
 DONE = "kbot-done.json"
@@ -118,9 +118,7 @@ class HarnessEvaluator:
         use = self.spare_workers if self.spare_workers is not None else self.device == "cuda"
         if not use:
             return None
-        ready, self._spares = self._spares, Spares()
-        cfg = self.config()
-        self._spares.start(worker_env(cfg.device), 2 if needs_observer(cfg) else 1)
+        ready, self._spares = self._spares, Spares.started_for(self.config())
         return ready if ready is not None else Spares()
 
     def close(self) -> None:

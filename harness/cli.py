@@ -206,20 +206,18 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
     """
     import time
 
-    from .runner import Spares, evaluate, needs_observer, worker_env
+    from .runner import Spares, evaluate
 
     definition, dpath, workloads, solutions = _load_run_inputs(definition_arg, workloads_path, workload_filter, list(solution_jsons))
     dev = _device(device)
     cfg = _run_config(dev, trials, seed, timeout_s, None, budget_s, timing_pairs, None, None, None)
     out = Path(out_dir)
-    per_solution = 2 if needs_observer(cfg) else 1  # the timing worker, and the observer on the GPU
     ready, upcoming = Spares(), Spares()  # started during the previous solution; starting for the next one
     rows = []
     try:
         for i, sol in enumerate(solutions):
-            upcoming = Spares()
-            if i + 1 < len(solutions):
-                upcoming.start(worker_env(cfg.device), per_solution)  # they import torch while this solution runs
+            # the next solution's workers import torch while this one runs
+            upcoming = Spares.started_for(cfg) if i + 1 < len(solutions) else Spares()
             spares = ready
             run_dir = out / f"{i + 1:02d}-{_safe_name(sol.name)}"
             t0 = time.monotonic()

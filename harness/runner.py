@@ -175,6 +175,13 @@ class Spares:
         for _ in range(n):
             self._idle.append((dict(env), Spawned.start(env, spare=True)))
 
+    @classmethod
+    def started_for(cls, cfg: "RunConfig") -> "Spares":
+        """Spares for one evaluation under ``cfg``: its timing worker, and its observer on the GPU."""
+        spares = cls()
+        spares.start(worker_env(cfg.device), 2 if needs_observer(cfg) else 1)
+        return spares
+
     def take(self, env: dict[str, str]) -> Spawned | None:
         while self._idle:
             for i, (e, sp) in enumerate(self._idle):

@@ -88,6 +88,7 @@ _T_PROCESS = time.monotonic()  # as early as the worker can take it: its message
 # A spare (harness.runner.Spares) is started long before its job: its clock starts at the job, and its
 # environment queries run then, so they describe the GPU while its own candidate runs.
 _SPARE = os.environ.get("KBOT_SPARE") == "1"
+_GPU_RUN = os.environ.get("CUDA_VISIBLE_DEVICES") != ""
 
 
 def send(msg: dict[str, Any]) -> None:
@@ -96,7 +97,7 @@ def send(msg: dict[str, Any]) -> None:
 
 
 _T_MODULE = time.monotonic()
-if os.environ.get("CUDA_VISIBLE_DEVICES") != "" and not _SPARE:  # a GPU run: query the driver while torch imports
+if _GPU_RUN and not _SPARE:  # a GPU run: query the driver while torch imports
     from .env import prefetch
 
     prefetch()
@@ -300,10 +301,10 @@ class Evaluator:
         # Where the workload's seconds went: what the harness-overhead figure in docs/measurements.md is made of.
         phases = {"correctness": t_corr - t0, "gate_wait": t_gate - t_corr, "quiet_wait": t_quiet - t_gate, "timing": t_timed - t_quiet, "reference_timing": t0 + res.seconds - t_timed}
         if self.quiet is not None and not self.quiet["quiet"]:
-            res.message = (res.message + "; " if res.message else "") + f"the GPU was busy with other work when timing began (tiny-kernel probe medians {self.quiet['medians_ms'][-3:]} ms after {self.quiet['waited_s']} s): times may read high"
+            _add_note(res, f"the GPU was busy with other work when timing began (tiny-kernel probe medians {self.quiet['medians_ms'][-3:]} ms after {self.quiet['waited_s']} s): times may read high")
         if samples[0].late_kept:
-            res.message = (res.message + "; " if res.message else "") + (f"host-bound: {samples[0].late_kept} timed calls were still being enqueued when the longest GPU hold "
-                                                                          f"({samples[0].hold_cycles} cycles) ended, so their times include host time (does the call synchronize?)")
+            _add_note(res, f"host-bound: {samples[0].late_kept} timed calls were still being enqueued when the longest GPU hold "
+                           f"({samples[0].hold_cycles} cycles) ended, so their times include host time (does the call synchronize?)")
         res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks), "address_sets": samples[0].sets, "quiet_check": self.quiet,
                        "sm_clock_mhz": samples[0].sm_clock_mhz(), "hold_cycles": samples[0].hold_cycles,
                        "late_dropped": samples[0].late_dropped, "late_kept": samples[0].late_kept,
@@ -337,6 +338,10 @@ class Evaluator:
     def _reject(self, res: WorkloadResult, findings: list[Finding], t0: float) -> WorkloadResult:
         res.findings = findings
         return self._fail(res, Status.REJECTED, "; ".join(f"[{f.rule}] {f.message}" for f in findings), t0)
+
+
+def _add_note(res: WorkloadResult, text: str) -> None:
+    res.message = (res.message + "; " if res.message else "") + text
 
 
 def _is_compile_error(e: BaseException) -> bool:
@@ -373,7 +378,7 @@ def main() -> int:
     job = json.loads(read_line_keeping_rest(0))
     if _SPARE:
         _T_PROCESS = t_start = time.monotonic()
-        if os.environ.get("CUDA_VISIBLE_DEVICES") != "" and job.get("mode") != "observe":
+        if _GPU_RUN and job.get("mode") != "observe":
             from .env import prefetch
 
             prefetch()
