@@ -19,6 +19,7 @@ from typing import Any, Callable
 import torch
 
 from .compare import normalize_outputs
+from .cupti_activity import attribute
 from .inputs import poison
 from .schema import Definition
 from .stats import precise_enough
@@ -37,6 +38,12 @@ _clone = torch.Tensor.clone
 _copy = torch.Tensor.copy_
 _zero = torch.Tensor.zero_
 _gpu_sleep = getattr(torch.cuda, "_sleep", None)
+_HARNESS_ID = 0  # CUPTI external id of the harness's own work between timed calls
+
+
+def _call_id(it: int, j: int) -> int:
+    """The CUPTI external id of timed call ``j`` of iteration ``it`` (never 0)."""
+    return 1 + 8 * it + j
 
 
 def wait_until_quiet(device: torch.device, *, max_s: float = 10.0, threshold_ms: float = 0.02, probes: int = 20, hold_cycles: int = 200_000) -> dict[str, Any]:
@@ -126,6 +133,29 @@ class Samples:
     late_dropped: int = 0  # timed calls enqueued after their hold had ended (host latency inside the events)
     late_kept: int = 0  # the same, kept because the hold was already at its longest: the call is host-bound
     hold_cycles: int = 0  # the hold in use when sampling stopped (it doubles while calls arrive late)
+    # GPU time per kept timed call from CUPTI activity records (harness.cupti_activity), aligned with
+    # times_ms while nothing below goes wrong; any count below makes kernel_time() withhold the figure.
+    gpu_ms: list[float] = field(default_factory=list)
+    gpu_missing: int = 0  # kept calls with no GPU operation linked to them
+    gpu_over: int = 0  # kept calls whose GPU span exceeds their event interval (work outside the events)
+    gpu_foreign: int = 0  # GPU operations during the run linked to no call (another thread's work)
+    gpu_unstamped: int = 0  # operations CUPTI could not time
+    gpu_error: str = ""  # the tracer failed, or was not there
+
+    def kernel_time(self) -> tuple[list[float] | None, str]:
+        """The per-call GPU times, or None and why they are withheld."""
+        n = len(self.times_ms)
+        if self.gpu_error:
+            return None, self.gpu_error
+        problems = [f"{c} {what}" for c, what in ((self.gpu_foreign, "GPU operations from another thread"), (self.gpu_missing, "timed calls with no GPU operation recorded"),
+                                                   (self.gpu_unstamped, "operations CUPTI could not time")) if c]
+        if self.gpu_over * 100 > n:
+            problems.append(f"{self.gpu_over} of {n} calls ran on the GPU longer than their events measured (work outside the caller's stream?)")
+        if problems:
+            return None, "; ".join(problems)
+        if not n or len(self.gpu_ms) != n:
+            return None, f"{len(self.gpu_ms)} GPU times for {n} timed calls"
+        return list(self.gpu_ms), ""
 
     def sm_clock_mhz(self) -> dict[str, float] | None:
         """The multiprocessor clock while this callable was timed, from the holds: the hold spins a fixed
@@ -175,8 +205,10 @@ class Rotation:
 class Timer:
     """Times one or several callables on the same inputs, interleaved when several."""
 
-    def __init__(self, device: torch.device, cfg: TimingConfig, refresher: Refresher, seed: int, *, rotate_on_cpu: bool = False):
+    def __init__(self, device: torch.device, cfg: TimingConfig, refresher: Refresher, seed: int, *, rotate_on_cpu: bool = False, tracer: Any = None):
         self.device = device
+        # harness.cupti_activity.Tracer (GPU only): the GPU time of each timed call, beside its events.
+        self.tracer = tracer if (device.type == "cuda" and cfg.kernel_time) else None
         self.cfg = cfg
         self.refresh = refresher
         self.rng = random.Random(seed)
@@ -246,12 +278,48 @@ class Timer:
         # Which timed calls get their outputs re-checked: a reservoir sample over *all* timed calls, so
         # a solution cannot be honest for the first N calls and cheap afterwards.
         kept: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        tracer = self._start_tracer(samples)
+        try:
+            self._timed_loop(fns, rot, samples, budget, min_n, n_recheck, kept, tracer)
+        finally:
+            if tracer is not None:
+                tracer.stop()
+        samples[0].rechecks = kept
+        rot.restore()
+        # Host wall time per call, synchronized, without the flush: what a caller waiting on the result sees.
+        for j in range(k):
+            reps = 5
+            self._sync()
+            t0 = _perf_counter_ns()
+            for _ in range(reps):
+                fns[j]()
+            self._sync()
+            samples[j].wall_ms_per_call = (_perf_counter_ns() - t0) / 1e6 / reps
+
+    def _start_tracer(self, samples: list[Samples]) -> Any:
+        if self.tracer is None:
+            return None
+        try:
+            self.tracer.start()
+            return self.tracer
+        except Exception as e:  # noqa: BLE001 — no kernel time is a note in the report, not a failure
+            for smp in samples:
+                smp.gpu_error = f"CUPTI tracing did not start: {type(e).__name__}: {e}"
+            return None
+
+    def _timed_loop(self, fns: list[Callable[[], dict[str, Any]]], rot: Rotation, samples: list[Samples], budget: float, min_n: int, n_recheck: int,
+                    kept: list[tuple[dict[str, Any], dict[str, Any]]], tracer: Any) -> None:
+        cfg = self.cfg
+        k = len(fns)
+        inputs, outputs = rot.inputs, rot.outputs
         t_start = _monotonic()
         it = 0
         hold = cfg.hold_cycles
         timed_holds = self.cuda and _gpu_sleep is not None
         while True:
             pending: list[list[tuple[int, Any, Any, int]]] = []  # per iteration: (callable, events, cpu ms, host ns from hold to enqueued)
+            if tracer is not None:
+                tracer.push(_HARNESS_ID)  # the flushes, holds, input refreshes and copies of this chunk
             for _ in range(cfg.chunk):
                 rot.use(it)
                 order = range(k) if it % 2 == 0 else range(k - 1, -1, -1)
@@ -263,7 +331,11 @@ class Timer:
                     if self.cuda:
                         s, e = _Event(enable_timing=True), _Event(enable_timing=True)
                         _event_record(s)
+                        if tracer is not None:
+                            tracer.push(_call_id(it, j))
                         out = fns[j]()
+                        if tracer is not None:
+                            tracer.pop()
                         enqueued_ns = _perf_counter_ns() - self._hold_enqueued_ns if timed_holds else 0
                         _event_record(e)
                         row.append((j, (h, s, e), None, enqueued_ns))
@@ -279,27 +351,39 @@ class Timer:
                             kept.append(pair)
                 pending.append(row)
                 it += 1
+            if tracer is not None:
+                tracer.pop()
             self._sync()
-            hold = self._collect(pending, samples, hold)
+            gpu = self._gpu_spans(tracer, pending, it - len(pending), samples) if tracer is not None else None
+            hold = self._collect(pending, samples, hold, gpu)
             n = len(samples[0].times_ms)
             elapsed = _monotonic() - t_start
             if n >= cfg.max_iters or (n >= min_n and (elapsed > budget or all(precise_enough(s.times_ms, cfg.target_rsem, cfg.resolution_ms) for s in samples))):
                 break
             if elapsed > 4 * budget and n >= 3:  # a very slow callable (a reference taking seconds)
                 break
-        samples[0].rechecks = kept
-        rot.restore()
-        # Host wall time per call, synchronized, without the flush: what a caller waiting on the result sees.
-        for j in range(k):
-            reps = 5
-            self._sync()
-            t0 = _perf_counter_ns()
-            for _ in range(reps):
-                fns[j]()
-            self._sync()
-            samples[j].wall_ms_per_call = (_perf_counter_ns() - t0) / 1e6 / reps
 
-    def _collect(self, pending: list[list[tuple[int, Any, Any, int]]], samples: list[Samples], hold: int) -> int:
+    @staticmethod
+    def _gpu_spans(tracer: Any, pending: list[list[tuple[int, Any, Any, int]]], first_it: int, samples: list[Samples]) -> list[list[float | None]]:
+        """Each timed call's GPU span (ms) in this chunk, shaped like ``pending``, from the records CUPTI
+        delivered after the synchronize; operations linked to no id of ours are counted, not guessed."""
+        ops, links = tracer.collect()
+        attr = attribute(ops, links)
+        samples[0].gpu_foreign += attr.foreign
+        samples[0].gpu_unstamped += attr.unstamped
+        if tracer.errors:
+            for smp in samples:
+                smp.gpu_error = smp.gpu_error or f"reading CUPTI records failed: {tracer.errors[0]}"
+        out: list[list[float | None]] = []
+        for r, row in enumerate(pending):
+            spans = []
+            for j, _, _, _ in row:
+                sp = attr.spans.get(_call_id(first_it + r, j))
+                spans.append((sp[1] - sp[0]) / 1e6 if sp else None)
+            out.append(spans)
+        return out
+
+    def _collect(self, pending: list[list[tuple[int, Any, Any, int]]], samples: list[Samples], hold: int, gpu: list[list[float | None]] | None = None) -> int:
         """Read a chunk's events into the samples; returns the hold to use next.
 
         A timed call is *covered* when the host had enqueued it before the GPU finished the hold in
@@ -314,7 +398,7 @@ class Timer:
         longest = 16 * self.cfg.hold_cycles
         late = 0
         needed = 1.0  # how many times longer the hold had to be for the latest call
-        for row in pending:
+        for r, row in enumerate(pending):
             if any(ev is None for _, ev, _, _ in row):  # the CPU: no hold, no events
                 for j, _, ms, _ in row:
                     samples[j].times_ms.append(ms)
@@ -328,10 +412,20 @@ class Timer:
                     samples[0].late_dropped += 1
                     continue
                 samples[0].late_kept += 1
-            for j, ms, hold_ms, _ in times:
+            for m, (j, ms, hold_ms, _) in enumerate(times):
                 samples[j].times_ms.append(ms)
                 if hold_ms is not None and hold_ms > 0:
                     samples[j].clock_mhz.append(hold / (hold_ms * 1e3))
+                if gpu is not None:
+                    g = gpu[r][m]
+                    if g is None:
+                        samples[j].gpu_missing += 1
+                    else:
+                        samples[j].gpu_ms.append(g)
+                        # Kernels on the caller's stream run between its events: a span longer than the
+                        # interval (beyond clock granularity) is work the events did not cover.
+                        if g > 1.02 * ms + 0.001:
+                            samples[j].gpu_over += 1
         if late * 5 > len(pending) and hold < longest:
             factor = 2
             while factor < needed and hold * factor < longest:

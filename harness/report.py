@@ -43,6 +43,22 @@ class PairedRatio(_M):
     n: int
 
 
+class KernelTime(_M):
+    """The GPU's own time for the calls that were event-timed: from the start of a call's first kernel
+    (copy, fill) to the end of its last, read from CUPTI activity records. It leaves out the launch
+    floor that sits between two events (~3.4 µs on the H200, different per process), so few-µs kernels
+    reproduce across processes and their ratios are not compressed by it. Withheld, with the reason,
+    whenever a record could not be linked to its call."""
+
+    source: Literal["cupti"] = "cupti"
+    latency_ms: LatencyStats | None = None
+    reference_latency_ms: LatencyStats | None = None
+    speedup_vs_reference: float | None = None
+    baseline_latency_ms: LatencyStats | None = None
+    speedup_vs_baseline: PairedRatio | None = None
+    withheld: str = ""  # why there is no figure (or none for the reference/baseline), empty when complete
+
+
 class Roofline(_M):
     bytes: float
     flops: float
@@ -112,6 +128,7 @@ class WorkloadResult(_M):
     speedup_vs_reference: float | None = None
     baseline_latency_ms: LatencyStats | None = None
     speedup_vs_baseline: PairedRatio | None = None
+    kernel_time: KernelTime | None = None  # GPU runs only
     roofline: Roofline | None = None
     energy_j_per_call: float | None = None
     findings: list[Finding] = Field(default_factory=list)

@@ -31,6 +31,10 @@ class TimingConfig:
     # different addresses, so a median averages placements instead of sampling the one a process got.
     rotate_sets: int = 16
     rotate_bytes: int = 256 << 20  # at most this much memory for the extra sets (large workloads get fewer)
+    # Also read each timed call's GPU time from CUPTI activity records (harness.cupti_activity) and
+    # report it beside the event latency: it leaves out the per-process launch floor that spreads
+    # few-µs kernels' event medians between processes.
+    kernel_time: bool = True
 
 
 def parse_timing_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, int | float | bool]:

@@ -110,8 +110,8 @@ from . import guard_hooks  # noqa: E402
 from .build import build, python_error  # noqa: E402
 from .defconfig import DefinitionConfig, load_config  # noqa: E402
 from .inputs import allocate_outputs, clone_inputs, make_inputs, seed_for  # noqa: E402
-from .measure import Refresher, Timer, TimingConfig, call_solution, refreshable_inputs, wait_until_quiet  # noqa: E402
-from .report import Correctness, Finding, WorkloadResult  # noqa: E402
+from .measure import Refresher, Samples, Timer, TimingConfig, call_solution, refreshable_inputs, wait_until_quiet  # noqa: E402
+from .report import Correctness, Finding, KernelTime, WorkloadResult  # noqa: E402
 from .schema import Definition, Solution, Status, Workload  # noqa: E402
 from .stats import paired_ratio, summarize  # noqa: E402
 
@@ -177,6 +177,12 @@ class Evaluator:
         self.solution = Solution.model_validate(self.job["solution"])
         self.guard = guard_hooks.Runtime(self.solution, (self.workdir / "candidate" / "src").resolve())
         self.guard.warm_runtime(self.device)
+        self.tracer = None
+        if self.device.type == "cuda" and self.timing.kernel_time and self.job.get("mode") != "observe":
+            # Before the candidate is imported: the CUPTI library must be the one torch loaded.
+            from . import cupti_activity
+
+            self.tracer = cupti_activity.tracer()
         self.guard.before_import()
         self.fn, res = build(self.solution, self.workdir / "candidate", device=self.device.type)
         send({"type": "build", "role": "candidate", "result": res.model_dump(mode="json")})
@@ -251,7 +257,7 @@ class Evaluator:
         if self.config.builder:
             built = set(self.definition.inputs)  # builder-made inputs stay as generated
         refresher = Refresher(refreshable_inputs(self.definition, w.inputs, self.config.inputs, built), torch.Generator(device=self.device).manual_seed(seed_for(self.seed, w.uuid, 0, "refresh") % (1 << 62)))
-        timer = Timer(self.device, self.timing, refresher, seed_for(self.seed, w.uuid, 0, "timer"))
+        timer = Timer(self.device, self.timing, refresher, seed_for(self.seed, w.uuid, 0, "timer"), tracer=self.tracer)
         outs = []
         fns = []
         o, f = self._call(self.fn, self.solution, inputs, axes)
@@ -291,12 +297,15 @@ class Evaluator:
         # ---- the reference, timed the same way (fewer iterations: references can take seconds)
         ref_inputs = mk(10_000)
         ref_fn = lambda: run_reference(self.reference, self.definition, ref_inputs, copy=False)  # noqa: E731
+        rs = None
         try:
             rs = timer.run([ref_fn], ref_inputs, [None], budget_s=min(self.timing.budget_s, 0.25), min_iters=10, recheck=0, warmup=2)
             res.reference_latency_ms = summarize(rs[0].times_ms)
             res.speedup_vs_reference = res.reference_latency_ms.median / res.latency_ms.median if res.latency_ms.median > 0 else None
         except Exception as e:  # noqa: BLE001 — a reference failure is ours, not the candidate's
             res.message = f"reference timing failed: {type(e).__name__}: {e}"
+        if self.device.type == "cuda" and self.timing.kernel_time:
+            res.kernel_time = kernel_time(samples, rs[0] if rs else None, self.tracer is not None)
         res.seconds = time.monotonic() - t0
         # Where the workload's seconds went: what the harness-overhead figure in docs/measurements.md is made of.
         phases = {"correctness": t_corr - t0, "gate_wait": t_gate - t_corr, "quiet_wait": t_quiet - t_gate, "timing": t_timed - t_quiet, "reference_timing": t0 + res.seconds - t_timed}
@@ -338,6 +347,35 @@ class Evaluator:
     def _reject(self, res: WorkloadResult, findings: list[Finding], t0: float) -> WorkloadResult:
         res.findings = findings
         return self._fail(res, Status.REJECTED, "; ".join(f"[{f.rule}] {f.message}" for f in findings), t0)
+
+
+def kernel_time(samples: list[Samples], reference: Samples | None, traced: bool) -> KernelTime:
+    """The CUPTI figures of a workload: the candidate's, and the baseline's and reference's where they
+    are complete too; what is missing says why."""
+    if not traced:
+        from .cupti_activity import unavailable
+
+        return KernelTime(withheld=f"CUPTI unavailable: {unavailable() or 'not loaded'}")
+    own, why = samples[0].kernel_time()
+    if own is None:
+        return KernelTime(withheld=why)
+    kt = KernelTime(latency_ms=summarize(own))
+    notes = []
+    if len(samples) > 1:
+        base, why_b = samples[1].kernel_time()
+        if base is None:
+            notes.append(f"baseline: {why_b}")
+        else:
+            kt.baseline_latency_ms = summarize(base)
+            kt.speedup_vs_baseline = paired_ratio(base, own)
+    ref, why_r = reference.kernel_time() if reference is not None else (None, "the reference was not timed")
+    if ref is None:
+        notes.append(f"reference: {why_r}")
+    else:
+        kt.reference_latency_ms = summarize(ref)
+        kt.speedup_vs_reference = kt.reference_latency_ms.median / kt.latency_ms.median if kt.latency_ms.median > 0 else None
+    kt.withheld = "; ".join(notes)
+    return kt
 
 
 def _add_note(res: WorkloadResult, text: str) -> None:

@@ -68,6 +68,8 @@ for i in range(1, args.procs + 1):
     runs.append({"rc": p.returncode, "wall_s": wall, "timed_kernel_s": timed_ms / 1e3, "overhead_s": wall - timed_ms / 1e3,
                  "medians_ms": {w["uuid"]: w["latency_ms"]["median"] for w in rep["workloads"] if w.get("latency_ms")},
                  "n": {w["uuid"]: w["latency_ms"]["n"] for w in rep["workloads"] if w.get("latency_ms")},
+                 "gpu_medians_ms": {w["uuid"]: w["kernel_time"]["latency_ms"]["median"] for w in rep["workloads"] if (w.get("kernel_time") or {}).get("latency_ms")},
+                 "gpu_withheld": {w["uuid"]: (w.get("kernel_time") or {}).get("withheld") for w in rep["workloads"] if (w.get("kernel_time") or {}).get("withheld")},
                  "axes": {w["uuid"]: w["axes"] for w in rep["workloads"]},
                  "ci95_ms": {w["uuid"]: w["latency_ms"]["ci95"] for w in rep["workloads"] if w.get("latency_ms")},
                  "timeline_s": rep["config"].get("timeline_s"), "worker_startup_s": rep["config"].get("worker_startup_s"),
@@ -81,6 +83,11 @@ for u in runs[0]["medians_ms"]:
     ms = [r["medians_ms"].get(u) for r in runs if u in r["medians_ms"]]
     spread[u] = {"batch": runs[0]["axes"][u]["batch_size"], "medians_ms": ms, "spread_pct": 100 * (max(ms) - min(ms)) / statistics.median(ms)}
 results["spread"] = spread
+gpu_spread = {}  # the same from the CUPTI kernel times (harness.cupti_activity)
+for u in runs[0]["gpu_medians_ms"]:
+    ms = [r["gpu_medians_ms"][u] for r in runs if u in r["gpu_medians_ms"]]
+    gpu_spread[u] = {"batch": runs[0]["axes"][u]["batch_size"], "medians_ms": ms, "spread_pct": 100 * (max(ms) - min(ms)) / statistics.median(ms), "processes": len(ms)}
+results["gpu_spread"] = gpu_spread
 
 # ---- (4) bandwidth fraction from run 1
 frac = {}
@@ -94,6 +101,7 @@ results["bandwidth"] = frac
 import triton.testing  # noqa: E402
 
 
+from harness import cupti_activity  # noqa: E402
 from harness.build import build  # noqa: E402
 from harness.measure import Refresher, Timer, TimingConfig  # noqa: E402
 from harness.schema import load_solution  # noqa: E402
@@ -127,6 +135,13 @@ def event_loop(call, iters=300):
     return statistics.median(s.elapsed_time(e) for s, e in ts)
 
 
+def ours_traced(fn, inp, outd, gpu_medians):
+    smp = Timer(torch.device("cuda"), TimingConfig(recheck=0), Refresher(["hidden_states"]), 0, tracer=cupti_activity.tracer()).run([lambda: (fn(**inp, **outd), outd)[1]], inp, [outd])[0]
+    gpu, why = smp.kernel_time()
+    gpu_medians.append(statistics.median(gpu) if gpu else why)
+    return statistics.median(smp.times_ms)
+
+
 if not args.no_agreement:
     spin()
 for b in (() if args.no_agreement else (1, 128, 2048, 16384)):
@@ -141,15 +156,17 @@ for b in (() if args.no_agreement else (1, 128, 2048, 16384)):
         "event_loop": lambda: event_loop(call),
         "ours": lambda: statistics.median(Timer(torch.device("cuda"), TimingConfig(recheck=0, refresh_inputs=False), Refresher([]), 0).run([lambda: (call(), {})[1]], {}, [None])[0].times_ms),
         # inputs and the output rotate together over the Timer's address sets, as in kbot eval
-        "ours_fresh_inputs": lambda: statistics.median(Timer(torch.device("cuda"), TimingConfig(recheck=0), Refresher(["hidden_states"]), 0).run([lambda: (fn(**inp, **outd), outd)[1]], inp, [outd])[0].times_ms),
+        # ... and with the CUPTI tracer on, as kbot eval runs (its kernel-time median is kept aside)
+        "ours_fresh_inputs": lambda: ours_traced(fn, inp, outd, gpu_medians),
     }
+    gpu_medians: list = []
     got = {k: [] for k in methods}
     names = list(methods)
     for rnd in range(3):  # rotate the order each round so clock or thermal drift favours none
         for k in names[rnd:] + names[:rnd]:
             got[k].append(methods[k]())
     med = {k: statistics.median(v) for k, v in got.items()}
-    agree[b] = {**{f"{k}_ms": v for k, v in med.items()}, "rounds": got,
+    agree[b] = {**{f"{k}_ms": v for k, v in med.items()}, "rounds": got, "ours_fresh_cupti_ms": gpu_medians,
                 "ours_vs_do_bench_pct": 100 * (med["ours"] - med["do_bench"]) / med["do_bench"],
                 "ours_vs_loop_pct": 100 * (med["ours"] - med["event_loop"]) / med["event_loop"],
                 "fresh_vs_do_bench_pct": 100 * (med["ours_fresh_inputs"] - med["do_bench"]) / med["do_bench"]}
@@ -162,9 +179,16 @@ for u, s in spread.items():
     clocks = [(r.get("sm_clock_mhz") or {}).get(u) or {} for r in runs]
     late = [(r.get("late") or {}).get(u) for r in runs]
     print(f"   batch {s['batch']:>6}: {s['spread_pct']:.2f}%  medians(us)={[round(m*1e3, 2) for m in s['medians_ms']]}  SM MHz={[c.get('median') for c in clocks]}  late(dropped,kept,hold)={late}")
+print(f"(1b) spread of CUPTI kernel-time medians over {args.procs} processes:")
+for u, s in gpu_spread.items():
+    print(f"   batch {s['batch']:>6}: {s['spread_pct']:.2f}%  medians(us)={[round(m*1e3, 3) for m in s['medians_ms']]}  from {s['processes']} processes")
+for r in runs:
+    for u, why in (r.get("gpu_withheld") or {}).items():
+        print(f"   withheld {u[:8]}: {why}")
 print("(2) agreement (ms): batch, do_bench, event loop, ours, ours w/ fresh inputs; ours vs do_bench, vs loop, fresh vs do_bench")
 for b, a in agree.items():
     print(f"   {b:>6} {a['do_bench_ms']:.5f} {a['event_loop_ms']:.5f} {a['ours_ms']:.5f} {a['ours_fresh_inputs_ms']:.5f}  {a['ours_vs_do_bench_pct']:+.2f}% {a['ours_vs_loop_pct']:+.2f}% {a['fresh_vs_do_bench_pct']:+.2f}%")
+    print(f"          CUPTI kernel time in the fresh-input rounds (ms): {a['ours_fresh_cupti_ms']}")
 print("(3) overhead per process (s): " + ", ".join(f"wall {r['wall_s']:.1f} timed {r['timed_kernel_s']:.2f} overhead {r['overhead_s']:.1f} rc={r['rc']}" for r in runs))
 for r in runs:
     ph = [p for p in r["phase_s"].values() if p]

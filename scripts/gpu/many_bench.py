@@ -40,16 +40,25 @@ for run in summary["runs"]:
     rows.append({"wall_s": run["wall_s"], "timed_kernel_s": timed_ms / 1e3, "overhead_s": run["wall_s"] - timed_ms / 1e3, "spare_worker": rep["config"].get("spare_worker"),
                  "all_passed": run["all_passed"], "timeline_s": rep["config"].get("timeline_s"),
                  "medians_us": {str(w["axes"]["batch_size"]): round(w["latency_ms"]["median"] * 1e3, 3) for w in rep["workloads"] if w.get("latency_ms")},
+                 "gpu_medians_us": {str(w["axes"]["batch_size"]): round(w["kernel_time"]["latency_ms"]["median"] * 1e3, 3) for w in rep["workloads"] if (w.get("kernel_time") or {}).get("latency_ms")},
                  "phase_s": {str(w["axes"]["batch_size"]): (w.get("profile") or {}).get("phase_s") for w in rep["workloads"]}})
-spread = {}
-for b in rows[0]["medians_us"]:
-    ms = [r["medians_us"][b] for r in rows if b in r["medians_us"]]
-    spread[b] = {"medians_us": ms, "spread_pct": round(100 * (max(ms) - min(ms)) / statistics.median(ms), 2)}
-result = {"date": time.strftime("%Y-%m-%d"), "copies": args.copies, "rc": p.returncode, "process_wall_s": process_wall, "rows": rows, "spread": spread}
+
+
+def spread_of(key: str) -> dict:
+    out = {}
+    for b in rows[0][key]:
+        ms = [r[key][b] for r in rows if b in r[key]]
+        out[b] = {"medians_us": ms, "spread_pct": round(100 * (max(ms) - min(ms)) / statistics.median(ms), 2)}
+    return out
+
+
+spread, gpu_spread = spread_of("medians_us"), spread_of("gpu_medians_us")
+result = {"date": time.strftime("%Y-%m-%d"), "copies": args.copies, "rc": p.returncode, "process_wall_s": process_wall, "rows": rows, "spread": spread, "gpu_spread": gpu_spread}
 (OUT / "many_bench.json").write_text(json.dumps(result, indent=2))
 print(f"kbot eval-many x{args.copies}: rc={p.returncode}, process wall {process_wall:.1f} s")
 for i, r in enumerate(rows, 1):
     print(f"  copy {i}: wall {r['wall_s']:.2f} s, timed {r['timed_kernel_s']:.2f} s, overhead {r['overhead_s']:.2f} s, spare={r['spare_worker']}, passed={r['all_passed']}")
     print(f"          timeline {r['timeline_s']}")
 print("spread over the copies (separate processes): " + "; ".join(f"b={b}: {s['spread_pct']}% {s['medians_us']}" for b, s in spread.items()))
+print("the same, CUPTI kernel time: " + "; ".join(f"b={b}: {s['spread_pct']}% {s['medians_us']}" for b, s in gpu_spread.items()))
 sys.exit(p.returncode)

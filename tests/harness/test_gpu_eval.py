@@ -21,6 +21,11 @@ def test_shipped_rmsnorm_passes_near_bandwidth(tmp_path):
     biggest = max(rep["workloads"], key=lambda w: w["axes"]["batch_size"])
     assert biggest["roofline"]["fraction"] > 0.8, biggest["roofline"]
     assert all(w["latency_ms"]["median"] > 0.001 for w in rep["workloads"])  # no kernel is faster than 1 µs
+    for w in rep["workloads"]:  # the CUPTI kernel time: complete, inside the event time, short of it by about the launch floor
+        kt = w["kernel_time"]
+        assert kt["withheld"] == "" and kt["latency_ms"] and kt["reference_latency_ms"], kt
+        gap = w["latency_ms"]["median"] - kt["latency_ms"]["median"]
+        assert 0 < kt["latency_ms"]["median"] and 0 <= gap < 0.010, (w["axes"], w["latency_ms"]["median"], kt["latency_ms"]["median"])
 
 
 CUDA_SOLUTION = {
