@@ -7,19 +7,25 @@ so a 5 µs kernel's event median moves 5-20 % between processes. CUPTI stamps ea
 and end on the GPU; the same rmsnorm kernels' CUPTI medians reproduced within 0-0.3 % across processes
 where their event medians did not (scripts/gpu/cupti_timing.py, docs/measurements.md).
 
-How a record finds its call: around each timed call the timer pushes an id of its own
-(``cuptiActivityPushExternalCorrelationId``, kind CUSTOM2; kineto uses CUSTOM0/1). CUPTI then writes,
-before each driver or runtime API record made on that thread, an external-correlation record linking
-our id to CUPTI's correlation id, which the kernel, memcpy and memset records carry. A call's GPU time
-is the span from the start of its first operation to the end of its last, gaps included; work a call
-left on another thread is not ours to attribute, so any operation with no id during a timed run makes
-the figure withheld (``foreign``), never quietly smaller.
+How a record finds its call: by time, between two kernels of the harness's own. Every timed call sits
+on the GPU between its hold (a spin kernel of many cycles, already there for the event protocol) and a
+short spin kernel the timer enqueues right after the end event, all on one stream, so the GPU runs them
+in that order. A call's GPU time is the span from the first start to the last end of the operations
+(kernels, copies, fills) that start inside its window, gaps included. Only kernel, memcpy and memset
+records are enabled: H200 runs with these alone left event times where they were, while adding
+driver/runtime API records and external correlation ids (the first design) slowed every timed
+iteration ~3x and moved few-µs event medians by 5-8 % (docs/measurements.md, session 4).
+
+What withholds the figure instead of letting it come out small: spin kernels that do not pair up one
+hold and one marker per call (a candidate launching the same spin kernel), a call whose window holds no
+operation, an operation CUPTI could not time, an operation still running when the marker started (work
+left on another stream), a record layout this module cannot read.
 
 Record layouts (cupti_activity.h, unchanged from CUDA 11 to 13 where read here): kernel records
-(CUpti_ActivityKernel4..N) start @16, end @24, streamId @48, correlationId @92; memcpy and memset
-records start @16, end @24, streamId @40, correlationId @44; external correlation externalKind @4,
-externalId @8, correlationId @16. ``scripts/gpu/cupti_timing.py`` checked the kernel prefix on the
-H200 against grid sizes and names it launched. Nothing here needs torch.
+(CUpti_ActivityKernel4..N) start @16, end @24, streamId @48, correlationId @92, name @104; memcpy and
+memset records start @16, end @24, streamId @40, correlationId @44. ``scripts/gpu/cupti_timing.py``
+checked the kernel prefix on the H200 against grid sizes and names it launched. Nothing here needs
+torch.
 """
 
 from __future__ import annotations
@@ -28,14 +34,13 @@ import ctypes
 import struct
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable
 
-KIND_MEMCPY, KIND_MEMSET, KIND_DRIVER, KIND_RUNTIME, KIND_KERNEL, KIND_EXTERNAL = 1, 2, 4, 5, 10, 39
-EXTERNAL_KIND = 5  # CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
-ENABLED_KINDS = (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_DRIVER, KIND_RUNTIME, KIND_EXTERNAL)
+KIND_MEMCPY, KIND_MEMSET, KIND_KERNEL = 1, 2, 10
+ENABLED_KINDS = (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
 # kind -> (start, end, streamId, correlationId offsets, bytes needed)
-_OP_LAYOUT = {KIND_KERNEL: (16, 24, 48, 92, 96), KIND_MEMCPY: (16, 24, 40, 44, 48), KIND_MEMSET: (16, 24, 40, 44, 48)}
-_EXT_BYTES = 20
+_OP_LAYOUT = {KIND_KERNEL: (16, 24, 48, 92, 112), KIND_MEMCPY: (16, 24, 40, 44, 48), KIND_MEMSET: (16, 24, 40, 44, 48)}
+_NAME_AT = 104  # kernel records: const char* name
 _BUFFER_BYTES = 4 << 20
 
 
@@ -46,64 +51,72 @@ class GpuOp:
     end_ns: int
     stream: int
     correlation: int
+    name: str = ""  # kernels only
 
 
-@dataclass(frozen=True)
-class External:
-    correlation: int
-    external_id: int
-
-
-def parse_record(raw: bytes) -> GpuOp | External | None:
-    """One activity record (its leading bytes): a GPU operation, an external-correlation link of ours
-    (CUSTOM2), or None for kinds this module does not read (API records, other tools' links)."""
+def parse_record(raw: bytes, read_name: Callable[[int], str] | None = None) -> GpuOp | None:
+    """One activity record (its leading bytes): a GPU operation, or None for kinds this module does not
+    read. ``read_name`` turns a kernel record's name pointer into text (not called for a NULL one)."""
     if len(raw) < 4:
         raise ValueError(f"activity record of {len(raw)} bytes has no kind")
     kind = struct.unpack_from("<I", raw, 0)[0]
-    if kind in _OP_LAYOUT:
-        s, e, st, c, need = _OP_LAYOUT[kind]
-        if len(raw) < need:
-            raise ValueError(f"activity record of kind {kind} is {len(raw)} bytes, shorter than the {need} read")
-        u64 = struct.unpack_from
-        return GpuOp(kind, u64("<Q", raw, s)[0], u64("<Q", raw, e)[0], u64("<I", raw, st)[0], u64("<I", raw, c)[0])
-    if kind == KIND_EXTERNAL:
-        if len(raw) < _EXT_BYTES:
-            raise ValueError(f"external-correlation record of {len(raw)} bytes is shorter than {_EXT_BYTES}")
-        ext_kind, ext_id, corr = struct.unpack_from("<IQI", raw, 4)
-        return External(corr, ext_id) if ext_kind == EXTERNAL_KIND else None
-    return None
+    if kind not in _OP_LAYOUT:
+        return None
+    s, e, st, c, need = _OP_LAYOUT[kind]
+    if len(raw) < need:
+        raise ValueError(f"activity record of kind {kind} is {len(raw)} bytes, shorter than the {need} read")
+    u = struct.unpack_from
+    name = ""
+    if kind == KIND_KERNEL and read_name is not None:
+        ptr = u("<Q", raw, _NAME_AT)[0]
+        name = read_name(ptr) if ptr else ""
+    return GpuOp(kind, u("<Q", raw, s)[0], u("<Q", raw, e)[0], u("<I", raw, st)[0], u("<I", raw, c)[0], name)
 
 
 def record_bytes(kind: int) -> int:
     """How many leading bytes of a record of ``kind`` ``parse_record`` reads (4 for kinds it skips)."""
-    if kind in _OP_LAYOUT:
-        return _OP_LAYOUT[kind][4]
-    return _EXT_BYTES if kind == KIND_EXTERNAL else 4
+    return _OP_LAYOUT[kind][4] if kind in _OP_LAYOUT else 4
 
 
 @dataclass
-class Attribution:
-    """Where a batch of records went: per id of ours, (first start ns, last end ns, operations)."""
+class Windows:
+    """Each call's GPU span in ns (None: nothing ran in its window), in the order the calls were enqueued,
+    and what makes the whole set untrustworthy (empty when it can be used)."""
 
-    spans: dict[int, tuple[int, int, int]] = field(default_factory=dict)
-    foreign: int = 0  # operations linked to no id of ours (another thread's work)
-    unstamped: int = 0  # operations CUPTI could not time (start and end 0)
+    spans: list[int | None] = field(default_factory=list)
+    over: list[bool] = field(default_factory=list)  # an operation of the call was still running at its marker
+    problem: str = ""
 
 
-def attribute(ops: Iterable[GpuOp], links: dict[int, int]) -> Attribution:
-    """Group GPU operations by the id of ours that their CUPTI correlation id links to (``links``:
-    correlation id -> our id)."""
-    out = Attribution()
-    for op in ops:
-        ours = links.get(op.correlation)
-        if ours is None:
-            out.foreign += 1
-            continue
-        if op.start_ns == 0 and op.end_ns == 0:
-            out.unstamped += 1
-            continue
-        first, last, n = out.spans.get(ours, (op.start_ns, op.end_ns, 0))
-        out.spans[ours] = (min(first, op.start_ns), max(last, op.end_ns), n + 1)
+def attribute(ops: list[GpuOp], spin_name: str, calls: int) -> Windows:
+    """Split a timed run's operations into its ``calls`` windows, each opened by the end of a hold and
+    closed by the start of the marker after it (both kernels named ``spin_name``)."""
+    ops = sorted(ops, key=lambda o: (o.start_ns, o.end_ns))
+    spins = [o for o in ops if o.kind == KIND_KERNEL and o.name == spin_name]
+    if len(spins) != 2 * calls:
+        return Windows(problem=f"{len(spins)} spin kernels for {calls} timed calls (expected a hold and a marker each)")
+    unstamped = sum(1 for o in ops if o.start_ns == 0 and o.end_ns == 0)
+    if unstamped:
+        return Windows(problem=f"{unstamped} operations CUPTI could not time")
+    out = Windows()
+    rest = [o for o in ops if not (o.kind == KIND_KERNEL and o.name == spin_name)]
+    i = 0
+    for c in range(calls):
+        hold, marker = spins[2 * c], spins[2 * c + 1]
+        if marker.start_ns < hold.end_ns:
+            return Windows(problem=f"call {c}: its marker started before its hold ended (spin kernels out of order)")
+        while i < len(rest) and rest[i].start_ns < hold.end_ns:
+            i += 1
+        mine = []
+        while i < len(rest) and rest[i].start_ns <= marker.start_ns:
+            mine.append(rest[i])
+            i += 1
+        if mine:
+            out.spans.append(max(o.end_ns for o in mine) - mine[0].start_ns)
+            out.over.append(any(o.end_ns > marker.start_ns for o in mine))
+        else:
+            out.spans.append(None)
+            out.over.append(False)
     return out
 
 
@@ -111,60 +124,73 @@ _REQUESTED = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.POINTER(ctypes.c_uint8
 _COMPLETED = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t, ctypes.c_size_t)
 
 
-class Tracer:
-    """The process's CUPTI activity client. ``start``/``stop`` bracket a timed run; ``push``/``pop``
-    bracket what belongs to one id; ``collect`` flushes and returns what arrived since the last call.
+def _read_name(ptr: int) -> str:
+    return ctypes.string_at(ptr).decode(errors="replace")
 
-    Buffers are ctypes arrays kept alive in ``_buffers`` until CUPTI hands them back; the completion
-    callback may run on a CUPTI thread, hence the lock."""
+
+class Tracer:
+    """The process's CUPTI activity client. ``start``/``stop`` bracket a timed run; ``collect`` flushes
+    and returns the operations recorded since the last call.
+
+    Buffers are ctypes arrays kept alive in ``_buffers`` until CUPTI hands them back. The completion
+    callback may run on a CUPTI thread while the timer enqueues work: it only files the buffer, and
+    ``collect`` (on the timer's thread, after a synchronize) reads it."""
 
     def __init__(self, lib: Any):
         self.lib = lib
         self._buffers: dict[int, Any] = {}
-        self._ops: list[GpuOp] = []
-        self._links: dict[int, int] = {}
+        self._done_buffers: list[tuple[Any, int]] = []
         self._lock = threading.Lock()
         self.errors: list[str] = []
+        self.spin_name: str | None = None  # the hold's kernel name, learnt by the timer on first use
         self._req = _REQUESTED(self._on_request)  # kept referenced: CUPTI holds the bare pointers
         self._done = _COMPLETED(self._on_complete)
-        for name, types in (("cuptiActivityPushExternalCorrelationId", [ctypes.c_uint32, ctypes.c_uint64]),
-                            ("cuptiActivityPopExternalCorrelationId", [ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint64)]),
-                            ("cuptiActivityGetNextRecord", [ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t, ctypes.POINTER(ctypes.POINTER(ctypes.c_uint8))])):
-            fn = getattr(self.lib, name)
-            if hasattr(fn, "argtypes"):  # a ctypes function (tests pass Python stand-ins)
-                fn.argtypes = types
-        self._check("cuptiActivityRegisterCallbacks", self.lib.cuptiActivityRegisterCallbacks(self._req, self._done))
-        self._popped = ctypes.c_uint64()
-        self.active = False
-
-    def _check(self, what: str, rc: int) -> None:
+        fn = self.lib.cuptiActivityGetNextRecord
+        if hasattr(fn, "argtypes"):  # a ctypes function (tests pass Python stand-ins)
+            fn.argtypes = [ctypes.POINTER(ctypes.c_uint8), ctypes.c_size_t, ctypes.POINTER(ctypes.POINTER(ctypes.c_uint8))]
+        rc = self.lib.cuptiActivityRegisterCallbacks(self._req, self._done)
         if rc != 0:
-            raise OSError(f"{what} returned CUPTI error {rc}")
+            raise OSError(f"cuptiActivityRegisterCallbacks returned CUPTI error {rc}")
 
     def start(self) -> None:
         self.collect()  # drop anything left from outside a timed run
         for k in ENABLED_KINDS:
-            self._check(f"cuptiActivityEnable({k})", self.lib.cuptiActivityEnable(k))
-        self.active = True
+            rc = self.lib.cuptiActivityEnable(k)
+            if rc != 0:
+                self.stop()
+                raise OSError(f"cuptiActivityEnable({k}) returned CUPTI error {rc}")
 
     def stop(self) -> None:
-        self.active = False
         for k in ENABLED_KINDS:
             self.lib.cuptiActivityDisable(k)
 
-    def push(self, ours: int) -> None:
-        self.lib.cuptiActivityPushExternalCorrelationId(EXTERNAL_KIND, ours)
-
-    def pop(self) -> None:
-        self.lib.cuptiActivityPopExternalCorrelationId(EXTERNAL_KIND, ctypes.byref(self._popped))
-
-    def collect(self) -> tuple[list[GpuOp], dict[int, int]]:
+    def collect(self) -> list[GpuOp]:
         """Everything CUPTI has finished recording (call after a device synchronize)."""
         self.lib.cuptiActivityFlushAll(0)
         with self._lock:
-            ops, links = self._ops, self._links
-            self._ops, self._links = [], {}
-        return ops, links
+            done, self._done_buffers = self._done_buffers, []
+        ops: list[GpuOp] = []
+        for buf, valid in done:
+            try:
+                ops.extend(self._read(buf, valid))
+            except Exception as e:  # noqa: BLE001 — a layout we cannot read: the run says so
+                self.errors.append(f"{type(e).__name__}: {e}")
+            finally:
+                self._buffers.pop(ctypes.addressof(buf), None)
+        return ops
+
+    def _read(self, buf: Any, valid: int) -> list[GpuOp]:
+        ops = []
+        rec = ctypes.POINTER(ctypes.c_uint8)()
+        start = ctypes.cast(buf, ctypes.POINTER(ctypes.c_uint8))
+        while self.lib.cuptiActivityGetNextRecord(start, ctypes.c_size_t(valid), ctypes.byref(rec)) == 0:
+            addr = ctypes.addressof(rec.contents)
+            n = record_bytes(ctypes.c_uint32.from_address(addr).value)
+            if n > 4:
+                op = parse_record(ctypes.string_at(addr, n), _read_name)
+                if op is not None:
+                    ops.append(op)
+        return ops
 
     def _on_request(self, buf: Any, size: Any, max_records: Any) -> None:
         b = (ctypes.c_uint64 * (_BUFFER_BYTES // 8))()  # 8-byte aligned, as CUPTI requires
@@ -174,27 +200,11 @@ class Tracer:
         max_records[0] = 0
 
     def _on_complete(self, ctx: Any, stream: int, buf: Any, size: int, valid: int) -> None:
-        try:
-            ops, links = [], {}
-            rec = ctypes.POINTER(ctypes.c_uint8)()
-            while self.lib.cuptiActivityGetNextRecord(buf, ctypes.c_size_t(valid), ctypes.byref(rec)) == 0:
-                addr = ctypes.addressof(rec.contents)
-                kind = ctypes.c_uint32.from_address(addr).value
-                n = record_bytes(kind)
-                if n == 4:
-                    continue
-                r = parse_record(ctypes.string_at(addr, n))
-                if isinstance(r, GpuOp):
-                    ops.append(r)
-                elif isinstance(r, External):
-                    links[r.correlation] = r.external_id
-            with self._lock:
-                self._ops.extend(ops)
-                self._links.update(links)
-        except Exception as e:  # noqa: BLE001 — never raise into CUPTI's thread; the run sees the error
-            self.errors.append(f"{type(e).__name__}: {e}")
-        finally:
-            self._buffers.pop(ctypes.cast(buf, ctypes.c_void_p).value, None)
+        b = self._buffers.get(ctypes.cast(buf, ctypes.c_void_p).value or 0)
+        if b is None:  # not one of ours: nothing to read or keep
+            return
+        with self._lock:
+            self._done_buffers.append((b, valid))
 
 
 _TRACER: list[Tracer | None] = []

@@ -38,12 +38,7 @@ _clone = torch.Tensor.clone
 _copy = torch.Tensor.copy_
 _zero = torch.Tensor.zero_
 _gpu_sleep = getattr(torch.cuda, "_sleep", None)
-_HARNESS_ID = 0  # CUPTI external id of the harness's own work between timed calls
-
-
-def _call_id(it: int, j: int) -> int:
-    """The CUPTI external id of timed call ``j`` of iteration ``it`` (never 0)."""
-    return 1 + 8 * it + j
+_MARKER_CYCLES = 1  # the spin kernel after each traced call's end event: it closes the call's CUPTI window
 
 
 def wait_until_quiet(device: torch.device, *, max_s: float = 10.0, threshold_ms: float = 0.02, probes: int = 20, hold_cycles: int = 200_000) -> dict[str, Any]:
@@ -135,20 +130,18 @@ class Samples:
     hold_cycles: int = 0  # the hold in use when sampling stopped (it doubles while calls arrive late)
     # GPU time per kept timed call from CUPTI activity records (harness.cupti_activity), aligned with
     # times_ms while nothing below goes wrong; any count below makes kernel_time() withhold the figure.
+    kept_calls: list[int] = field(default_factory=list)  # each kept time's call, by enqueue order in the run
     gpu_ms: list[float] = field(default_factory=list)
-    gpu_missing: int = 0  # kept calls with no GPU operation linked to them
-    gpu_over: int = 0  # kept calls whose GPU span exceeds their event interval (work outside the events)
-    gpu_foreign: int = 0  # GPU operations during the run linked to no call (another thread's work)
-    gpu_unstamped: int = 0  # operations CUPTI could not time
-    gpu_error: str = ""  # the tracer failed, or was not there
+    gpu_missing: int = 0  # kept calls with no GPU operation in their window
+    gpu_over: int = 0  # kept calls whose GPU work outlasted their window or their event interval
+    gpu_error: str = ""  # the tracer failed, was not there, or its records did not add up
 
     def kernel_time(self) -> tuple[list[float] | None, str]:
         """The per-call GPU times, or None and why they are withheld."""
         n = len(self.times_ms)
         if self.gpu_error:
             return None, self.gpu_error
-        problems = [f"{c} {what}" for c, what in ((self.gpu_foreign, "GPU operations from another thread"), (self.gpu_missing, "timed calls with no GPU operation recorded"),
-                                                   (self.gpu_unstamped, "operations CUPTI could not time")) if c]
+        problems = [f"{self.gpu_missing} timed calls with no GPU operation recorded"] if self.gpu_missing else []
         if self.gpu_over * 100 > n:
             problems.append(f"{self.gpu_over} of {n} calls ran on the GPU longer than their events measured (work outside the caller's stream?)")
         if problems:
@@ -280,7 +273,9 @@ class Timer:
         kept: list[tuple[dict[str, Any], dict[str, Any]]] = []
         tracer = self._start_tracer(samples)
         try:
-            self._timed_loop(fns, rot, samples, budget, min_n, n_recheck, kept, tracer)
+            calls = self._timed_loop(fns, rot, samples, budget, min_n, n_recheck, kept, tracer)
+            if tracer is not None:
+                self._kernel_times(tracer, samples, calls)
         finally:
             if tracer is not None:
                 tracer.stop()
@@ -297,18 +292,62 @@ class Timer:
             samples[j].wall_ms_per_call = (_perf_counter_ns() - t0) / 1e6 / reps
 
     def _start_tracer(self, samples: list[Samples]) -> Any:
-        if self.tracer is None:
+        """Start CUPTI tracing for a timed run (None: no kernel time; the samples say why). The first
+        time, one lone spin kernel tells the name that holds and markers carry in the records."""
+        if self.tracer is None or _gpu_sleep is None:
             return None
+        why = ""
         try:
             self.tracer.start()
-            return self.tracer
+            if self.tracer.spin_name is None:
+                _gpu_sleep(_MARKER_CYCLES)
+                self._sync()
+                ops = self.tracer.collect()
+                if len(ops) == 1 and ops[0].name:
+                    self.tracer.spin_name = ops[0].name
+                else:
+                    why = f"CUPTI showed {len(ops)} operations for one spin kernel, so holds cannot be told apart"
         except Exception as e:  # noqa: BLE001 — no kernel time is a note in the report, not a failure
+            why = f"CUPTI tracing did not start: {type(e).__name__}: {e}"
+        if why:
             for smp in samples:
-                smp.gpu_error = f"CUPTI tracing did not start: {type(e).__name__}: {e}"
+                smp.gpu_error = why
+            try:
+                self.tracer.stop()
+            except Exception:  # noqa: BLE001
+                pass
             return None
+        return self.tracer
+
+    def _kernel_times(self, tracer: Any, samples: list[Samples], calls: int) -> None:
+        """After the timed loop: the GPU span of every kept call, from the run's CUPTI records."""
+        ops = tracer.collect()
+        if tracer.errors:
+            for smp in samples:
+                smp.gpu_error = f"reading CUPTI records failed: {tracer.errors[-1]}"
+            tracer.errors.clear()
+            return
+        win = attribute(ops, tracer.spin_name or "", calls)
+        for smp in samples:
+            if win.problem:
+                smp.gpu_error = win.problem
+                continue
+            for pos, c in enumerate(smp.kept_calls):
+                span = win.spans[c]
+                if span is None:
+                    smp.gpu_missing += 1
+                    continue
+                g = span / 1e6
+                smp.gpu_ms.append(g)
+                # Kernels on the caller's stream run between its events: a span longer than the
+                # interval (beyond clock granularity), or work still running at the marker, is work
+                # the events did not cover.
+                if win.over[c] or g > 1.02 * smp.times_ms[pos] + 0.001:
+                    smp.gpu_over += 1
 
     def _timed_loop(self, fns: list[Callable[[], dict[str, Any]]], rot: Rotation, samples: list[Samples], budget: float, min_n: int, n_recheck: int,
-                    kept: list[tuple[dict[str, Any], dict[str, Any]]], tracer: Any) -> None:
+                    kept: list[tuple[dict[str, Any], dict[str, Any]]], tracer: Any) -> int:
+        """The timed iterations; returns how many timed calls were enqueued."""
         cfg = self.cfg
         k = len(fns)
         inputs, outputs = rot.inputs, rot.outputs
@@ -316,14 +355,14 @@ class Timer:
         it = 0
         hold = cfg.hold_cycles
         timed_holds = self.cuda and _gpu_sleep is not None
+        calls = 0
         while True:
             pending: list[list[tuple[int, Any, Any, int]]] = []  # per iteration: (callable, events, cpu ms, host ns from hold to enqueued)
-            if tracer is not None:
-                tracer.push(_HARNESS_ID)  # the flushes, holds, input refreshes and copies of this chunk
+            pending_calls: list[list[int]] = []  # the same shape: each call's number in the run
             for _ in range(cfg.chunk):
                 rot.use(it)
                 order = range(k) if it % 2 == 0 else range(k - 1, -1, -1)
-                row = []
+                row, row_calls = [], []
                 for j in order:
                     slot = self._reservoir_slot(it, n_recheck) if j == 0 else None
                     h = _Event(enable_timing=True) if timed_holds else None
@@ -331,18 +370,18 @@ class Timer:
                     if self.cuda:
                         s, e = _Event(enable_timing=True), _Event(enable_timing=True)
                         _event_record(s)
-                        if tracer is not None:
-                            tracer.push(_call_id(it, j))
                         out = fns[j]()
-                        if tracer is not None:
-                            tracer.pop()
                         enqueued_ns = _perf_counter_ns() - self._hold_enqueued_ns if timed_holds else 0
                         _event_record(e)
+                        if tracer is not None:
+                            _gpu_sleep(_MARKER_CYCLES)  # closes this call's window in the CUPTI records
                         row.append((j, (h, s, e), None, enqueued_ns))
                     else:
                         t0 = _perf_counter_ns()
                         out = fns[j]()
                         row.append((j, None, (_perf_counter_ns() - t0) / 1e6, 0))
+                    row_calls.append(calls)
+                    calls += 1
                     if keep_in is not None:
                         pair = (keep_in, {n: (_clone(v) if isinstance(v, torch.Tensor) else v) for n, v in out.items()})
                         if slot < len(kept):
@@ -350,40 +389,19 @@ class Timer:
                         else:
                             kept.append(pair)
                 pending.append(row)
+                pending_calls.append(row_calls)
                 it += 1
-            if tracer is not None:
-                tracer.pop()
             self._sync()
-            gpu = self._gpu_spans(tracer, pending, it - len(pending), samples) if tracer is not None else None
-            hold = self._collect(pending, samples, hold, gpu)
+            hold = self._collect(pending, samples, hold, pending_calls)
             n = len(samples[0].times_ms)
             elapsed = _monotonic() - t_start
             if n >= cfg.max_iters or (n >= min_n and (elapsed > budget or all(precise_enough(s.times_ms, cfg.target_rsem, cfg.resolution_ms) for s in samples))):
                 break
             if elapsed > 4 * budget and n >= 3:  # a very slow callable (a reference taking seconds)
                 break
+        return calls
 
-    @staticmethod
-    def _gpu_spans(tracer: Any, pending: list[list[tuple[int, Any, Any, int]]], first_it: int, samples: list[Samples]) -> list[list[float | None]]:
-        """Each timed call's GPU span (ms) in this chunk, shaped like ``pending``, from the records CUPTI
-        delivered after the synchronize; operations linked to no id of ours are counted, not guessed."""
-        ops, links = tracer.collect()
-        attr = attribute(ops, links)
-        samples[0].gpu_foreign += attr.foreign
-        samples[0].gpu_unstamped += attr.unstamped
-        if tracer.errors:
-            for smp in samples:
-                smp.gpu_error = smp.gpu_error or f"reading CUPTI records failed: {tracer.errors[0]}"
-        out: list[list[float | None]] = []
-        for r, row in enumerate(pending):
-            spans = []
-            for j, _, _, _ in row:
-                sp = attr.spans.get(_call_id(first_it + r, j))
-                spans.append((sp[1] - sp[0]) / 1e6 if sp else None)
-            out.append(spans)
-        return out
-
-    def _collect(self, pending: list[list[tuple[int, Any, Any, int]]], samples: list[Samples], hold: int, gpu: list[list[float | None]] | None = None) -> int:
+    def _collect(self, pending: list[list[tuple[int, Any, Any, int]]], samples: list[Samples], hold: int, calls: list[list[int]] | None = None) -> int:
         """Read a chunk's events into the samples; returns the hold to use next.
 
         A timed call is *covered* when the host had enqueued it before the GPU finished the hold in
@@ -416,16 +434,8 @@ class Timer:
                 samples[j].times_ms.append(ms)
                 if hold_ms is not None and hold_ms > 0:
                     samples[j].clock_mhz.append(hold / (hold_ms * 1e3))
-                if gpu is not None:
-                    g = gpu[r][m]
-                    if g is None:
-                        samples[j].gpu_missing += 1
-                    else:
-                        samples[j].gpu_ms.append(g)
-                        # Kernels on the caller's stream run between its events: a span longer than the
-                        # interval (beyond clock granularity) is work the events did not cover.
-                        if g > 1.02 * ms + 0.001:
-                            samples[j].gpu_over += 1
+                if calls is not None:
+                    samples[j].kept_calls.append(calls[r][m])
         if late * 5 > len(pending) and hold < longest:
             factor = 2
             while factor < needed and hold * factor < longest:

@@ -11,19 +11,25 @@ import torch
 
 from harness import cupti_activity as ca
 from harness import measure
-from harness.cupti_activity import External, GpuOp, attribute, parse_record
+from harness.cupti_activity import GpuOp, attribute, parse_record
 from harness.measure import Refresher, Samples, Timer
 from harness.timing_config import TimingConfig
 from harness.worker import kernel_time
 
 
-def kernel_record(start: int, end: int, stream: int, corr: int, size: int = 112) -> bytes:
+_NAMES: list = []  # kernel names the synthetic records point at, kept alive
+
+
+def kernel_record(start: int, end: int, stream: int, corr: int, name: str = "rms", size: int = 112) -> bytes:
     b = bytearray(size)
     struct.pack_into("<I", b, 0, ca.KIND_KERNEL)
     struct.pack_into("<QQ", b, 16, start, end)
     struct.pack_into("<I", b, 48, stream)
     struct.pack_into("<i", b, 52, 128)  # gridX, between the stream and the correlation id
     struct.pack_into("<I", b, 92, corr)
+    if name:
+        _NAMES.append(ctypes.create_string_buffer(name.encode()))
+        struct.pack_into("<Q", b, 104, ctypes.addressof(_NAMES[-1]))
     return bytes(b)
 
 
@@ -35,51 +41,62 @@ def memset_record(start: int, end: int, stream: int, corr: int, kind: int = ca.K
     return bytes(b)
 
 
-def external_record(corr: int, ours: int, ext_kind: int = ca.EXTERNAL_KIND) -> bytes:
-    return struct.pack("<IIQII", ca.KIND_EXTERNAL, ext_kind, ours, corr, 0)
-
-
 def api_record(corr: int) -> bytes:
-    return struct.pack("<IIQQIIII", ca.KIND_RUNTIME, 211, 1, 2, 10, 11, corr, 0)
+    return struct.pack("<IIQQIIII", 5, 211, 1, 2, 10, 11, corr, 0)  # CUPTI_ACTIVITY_KIND_RUNTIME
 
 
 # ---- layouts ------------------------------------------------------------------------------------
 
 def test_kernel_memcpy_and_memset_records_give_their_times_stream_and_correlation():
-    assert parse_record(kernel_record(1_000, 5_250, 7, 42)) == GpuOp(ca.KIND_KERNEL, 1_000, 5_250, 7, 42)
+    assert parse_record(kernel_record(1_000, 5_250, 7, 42), ca._read_name) == GpuOp(ca.KIND_KERNEL, 1_000, 5_250, 7, 42, "rms")
+    assert parse_record(kernel_record(1_000, 5_250, 7, 42, name="")) == GpuOp(ca.KIND_KERNEL, 1_000, 5_250, 7, 42, "")
     assert parse_record(memset_record(10, 20, 3, 9)) == GpuOp(ca.KIND_MEMSET, 10, 20, 3, 9)
     assert parse_record(memset_record(10, 20, 3, 9, kind=ca.KIND_MEMCPY)) == GpuOp(ca.KIND_MEMCPY, 10, 20, 3, 9)
-
-
-def test_only_our_external_links_are_read():
-    assert parse_record(external_record(42, 77)) == External(42, 77)
-    assert parse_record(external_record(42, 77, ext_kind=3)) is None  # kineto's CUSTOM0
     assert parse_record(api_record(42)) is None
 
 
-@pytest.mark.parametrize("raw", [b"\x0a\x00", kernel_record(1, 2, 3, 4)[:90], external_record(1, 2)[:16]])
+@pytest.mark.parametrize("raw", [b"\x0a\x00", kernel_record(1, 2, 3, 4)[:100], memset_record(1, 2, 3, 4)[:40]])
 def test_short_records_are_refused(raw):
     with pytest.raises(ValueError):
         parse_record(raw)
 
 
 def test_record_bytes_covers_what_parse_reads():
-    for kind, raw in ((ca.KIND_KERNEL, kernel_record(1, 2, 3, 4)), (ca.KIND_MEMSET, memset_record(1, 2, 3, 4)), (ca.KIND_EXTERNAL, external_record(1, 2))):
-        assert parse_record(raw[: ca.record_bytes(kind)]) == parse_record(raw)
-    assert ca.record_bytes(ca.KIND_DRIVER) == 4
+    for kind, raw in ((ca.KIND_KERNEL, kernel_record(1, 2, 3, 4)), (ca.KIND_MEMSET, memset_record(1, 2, 3, 4))):
+        assert parse_record(raw[: ca.record_bytes(kind)], ca._read_name) == parse_record(raw, ca._read_name)
+    assert ca.record_bytes(5) == 4
 
 
-# ---- linking records to calls -------------------------------------------------------------------
+# ---- windows: from the end of a hold to the start of its marker ------------------------------------
+
+def K(start, end, name="rms", stream=7):
+    return GpuOp(ca.KIND_KERNEL, start, end, stream, 0, name)
+
+
+def spins(*pairs):
+    return [K(a, b, "spin") for a, b in pairs]
+
 
 def test_a_call_spans_from_its_first_start_to_its_last_end_gaps_included():
-    ops = [GpuOp(10, 100, 200, 7, 1), GpuOp(10, 260, 300, 7, 2), GpuOp(2, 150, 170, 7, 3), GpuOp(10, 0, 90, 7, 4)]
-    a = attribute(ops, {1: 5, 2: 5, 3: 5, 4: 0})
-    assert a.spans == {5: (100, 300, 3), 0: (0, 90, 1)} and a.foreign == 0
+    ops = spins((0, 100), (400, 401), (500, 600), (900, 901)) + [K(110, 200), K(260, 300), GpuOp(ca.KIND_MEMSET, 210, 220, 7, 0), K(620, 700),
+                                                               K(402, 450, "fill"), K(50, 60, "fill")]  # the harness's flush and refresh sit outside
+    w = attribute(ops, "spin", 2)
+    assert w.problem == "" and w.spans == [190, 80] and w.over == [False, False]
 
 
-def test_operations_with_no_link_are_foreign_and_untimed_ones_are_counted():
-    a = attribute([GpuOp(10, 100, 200, 7, 1), GpuOp(10, 0, 0, 7, 2)], {2: 5})
-    assert a.foreign == 1 and a.unstamped == 1 and a.spans == {}
+def test_a_window_with_nothing_in_it_is_a_missing_call():
+    w = attribute(spins((0, 100), (150, 151), (200, 300), (400, 401)) + [K(310, 390)], "spin", 2)
+    assert w.spans == [None, 80]
+
+
+def test_work_still_running_at_the_marker_is_flagged():
+    w = attribute(spins((0, 100), (150, 151)) + [K(110, 400, stream=9)], "spin", 1)
+    assert w.over == [True]
+
+
+def test_spin_kernels_that_do_not_pair_up_withhold_everything():
+    assert "5 spin kernels for 2" in attribute(spins((0, 100), (150, 151), (200, 300), (400, 401), (120, 130)), "spin", 2).problem
+    assert "could not time" in attribute(spins((0, 100), (150, 151)) + [K(0, 0)], "spin", 1).problem
 
 
 # ---- the tracer against a stand-in CUPTI ----------------------------------------------------------
@@ -90,7 +107,6 @@ class FakeCupti:
 
     def __init__(self):
         self.enabled: set[int] = set()
-        self.stack: list[int] = []
         self.pending: list[bytes] = []
         self.cursor: list[int] = []
 
@@ -104,15 +120,6 @@ class FakeCupti:
 
     def cuptiActivityDisable(self, kind):
         self.enabled.discard(kind)
-        return 0
-
-    def cuptiActivityPushExternalCorrelationId(self, kind, ours):
-        assert kind == ca.EXTERNAL_KIND
-        self.stack.append(ours)
-        return 0
-
-    def cuptiActivityPopExternalCorrelationId(self, kind, out):
-        self.stack.pop()
         return 0
 
     def cuptiActivityFlushAll(self, flag):
@@ -137,51 +144,54 @@ class FakeCupti:
         return 0
 
 
-def test_the_tracer_reads_buffers_links_records_and_hands_buffers_back():
+def test_the_tracer_reads_buffers_and_hands_them_back():
     lib = FakeCupti()
     t = ca.Tracer(lib)
     t.start()
-    assert set(ca.ENABLED_KINDS) <= lib.enabled
-    lib.pending = [api_record(1), external_record(1, 9), kernel_record(100, 400, 7, 1), external_record(2, 3, ext_kind=3),
-                   memset_record(500, 600, 7, 2), kernel_record(700, 800, 7, 1)]
-    ops, links = t.collect()
-    assert links == {1: 9}
-    assert [o.correlation for o in ops] == [1, 2, 1]
-    assert attribute(ops, links).spans == {9: (100, 800, 2)} and attribute(ops, links).foreign == 1
+    assert set(ca.ENABLED_KINDS) == lib.enabled
+    lib.pending = [api_record(1), kernel_record(100, 400, 7, 1, name="spin"), memset_record(500, 600, 7, 2), kernel_record(700, 800, 7, 3)]
+    ops = t.collect()
+    assert ops == [GpuOp(ca.KIND_KERNEL, 100, 400, 7, 1, "spin"), GpuOp(ca.KIND_MEMSET, 500, 600, 7, 2), GpuOp(ca.KIND_KERNEL, 700, 800, 7, 3, "rms")]
     assert t._buffers == {} and t.errors == []
-    assert t.collect() == ([], {})  # what was handed over is not handed over again
+    assert t.collect() == []  # what was handed over is not handed over again
     t.stop()
     assert not lib.enabled
 
 
-def test_a_bad_record_is_an_error_the_run_sees_not_an_exception_in_cuptis_thread(monkeypatch):
+def test_a_bad_record_is_an_error_the_run_sees(monkeypatch):
     lib = FakeCupti()
     t = ca.Tracer(lib)
 
-    def refuse(raw):
+    def refuse(raw, read_name=None):
         raise ValueError("layout")
 
     monkeypatch.setattr(ca, "parse_record", refuse)
     lib.pending = [kernel_record(1, 2, 3, 4)]
-    assert t.collect() == ([], {})
+    assert t.collect() == []
     assert t.errors == ["ValueError: layout"] and t._buffers == {}
 
 
-def test_a_refused_registration_is_an_error():
+def test_a_refused_registration_or_enable_is_an_error():
     lib = FakeCupti()
     lib.cuptiActivityRegisterCallbacks = lambda req, done: 17
     with pytest.raises(OSError, match="17"):
         ca.Tracer(lib)
+    lib = FakeCupti()
+    t = ca.Tracer(lib)
+    lib.cuptiActivityEnable = lambda kind: 1 if kind == ca.KIND_MEMSET else 0
+    with pytest.raises(OSError, match="returned CUPTI error 1"):
+        t.start()
 
 
 # ---- the timer with a stand-in GPU and tracer ---------------------------------------------------
 
 class FakeTracer:
-    """Records a GPU operation for each launch, linked to the id on top of the push stack (or to none,
-    for a launch made 'from another thread')."""
+    """A stand-in GPU: every launch (the timer's spin kernels included) becomes an operation on a clock
+    the events also read."""
 
     def __init__(self, clock):
-        self.clock, self.stack, self.ops, self.links, self.corr, self.errors = clock, [], [], {}, 0, []
+        self.clock, self.ops, self.errors = clock, [], []
+        self.spin_name = None
         self.started = self.stopped = 0
         self.on = False
 
@@ -193,31 +203,21 @@ class FakeTracer:
         self.stopped += 1
         self.on = False
 
-    def push(self, ours):
-        self.stack.append(ours)
-
-    def pop(self):
-        if self.stack:  # CUPTI answers an empty stack with an error code
-            self.stack.pop()
-
-    def launch(self, ms: float, other_thread: bool = False) -> None:
-        self.corr += 1
-        if self.stack and not other_thread:
-            self.links[self.corr] = self.stack[-1]
-        t0 = int(self.clock["ms"] * 1e6)
-        self.clock["ms"] += ms
+    def launch(self, ms: float, name: str = "rms", stream: int = 7, tail_ms: float = 0.0) -> None:
+        t0 = self.clock["ns"]
+        self.clock["ns"] += max(1, round(ms * 1e6))
         if self.on:
-            self.ops.append(GpuOp(ca.KIND_KERNEL, t0, t0 + int(ms * 1e6), 7, self.corr))
+            self.ops.append(K(t0, t0 + max(1, round((ms + tail_ms) * 1e6)), name, stream))
 
     def collect(self):
-        ops, links, self.ops, self.links = self.ops, self.links, [], {}
-        return ops, links
+        ops, self.ops = self.ops, []
+        return ops
 
 
 @pytest.fixture
 def gpu(monkeypatch):
     """The timer's CUDA path on the CPU: events read a shared clock that the hold and the calls advance."""
-    clock = {"ms": 0.0}
+    clock = {"ns": 0}  # integer ns, as CUPTI stamps them
     tracer = FakeTracer(clock)
 
     class FakeEvent:
@@ -225,11 +225,11 @@ def gpu(monkeypatch):
             self.t = None
 
     monkeypatch.setattr(measure, "_Event", FakeEvent)
-    monkeypatch.setattr(measure, "_event_record", lambda ev: setattr(ev, "t", clock["ms"]))
+    monkeypatch.setattr(measure, "_event_record", lambda ev: setattr(ev, "t", clock["ns"] / 1e6))
     monkeypatch.setattr(measure, "_event_elapsed", lambda a, b: b.t - a.t)
-    monkeypatch.setattr(measure, "_gpu_sleep", lambda cycles: tracer.launch(cycles / 2e6))  # the hold is the harness's own work
+    monkeypatch.setattr(measure, "_gpu_sleep", lambda cycles: tracer.launch(cycles / 2e6, name="spin"))
     monkeypatch.setattr(measure, "_cuda_sync", lambda: None)
-    monkeypatch.setattr(measure, "_zero", lambda t: t)
+    monkeypatch.setattr(measure, "_zero", lambda t: (tracer.launch(0.02, name="fill"), t)[1])  # the L2 flush
 
     def timer(**cfg):
         t = Timer(torch.device("cpu"), TimingConfig(**cfg), Refresher([]), 0)
@@ -248,15 +248,15 @@ def test_each_kept_call_gets_its_gpu_span_beside_its_event_time(gpu):
 
     def call():
         tracer.launch(0.003)  # two kernels with a host-side gap: the span keeps the gap
-        tracer.clock["ms"] += 0.001
+        tracer.clock["ns"] += 1000
         tracer.launch(0.002)
         return {}
 
     s = _run(make(), [call])[0]
     times, why = s.kernel_time()
-    assert why == "" and len(times) == len(s.times_ms) >= 30
-    assert all(abs(g - 0.006) < 1e-5 for g in times) and all(abs(ms - 0.006) < 1e-9 for ms in s.times_ms)  # ns stamps
-    assert tracer.started == tracer.stopped == 1 and s.gpu_foreign == 0
+    assert why == "" and len(times) == len(s.times_ms) >= 30 and tracer.spin_name == "spin"
+    assert all(abs(g - 0.006) < 1e-5 for g in times) and all(abs(ms - 0.006) < 1e-9 for ms in s.times_ms)
+    assert tracer.started == tracer.stopped == 1
 
 
 def test_interleaved_calls_get_their_own_spans(gpu):
@@ -267,42 +267,56 @@ def test_interleaved_calls_get_their_own_spans(gpu):
     assert set(round(g, 5) for g in sa.kernel_time()[0]) == {0.004} and set(round(g, 5) for g in sb.kernel_time()[0]) == {0.010}
 
 
-def test_work_from_another_thread_withholds_the_figure(gpu):
+def test_late_dropped_calls_are_left_out_of_the_gpu_times_too(gpu):
+    import time
+
     make, tracer = gpu
     n = {"i": 0}
 
     def call():
         n["i"] += 1
-        tracer.launch(0.004, other_thread=n["i"] == 20)  # once, on a thread without our id
+        if n["i"] in (4, 5, 6):  # a slow host once: these arrive after their (1 ms) hold ended
+            time.sleep(0.003)
+            tracer.launch(0.009)
+        else:
+            tracer.launch(0.004)
         return {}
 
-    times, why = _run(make(), [call])[0].kernel_time()
-    assert times is None and "another thread" in why
+    s = _run(make(hold_cycles=2_000_000), [call])[0]
+    times, why = s.kernel_time()
+    assert s.late_dropped == 3 and why == "" and len(times) == len(s.times_ms)
+    assert {round(g, 5) for g in times} == {0.004}  # the dropped calls' spans went with them
 
 
-def test_a_call_that_drops_our_id_withholds_the_figure(gpu):
+def test_a_candidate_launching_the_spin_kernel_withholds_the_figure(gpu):
     make, tracer = gpu
 
     def call():
-        tracer.pop()  # a candidate popping the harness's id: its work links to the harness, not to it
         tracer.launch(0.004)
-        tracer.push(123456)
+        measure._gpu_sleep(10)  # the same kernel as the timer's holds
+        return {}
+
+    times, why = _run(make(), [call])[0].kernel_time()
+    assert times is None and "spin kernels" in why
+
+
+def test_a_call_that_runs_nothing_on_the_gpu_withholds_the_figure(gpu):
+    make, tracer = gpu
+    n = {"i": 0}
+
+    def call():
+        n["i"] += 1
+        if n["i"] % 7:
+            tracer.launch(0.004)
         return {}
 
     times, why = _run(make(), [call])[0].kernel_time()
     assert times is None and "no GPU operation" in why
 
 
-def test_gpu_work_longer_than_the_events_withholds_the_figure(gpu):
+def test_gpu_work_left_running_on_another_stream_withholds_the_figure(gpu):
     make, tracer = gpu
-
-    def call():
-        tracer.launch(0.004)
-        if tracer.on:
-            tracer.ops[-1] = GpuOp(ca.KIND_KERNEL, tracer.ops[-1].start_ns, tracer.ops[-1].end_ns + 50_000, 9, tracer.ops[-1].correlation)  # still running after the end event
-        return {}
-
-    s = _run(make(), [call])[0]
+    s = _run(make(), [lambda: (tracer.launch(0.004, stream=9, tail_ms=0.05), {})[1]])[0]  # still running after the end event
     assert s.gpu_over == len(s.times_ms) and "longer than their events" in s.kernel_time()[1]
 
 
@@ -315,6 +329,20 @@ def test_a_tracer_that_fails_to_start_leaves_event_timing_alone(gpu):
     tracer.start = boom
     s = _run(make(), [lambda: (tracer.launch(0.004), {})[1]])[0]
     assert len(s.times_ms) >= 30 and s.kernel_time() == (None, "CUPTI tracing did not start: OSError: CUPTI_ERROR_NOT_INITIALIZED")
+
+
+def test_a_tracer_that_cannot_tell_its_spin_kernel_gives_no_figure(gpu, monkeypatch):
+    make, tracer = gpu
+    real = measure._gpu_sleep
+
+    def sleep_and_noise(cycles):
+        real(cycles)
+        if tracer.on and tracer.spin_name is None:  # another thread's kernel lands beside the lone spin kernel
+            tracer.launch(0.001, name="other")
+
+    monkeypatch.setattr(measure, "_gpu_sleep", sleep_and_noise)
+    s = _run(make(), [lambda: (tracer.launch(0.004), {})[1]])[0]
+    assert s.kernel_time()[0] is None and "cannot be told apart" in s.kernel_time()[1] and len(s.times_ms) >= 30
 
 
 def test_kernel_time_off_means_no_tracer():
@@ -343,8 +371,8 @@ def test_kernel_time_reports_candidate_baseline_and_reference():
 
 def test_kernel_time_says_what_is_missing():
     assert kernel_time([_samples([0.007] * 5)], None, traced=False).withheld.startswith("CUPTI unavailable")
-    kt = kernel_time([_samples([0.007] * 5, gpu_foreign=2)], None, traced=True)
-    assert kt.latency_ms is None and "another thread" in kt.withheld
+    kt = kernel_time([_samples([0.007] * 5, gpu_error="3 spin kernels for 1 timed calls")], None, traced=True)
+    assert kt.latency_ms is None and "spin kernels" in kt.withheld
     kt = kernel_time([_samples([0.007] * 5), _samples([0.008] * 5, gpu_missing=1)], None, traced=True)
     assert kt.latency_ms is not None and kt.baseline_latency_ms is None and "baseline:" in kt.withheld and "reference:" in kt.withheld
 
@@ -362,10 +390,10 @@ def test_the_table_shows_gpu_time_and_says_why_it_is_withheld(tmp_path):
     rep = Report(run_id="r", definition="d", solution="s", solution_hash="h", started="2026-11-29T00:00:00Z", device=DeviceInfo(kind="cuda", name="H200", timer="cuda_events"))
     rep.workloads = [
         WorkloadResult(uuid="aaaa1111", axes={"b": 1}, status=Status.PASSED, latency_ms=summarize([0.0071] * 9), kernel_time=KernelTime(latency_ms=summarize([0.0042] * 9))),
-        WorkloadResult(uuid="bbbb2222", axes={"b": 2}, status=Status.PASSED, latency_ms=summarize([0.0075] * 9), kernel_time=KernelTime(withheld="3 GPU operations from another thread")),
+        WorkloadResult(uuid="bbbb2222", axes={"b": 2}, status=Status.PASSED, latency_ms=summarize([0.0075] * 9), kernel_time=KernelTime(withheld="3 spin kernels for 1 timed calls")),
     ]
     buf = StringIO()
     print_report(rep, tmp_path, Console(file=buf, width=220))
     text = buf.getvalue()
-    assert "GPU time (CUPTI)" in text and "withheld" in text and "bbbb2222 GPU time: 3 GPU operations from another thread" in text
+    assert "GPU time (CUPTI)" in text and "withheld" in text and "bbbb2222 GPU time: 3 spin kernels for 1 timed calls" in text
     assert "4.2" in text  # the CUPTI median in µs beside the event one
