@@ -135,6 +135,7 @@ class Samples:
     gpu_missing: int = 0  # kept calls with no GPU operation in their window
     gpu_over: int = 0  # kept calls whose GPU work outlasted their window or their event interval
     gpu_error: str = ""  # the tracer failed, was not there, or its records did not add up
+    cupti_s: float = 0.0  # host seconds spent starting, reading and stopping CUPTI for this run
 
     def kernel_time(self) -> tuple[list[float] | None, str]:
         """The per-call GPU times, or None and why they are withheld."""
@@ -271,14 +272,19 @@ class Timer:
         # Which timed calls get their outputs re-checked: a reservoir sample over *all* timed calls, so
         # a solution cannot be honest for the first N calls and cheap afterwards.
         kept: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        t0 = _perf_counter_ns()
         tracer = self._start_tracer(samples)
+        t_started = _perf_counter_ns()
         try:
             calls = self._timed_loop(fns, rot, samples, budget, min_n, n_recheck, kept, tracer)
+            t_looped = _perf_counter_ns()
             if tracer is not None:
                 self._kernel_times(tracer, samples, calls)
         finally:
             if tracer is not None:
                 tracer.stop()
+        if tracer is not None:
+            samples[0].cupti_s = round((t_started - t0 + _perf_counter_ns() - t_looped) / 1e9, 4)
         samples[0].rechecks = kept
         rot.restore()
         # Host wall time per call, synchronized, without the flush: what a caller waiting on the result sees.

@@ -317,6 +317,7 @@ class Evaluator:
         res.profile = {"wall_ms_per_call": samples[0].wall_ms_per_call, "rechecked_outputs": len(samples[0].rechecks), "address_sets": samples[0].sets, "quiet_check": self.quiet,
                        "sm_clock_mhz": samples[0].sm_clock_mhz(), "hold_cycles": samples[0].hold_cycles,
                        "late_dropped": samples[0].late_dropped, "late_kept": samples[0].late_kept,
+                       "cupti_s": round(samples[0].cupti_s + (rs[0].cupti_s if rs else 0.0), 4),
                        "phase_s": {k: round(v, 4) for k, v in phases.items()}}
         return res
 

@@ -6,6 +6,7 @@
 #   harness      scripts/gpu/harness_bench.py: spread over 3 processes, agreement, overhead, bandwidth (~1.5)
 #   harness_norot the same without (2) and without address rotation (rotate_sets=1) (~1)
 #   harness_again the same without (2), current defaults: a second set of 3 processes (~1)
+#   harness_rot2g the same with 2 GiB for address rotation (9 sets at 16384 rows instead of 2) (~1)
 #   spread       scripts/gpu/timing_spread.py in 3 processes: addresses vs sampling vs drift (~1)
 #   profile      pytest -m gpu tests/profile, `kbot profile` and `kbot eval --profile` on rmsnorm (~3)
 #   guard        scripts/gpu/guard_gpu.sh: the guard's GPU tests and its corpus on the GPU (~5)
@@ -28,6 +29,7 @@ LARGEST=276033db  # rmsnorm_h4096 batch 16384
 
 step_harness() { OUT="$OUT/work" "$PY" scripts/gpu/harness_bench.py; }
 step_harness_norot() { OUT="$OUT/work" "$PY" scripts/gpu/harness_bench.py --no-agreement --tag _norot --timing rotate_sets=1; }
+step_harness_rot2g() { OUT="$OUT/work" "$PY" scripts/gpu/harness_bench.py --no-agreement --tag _rot2g --timing rotate_bytes=2147483648; }
 step_harness_again() { OUT="$OUT/work" "$PY" scripts/gpu/harness_bench.py --no-agreement --tag _again; }
 step_spread() { for i in 1 2 3; do OUT="$OUT/work" "$PY" scripts/gpu/timing_spread.py || return 1; done; }
 step_profile() {
