@@ -143,6 +143,7 @@ class Tracer:
         self._lock = threading.Lock()
         self.errors: list[str] = []
         self.spin_name: str | None = None  # the hold's kernel name, learnt by the timer on first use
+        self._names: dict[int, str] = {}  # CUPTI's name strings by address: one read per kernel, not per record
         self._req = _REQUESTED(self._on_request)  # kept referenced: CUPTI holds the bare pointers
         self._done = _COMPLETED(self._on_complete)
         fn = self.lib.cuptiActivityGetNextRecord
@@ -187,10 +188,16 @@ class Tracer:
             addr = ctypes.addressof(rec.contents)
             n = record_bytes(ctypes.c_uint32.from_address(addr).value)
             if n > 4:
-                op = parse_record(ctypes.string_at(addr, n), _read_name)
+                op = parse_record(ctypes.string_at(addr, n), self._name)
                 if op is not None:
                     ops.append(op)
         return ops
+
+    def _name(self, ptr: int) -> str:
+        name = self._names.get(ptr)
+        if name is None:
+            name = self._names[ptr] = _read_name(ptr)
+        return name
 
     def _on_request(self, buf: Any, size: Any, max_records: Any) -> None:
         b = (ctypes.c_uint64 * (_BUFFER_BYTES // 8))()  # 8-byte aligned, as CUPTI requires

@@ -15,6 +15,7 @@
 #   observer_cost scripts/gpu/observer_cost.py: where the CUPTI observer's seconds go (~1)
 #   launch_floor scripts/gpu/launch_floor.py: per-process launch floor vs CPU placement (~1)
 #   many         scripts/gpu/many_bench.py: kbot eval-many x4, overhead per candidate with spare workers (~1)
+#   cupti_cost   scripts/gpu/cupti_cost.py: the kernel-time tracer's host costs, piece by piece (~0.2)
 #   cupti_timing scripts/gpu/cupti_timing.py: CUPTI kernel durations vs events across processes (~1.5)
 #   operators    scripts/gpu/operators_full.py --official-refs --eval, pytest -m gpu tests/operators (~6)
 # Each step's exit code is in $OUT/steps.txt; the script exits non-zero if any step failed.
@@ -43,6 +44,7 @@ step_profile() {
 step_observer_cost() { OUT="$OUT/work" "$PY" scripts/gpu/observer_cost.py; }
 step_launch_floor() { OUT="$OUT/work" "$PY" scripts/gpu/launch_floor.py; }
 step_many() { OUT="$OUT/work" "$PY" scripts/gpu/many_bench.py; }
+step_cupti_cost() { OUT="$OUT/work" "$PY" scripts/gpu/cupti_cost.py; }
 step_cupti_timing() { OUT="$OUT/work" "$PY" scripts/gpu/cupti_timing.py; }
 step_guard() { OUT="$OUT/work" bash scripts/gpu/guard_gpu.sh; }
 step_harness_tests() { "$PY" -m pytest -m gpu tests/harness -q -rA -p no:cacheprovider; }
