@@ -34,18 +34,20 @@ import ctypes
 import struct
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 KIND_MEMCPY, KIND_MEMSET, KIND_KERNEL = 1, 2, 10
 ENABLED_KINDS = (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
-# kind -> (start, end, streamId, correlationId offsets, bytes needed)
-_OP_LAYOUT = {KIND_KERNEL: (16, 24, 48, 92, 112), KIND_MEMCPY: (16, 24, 40, 44, 48), KIND_MEMSET: (16, 24, 40, 44, 48)}
-_NAME_AT = 104  # kernel records: const char* name
+# One unpack per record (reading ~10k records per candidate is the tracer's main host cost). Kernel:
+# start @16, end @24, streamId @48, correlationId @92, name @104 (112 bytes). Memcpy/memset: start @16,
+# end @24, streamId @40, correlationId @44 (48 bytes).
+_KERNEL = struct.Struct("<I12xQQ16xI40xI8xQ")
+_COPY = struct.Struct("<I12xQQ8xII")
+_LAYOUT = {KIND_KERNEL: _KERNEL, KIND_MEMCPY: _COPY, KIND_MEMSET: _COPY}
 _BUFFER_BYTES = 4 << 20
 
 
-@dataclass(frozen=True)
-class GpuOp:
+class GpuOp(NamedTuple):
     kind: int
     start_ns: int
     end_ns: int
@@ -57,25 +59,30 @@ class GpuOp:
 def parse_record(raw: bytes, read_name: Callable[[int], str] | None = None) -> GpuOp | None:
     """One activity record (its leading bytes): a GPU operation, or None for kinds this module does not
     read. ``read_name`` turns a kernel record's name pointer into text (not called for a NULL one)."""
-    if len(raw) < 4:
-        raise ValueError(f"activity record of {len(raw)} bytes has no kind")
-    kind = struct.unpack_from("<I", raw, 0)[0]
-    if kind not in _OP_LAYOUT:
+    return parse_at(raw, 0, read_name)
+
+
+def parse_at(buf: bytes, off: int, read_name: Callable[[int], str] | None = None) -> GpuOp | None:
+    """``parse_record`` for the record at byte ``off`` of ``buf`` (a whole CUPTI buffer, copied once)."""
+    if len(buf) - off < 4:
+        raise ValueError(f"activity record of {len(buf) - off} bytes has no kind")
+    kind = int.from_bytes(buf[off:off + 4], "little")
+    layout = _LAYOUT.get(kind)
+    if layout is None:
         return None
-    s, e, st, c, need = _OP_LAYOUT[kind]
-    if len(raw) < need:
-        raise ValueError(f"activity record of kind {kind} is {len(raw)} bytes, shorter than the {need} read")
-    u = struct.unpack_from
-    name = ""
-    if kind == KIND_KERNEL and read_name is not None:
-        ptr = u("<Q", raw, _NAME_AT)[0]
-        name = read_name(ptr) if ptr else ""
-    return GpuOp(kind, u("<Q", raw, s)[0], u("<Q", raw, e)[0], u("<I", raw, st)[0], u("<I", raw, c)[0], name)
+    if len(buf) - off < layout.size:
+        raise ValueError(f"activity record of kind {kind} is {len(buf) - off} bytes, shorter than the {layout.size} read")
+    if layout is _KERNEL:
+        _, start, end, stream, corr, ptr = layout.unpack_from(buf, off)
+        return GpuOp(kind, start, end, stream, corr, read_name(ptr) if (ptr and read_name is not None) else "")
+    _, start, end, stream, corr = layout.unpack_from(buf, off)
+    return GpuOp(kind, start, end, stream, corr)
 
 
 def record_bytes(kind: int) -> int:
     """How many leading bytes of a record of ``kind`` ``parse_record`` reads (4 for kinds it skips)."""
-    return _OP_LAYOUT[kind][4] if kind in _OP_LAYOUT else 4
+    layout = _LAYOUT.get(kind)
+    return layout.size if layout is not None else 4
 
 
 @dataclass
@@ -181,16 +188,20 @@ class Tracer:
         return ops
 
     def _read(self, buf: Any, valid: int) -> list[GpuOp]:
+        """CUPTI walks the records (their sizes are its business); the bytes are copied out once."""
         ops = []
+        base = ctypes.addressof(buf)
+        data = ctypes.string_at(base, valid)
         rec = ctypes.POINTER(ctypes.c_uint8)()
         start = ctypes.cast(buf, ctypes.POINTER(ctypes.c_uint8))
-        while self.lib.cuptiActivityGetNextRecord(start, ctypes.c_size_t(valid), ctypes.byref(rec)) == 0:
-            addr = ctypes.addressof(rec.contents)
-            n = record_bytes(ctypes.c_uint32.from_address(addr).value)
-            if n > 4:
-                op = parse_record(ctypes.string_at(addr, n), self._name)
-                if op is not None:
-                    ops.append(op)
+        size = ctypes.c_size_t(valid)
+        ref = ctypes.byref(rec)
+        next_record = self.lib.cuptiActivityGetNextRecord
+        as_int = ctypes.c_void_p
+        while next_record(start, size, ref) == 0:
+            op = parse_at(data, ctypes.cast(rec, as_int).value - base, self._name)
+            if op is not None:
+                ops.append(op)
         return ops
 
     def _name(self, ptr: int) -> str:

@@ -162,10 +162,10 @@ def test_a_bad_record_is_an_error_the_run_sees(monkeypatch):
     lib = FakeCupti()
     t = ca.Tracer(lib)
 
-    def refuse(raw, read_name=None):
+    def refuse(buf, off, read_name=None):
         raise ValueError("layout")
 
-    monkeypatch.setattr(ca, "parse_record", refuse)
+    monkeypatch.setattr(ca, "parse_at", refuse)
     lib.pending = [kernel_record(1, 2, 3, 4)]
     assert t.collect() == []
     assert t.errors == ["ValueError: layout"] and t._buffers == {}
