@@ -138,6 +138,7 @@ class FakeCupti:
         return 0
 
     def cuptiActivityGetNextRecord(self, buf, valid, rec_ref):
+        self.next_calls = getattr(self, "next_calls", 0) + 1
         if not self.cursor:
             return 12  # CUPTI_ERROR_MAX_LIMIT_REACHED
         rec_ref._obj.contents = ctypes.c_uint8.from_address(self.cursor.pop(0))
@@ -156,6 +157,39 @@ def test_the_tracer_reads_buffers_and_hands_them_back():
     assert t.collect() == []  # what was handed over is not handed over again
     t.stop()
     assert not lib.enabled
+
+
+def test_after_the_first_buffer_records_are_walked_without_a_call_per_record():
+    lib = FakeCupti()
+    t = ca.Tracer(lib)
+    lib.pending = [kernel_record(1, 2, 7, 1, name="spin"), memset_record(3, 4, 7, 2), api_record(3)]
+    t.collect()
+    assert t._sizes == {ca.KIND_KERNEL: 112, ca.KIND_MEMSET: 56, 5: 40}
+    lib.next_calls = 0
+    lib.pending = [memset_record(5, 6, 7, 4), kernel_record(7, 9, 7, 5), kernel_record(10, 12, 7, 6, name="spin")]
+    assert t.collect() == [GpuOp(ca.KIND_MEMSET, 5, 6, 7, 4), GpuOp(ca.KIND_KERNEL, 7, 9, 7, 5, "rms"), GpuOp(ca.KIND_KERNEL, 10, 12, 7, 6, "spin")]
+    assert lib.next_calls == 0
+
+
+def test_a_buffer_the_learnt_sizes_do_not_fit_is_walked_by_cupti():
+    lib = FakeCupti()
+    t = ca.Tracer(lib)
+    lib.pending = [kernel_record(1, 2, 7, 1)]
+    t.collect()
+    lib.next_calls = 0
+    lib.pending = [kernel_record(7, 9, 7, 5, size=128), memset_record(1, 2, 7, 6, kind=ca.KIND_MEMCPY)]  # a longer kernel record, an unseen kind
+    assert t.collect() == [GpuOp(ca.KIND_KERNEL, 7, 9, 7, 5, "rms"), GpuOp(ca.KIND_MEMCPY, 1, 2, 7, 6)]
+    assert lib.next_calls > 0
+
+
+def test_walk_refuses_what_does_not_add_up():
+    data = kernel_record(1, 2, 7, 1) + memset_record(3, 4, 7, 2)
+    assert ca.walk(data, {ca.KIND_KERNEL: 112, ca.KIND_MEMSET: 56}) == [GpuOp(ca.KIND_KERNEL, 1, 2, 7, 1), GpuOp(ca.KIND_MEMSET, 3, 4, 7, 2)]
+    assert ca.walk(data, {ca.KIND_KERNEL: 112}) is None  # an unknown kind
+    assert ca.walk(data, {ca.KIND_KERNEL: 104, ca.KIND_MEMSET: 56}) is None  # lands mid-record
+    assert ca.walk(data[:-8], {ca.KIND_KERNEL: 112, ca.KIND_MEMSET: 56}) is None  # overruns the end
+    assert ca.record_sizes(data, [0, 112]) == {ca.KIND_KERNEL: 112, ca.KIND_MEMSET: 56}
+    assert ca.record_sizes(data + kernel_record(1, 2, 7, 1, size=120), [0, 112, 168]) is None  # one kind, two sizes
 
 
 def test_a_bad_record_is_an_error_the_run_sees(monkeypatch):
