@@ -672,6 +672,7 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
 
         doc = documented_ceilings(report.device.name) if report.device.kind == "cuda" else None
         if doc is None:
+            check_kernel_time(r)
             return
         c = doc.model_dump(mode="json")
     r.roofline = roofline(definition, definition.resolve_axes(workload.axes), Ceilings.model_validate(c), r.latency_ms.median)
@@ -681,6 +682,27 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
         r.status = Status.REJECTED
         r.message = f"[{finding.rule}] {finding.message}"
         r.correctness = None
+        return
+    check_kernel_time(r)
+
+
+def check_kernel_time(r: WorkloadResult) -> None:
+    """The CUPTI kernel time comes from the worker the candidate ran in: here in the parent it must sit
+    inside the event time (kernels run between their events) and above the physical floor, or it is
+    withheld with the reason. Never a rejection: the event time, already checked, is what decisions use."""
+    from .guard.floor import roofline_floor_check
+
+    kt = r.kernel_time
+    if kt is None or kt.latency_ms is None or r.latency_ms is None:
+        return
+    k, e = kt.latency_ms.median, r.latency_ms.median
+    why = ""
+    if not (0 < k <= 1.05 * e + 0.001):
+        why = f"kernel time {k:.6g} ms is not possible beside the event time {e:.6g} ms"
+    elif r.roofline is not None and r.roofline.floor_ms and roofline_floor_check(k, r.roofline.floor_ms) is not None:
+        why = f"kernel time {k:.6g} ms is below the physical floor {r.roofline.floor_ms:.6g} ms"
+    if why:
+        r.kernel_time = type(kt)(withheld=why)
 
 
 def static_guard(solution: Solution, definition: Definition) -> list[Finding]:

@@ -34,3 +34,24 @@ def test_time_below_the_floor_is_rejected():
     r, rep, d, w = _setup(0.010)  # 7x faster than moving the bytes allows
     apply_roofline(r, rep, d, w)
     assert r.status is Status.REJECTED and r.findings[0].rule == "below-roofline"
+
+
+def _kt(median_ms):
+    from harness.report import KernelTime
+
+    return KernelTime(latency_ms=LatencyStats(median=median_ms, mean=median_ms, ci95=(median_ms, median_ms), stdev=0, sem=0, n=50, min=median_ms, max=median_ms))
+
+
+def test_a_kernel_time_inside_the_event_time_and_above_the_floor_stays():
+    r, rep, d, w = _setup(0.0700)
+    r.kernel_time = _kt(0.0665)
+    apply_roofline(r, rep, d, w)
+    assert r.kernel_time.latency_ms.median == 0.0665 and r.kernel_time.withheld == ""
+
+
+def test_a_kernel_time_longer_than_the_events_or_below_the_floor_is_withheld():
+    for kt, words in ((0.0900, "not possible beside the event time"), (0.0100, "below the physical floor"), (0.0, "not possible")):
+        r, rep, d, w = _setup(0.0700)
+        r.kernel_time = _kt(kt)
+        apply_roofline(r, rep, d, w)
+        assert r.status is Status.PASSED and r.kernel_time.latency_ms is None and words in r.kernel_time.withheld, (kt, r.kernel_time)
