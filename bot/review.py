@@ -195,6 +195,7 @@ def render_review(report: Report, champion: Report | None = None, decision: Any 
         head_sha=head_sha,
         run_url=run_url if run_url and re.fullmatch(r"https://[A-Za-z0-9./_-]{1,300}", run_url) else None,
         passed=Status.PASSED,
+        has_kernel_time=any(w.kernel_time is not None and w.kernel_time.latency_ms is not None for w in report.workloads),
     )
     block = evidence_block(report, head_sha)
     room = MAX_REVIEW_CHARS - len(block) - 200

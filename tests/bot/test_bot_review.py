@@ -118,3 +118,19 @@ def test_empty_report_has_no_chart_and_huge_values_stay_plain():
     assert "mermaid" not in render_review(report([]))
     md = render_review(good(ratio=(1e7, 1e7, 1e7)))
     assert "e+" not in re.search(r"bar \[.*\]", md).group(0)
+
+
+def test_gpu_time_column_appears_only_with_kernel_times():
+    from harness.report import KernelTime, LatencyStats
+
+    rep = report([workload(0, (1.25, 1.20, 1.31), median=0.0123, vs_ref=3.5), workload(1, (0.98, 0.97, 0.99), median=0.0456, vs_ref=1.5)])
+    assert "GPU time ms (CUPTI)" not in render_review(rep)
+    lat = LatencyStats(median=0.0095, mean=0.0095, ci95=(0.0094, 0.0096), stdev=0, sem=0, n=50, min=0.0094, max=0.0096)
+    rep.workloads[0].kernel_time = KernelTime(latency_ms=lat)
+    rep.workloads[1].kernel_time = KernelTime(withheld="3 spin kernels for 1 timed calls")
+    md = render_review(rep)
+    header = next(line for line in md.splitlines() if line.startswith("| # |"))
+    assert "GPU time ms (CUPTI)" in header
+    w1, w2 = table_rows(md)
+    assert w1[4] == "0.0095" and w2[4] == "—" and w1[5] == "1.250x [1.200, 1.310]"
+    assert len(w1) == len(header.strip("|").split("|"))
