@@ -30,6 +30,7 @@ torch.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import struct
 import threading
@@ -44,7 +45,9 @@ ENABLED_KINDS = (KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET)
 _KERNEL = struct.Struct("<I12xQQ16xI40xI8xQ")
 _COPY = struct.Struct("<I12xQQ8xII")
 _LAYOUT = {KIND_KERNEL: _KERNEL, KIND_MEMCPY: _COPY, KIND_MEMSET: _COPY}
-_BUFFER_BYTES = 4 << 20
+# Large enough for a whole timed run (5000 iterations x 2 callables x ~7 records x <=144 bytes), so
+# buffers come back when the timer flushes, on its own thread, not from CUPTI's thread mid-run.
+_BUFFER_BYTES = 16 << 20
 
 
 class GpuOp(NamedTuple):
@@ -74,7 +77,10 @@ def parse_at(buf: bytes, off: int, read_name: Callable[[int], str] | None = None
         raise ValueError(f"activity record of kind {kind} is {len(buf) - off} bytes, shorter than the {layout.size} read")
     if layout is _KERNEL:
         _, start, end, stream, corr, ptr = layout.unpack_from(buf, off)
-        return GpuOp(kind, start, end, stream, corr, read_name(ptr) if (ptr and read_name is not None) else "")
+        # The name pointer is followed only in a record that reads like one (stamped, start <= end): a
+        # layout this module got wrong must cost the figure, never a read through a garbage pointer.
+        sane = ptr and read_name is not None and 0 < start <= end
+        return GpuOp(kind, start, end, stream, corr, read_name(ptr) if sane else "")
     _, start, end, stream, corr = layout.unpack_from(buf, off)
     return GpuOp(kind, start, end, stream, corr)
 
@@ -99,20 +105,33 @@ def attribute(ops: list[GpuOp], spin_name: str, calls: int) -> Windows:
     """Split a timed run's operations into its ``calls`` windows, each opened by the end of a hold and
     closed by the start of the marker after it (both kernels named ``spin_name``)."""
     ops = sorted(ops, key=lambda o: (o.start_ns, o.end_ns))
+    unstamped = sum(1 for o in ops if o.start_ns == 0 or o.end_ns < o.start_ns)
+    if unstamped:
+        return Windows(problem=f"{unstamped} operations CUPTI could not time")
     spins = [o for o in ops if o.kind == KIND_KERNEL and o.name == spin_name]
     if len(spins) != 2 * calls:
         return Windows(problem=f"{len(spins)} spin kernels for {calls} timed calls (expected a hold and a marker each)")
-    unstamped = sum(1 for o in ops if o.start_ns == 0 and o.end_ns == 0)
-    if unstamped:
-        return Windows(problem=f"{unstamped} operations CUPTI could not time")
+    if not spins:
+        return Windows()
+    stream = spins[0].stream  # the caller's stream: the harness's own work all runs there
+    if any(sp.stream != stream for sp in spins):
+        return Windows(problem="the timer's spin kernels ran on more than one stream")
     out = Windows()
     rest = [o for o in ops if not (o.kind == KIND_KERNEL and o.name == spin_name)]
+
+    def outside(o: GpuOp) -> str:
+        # Between windows only the harness works, on the caller's stream. Work elsewhere there (started
+        # while a hold spun, say, and joined by a tiny kernel inside the window) would be hidden.
+        return f"GPU work on stream {o.stream} outside the timed calls' windows" if o.stream != stream else ""
+
     i = 0
     for c in range(calls):
         hold, marker = spins[2 * c], spins[2 * c + 1]
         if marker.start_ns < hold.end_ns:
             return Windows(problem=f"call {c}: its marker started before its hold ended (spin kernels out of order)")
         while i < len(rest) and rest[i].start_ns < hold.end_ns:
+            if outside(rest[i]):
+                return Windows(problem=outside(rest[i]))
             i += 1
         mine = []
         while i < len(rest) and rest[i].start_ns <= marker.start_ns:
@@ -124,6 +143,9 @@ def attribute(ops: list[GpuOp], spin_name: str, calls: int) -> Windows:
         else:
             out.spans.append(None)
             out.over.append(False)
+    for o in rest[i:]:
+        if outside(o):
+            return Windows(problem=outside(o))
     return out
 
 
@@ -141,20 +163,23 @@ def record_sizes(data: bytes, offsets: list[int]) -> dict[int, int] | None:
 def walk(data: bytes, sizes: dict[int, int], read_name: Callable[[int], str] | None = None) -> list[GpuOp] | None:
     """The operations in a buffer walked with known record sizes; None when a kind is unknown or the
     walk does not end exactly at the end of the data (then CUPTI's walk is used)."""
-    ops = []
+    offsets = []
     off, end = 0, len(data)
-    while off < end:
-        step = sizes.get(int.from_bytes(data[off:off + 4], "little"))
-        if step is None or step <= 0:
+    while off < end:  # the whole walk must add up before any record is read (and a name followed)
+        kind = int.from_bytes(data[off:off + 4], "little")
+        step = sizes.get(kind)
+        if step is None or step <= 0 or off + record_bytes(kind) > end:
             return None
-        try:
-            op = parse_at(data, off, read_name)
-        except ValueError:  # a record cut short: these are not the sizes of this buffer
-            return None
+        offsets.append(off)
+        off += step
+    if off != end:
+        return None
+    ops = []
+    for off in offsets:
+        op = parse_at(data, off, read_name)
         if op is not None:
             ops.append(op)
-        off += step
-    return ops if off == end else None
+    return ops
 
 
 _REQUESTED = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.POINTER(ctypes.c_uint8)), ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t))
@@ -203,6 +228,15 @@ class Tracer:
         for k in ENABLED_KINDS:
             self.lib.cuptiActivityDisable(k)
 
+    def close(self) -> None:
+        try:
+            self.stop()
+            self.lib.cuptiActivityFlushAll(1)  # CUPTI_ACTIVITY_FLAG_FLUSH_FORCED
+            with self._lock:
+                self._done_buffers = []  # (the arrays stay referenced: CUPTI is done with them only at exit)
+        except Exception:  # noqa: BLE001 — at exit: nothing left to report to
+            pass
+
     def collect(self) -> list[GpuOp]:
         """Everything CUPTI has finished recording (call after a device synchronize)."""
         self.lib.cuptiActivityFlushAll(0)
@@ -230,8 +264,9 @@ class Tracer:
             if ops is not None:
                 return ops
         ops, sizes = self._read_with_cupti(buf, data)
-        if sizes and self._sizes is None:
-            self._sizes = sizes
+        if sizes:
+            merged = {**(self._sizes or {}), **sizes}
+            self._sizes = merged if all((self._sizes or {}).get(k, v) == v for k, v in sizes.items()) else sizes
         return ops
 
     def _read_with_cupti(self, buf: Any, data: bytes) -> tuple[list[GpuOp], dict[int, int] | None]:
@@ -287,7 +322,14 @@ def tracer() -> Tracer | None:
             path = find_library()
             if path is None:
                 raise OSError("libcupti not found")
-            _TRACER.append(Tracer(ctypes.CDLL(path)))
+            t = Tracer(ctypes.CDLL(path))
+            # Once now, so whatever CUPTI starts on first use (a thread) exists before the guard counts
+            # the process's threads; and at exit, recording off and buffers drained while Python still
+            # runs, so CUPTI's own teardown has nothing to hand to a finalizing interpreter.
+            t.start()
+            t.stop()
+            atexit.register(t.close)
+            _TRACER.append(t)
         except (OSError, AttributeError) as e:
             _TRACER.append(None)
             _WHY_NOT.append(f"{type(e).__name__}: {e}")

@@ -320,13 +320,23 @@ class Timer:
                 smp.gpu_error = why
             try:
                 self.tracer.stop()
+                self.tracer.errors.clear()  # this run's problem, said above; the next run starts clean
             except Exception:  # noqa: BLE001
                 pass
             return None
         return self.tracer
 
     def _kernel_times(self, tracer: Any, samples: list[Samples], calls: int) -> None:
-        """After the timed loop: the GPU span of every kept call, from the run's CUPTI records."""
+        """After the timed loop: the GPU span of every kept call, from the run's CUPTI records. A failure
+        here is the figure's, never the candidate's: it is withheld with the reason."""
+        try:
+            self._read_kernel_times(tracer, samples, calls)
+        except Exception as e:  # noqa: BLE001
+            for smp in samples:
+                smp.gpu_ms, smp.gpu_error = [], f"reading CUPTI records failed: {type(e).__name__}: {e}"
+
+    @staticmethod
+    def _read_kernel_times(tracer: Any, samples: list[Samples], calls: int) -> None:
         ops = tracer.collect()
         if tracer.errors:
             for smp in samples:
@@ -340,7 +350,7 @@ class Timer:
                 continue
             for pos, c in enumerate(smp.kept_calls):
                 span = win.spans[c]
-                if span is None:
+                if span is None or span <= 0:
                     smp.gpu_missing += 1
                     continue
                 g = span / 1e6

@@ -53,7 +53,7 @@ def print_report(report: Report, out_dir: Path, console: Console | None = None) 
         t.add_row(
             w.uuid[:8], ",".join(f"{k}={v}" for k, v in w.axes.items()),
             f"[{_STYLE.get(w.status, 'red')}]{w.status.value}[/]",
-            fmt_ms(w.latency_ms), *((fmt_ms(kt.latency_ms) if kt and kt.latency_ms else "withheld" if kt else "-",) if gpu_col else ()), fmt_ms(w.reference_latency_ms),
+            fmt_ms(w.latency_ms), *((fmt_ms(kt.latency_ms) if kt and kt.latency_ms and w.status is Status.PASSED else "withheld" if kt and w.status is Status.PASSED else "-",) if gpu_col else ()), fmt_ms(w.reference_latency_ms),
             f"{w.speedup_vs_reference:.2f}" if w.speedup_vs_reference else "-",
             f"{ratio.median:.3f} [{ratio.ci95[0]:.3f}, {ratio.ci95[1]:.3f}]" if ratio else "-",
             f"{w.roofline.fraction:.0%}" if w.roofline and w.roofline.fraction else "-",

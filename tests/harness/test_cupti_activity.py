@@ -69,8 +69,11 @@ def test_record_bytes_covers_what_parse_reads():
 
 # ---- windows: from the end of a hold to the start of its marker ------------------------------------
 
+T0 = 1_000_000  # CUPTI stamps are never 0 (0 means "not stamped")
+
+
 def K(start, end, name="rms", stream=7):
-    return GpuOp(ca.KIND_KERNEL, start, end, stream, 0, name)
+    return GpuOp(ca.KIND_KERNEL, T0 + start, T0 + end, stream, 0, name)
 
 
 def spins(*pairs):
@@ -78,7 +81,7 @@ def spins(*pairs):
 
 
 def test_a_call_spans_from_its_first_start_to_its_last_end_gaps_included():
-    ops = spins((0, 100), (400, 401), (500, 600), (900, 901)) + [K(110, 200), K(260, 300), GpuOp(ca.KIND_MEMSET, 210, 220, 7, 0), K(620, 700),
+    ops = spins((0, 100), (400, 401), (500, 600), (900, 901)) + [K(110, 200), K(260, 300), GpuOp(ca.KIND_MEMSET, T0 + 210, T0 + 220, 7, 0), K(620, 700),
                                                                K(402, 450, "fill"), K(50, 60, "fill")]  # the harness's flush and refresh sit outside
     w = attribute(ops, "spin", 2)
     assert w.problem == "" and w.spans == [190, 80] and w.over == [False, False]
@@ -96,7 +99,23 @@ def test_work_still_running_at_the_marker_is_flagged():
 
 def test_spin_kernels_that_do_not_pair_up_withhold_everything():
     assert "5 spin kernels for 2" in attribute(spins((0, 100), (150, 151), (200, 300), (400, 401), (120, 130)), "spin", 2).problem
-    assert "could not time" in attribute(spins((0, 100), (150, 151)) + [K(0, 0)], "spin", 1).problem
+    assert "more than one stream" in attribute(spins((0, 100)) + [K(150, 151, "spin", stream=9)], "spin", 1).problem
+
+
+@pytest.mark.parametrize("bad", [GpuOp(ca.KIND_KERNEL, 0, 0, 7, 0, "rms"), GpuOp(ca.KIND_KERNEL, T0 + 120, 0, 7, 0, "rms"), GpuOp(ca.KIND_MEMSET, 0, T0 + 130, 7, 0)])
+def test_an_operation_without_both_stamps_withholds_everything(bad):
+    w = attribute(spins((0, 100), (150, 151)) + [K(110, 120), bad], "spin", 1)
+    assert "could not time" in w.problem and w.spans == []
+
+
+def test_side_stream_work_outside_the_windows_withholds_everything():
+    # heavy work started on another stream while the hold spun, joined by a tiny kernel in the window
+    w = attribute(spins((0, 100), (150, 151)) + [K(50, 140, stream=9), K(141, 145)], "spin", 1)
+    assert "stream 9 outside" in w.problem
+    w = attribute(spins((0, 100), (150, 151)) + [K(110, 120), K(160, 900, stream=9)], "spin", 1)  # after the last marker
+    assert "stream 9 outside" in w.problem
+    # the harness's own work between windows, on the caller's stream, is not a problem
+    assert attribute(spins((0, 100), (150, 151)) + [K(40, 60, "fill"), K(110, 120), K(160, 170, "fill")], "spin", 1).spans == [10]
 
 
 # ---- the tracer against a stand-in CUPTI ----------------------------------------------------------
@@ -231,6 +250,7 @@ class FakeTracer:
 
     def start(self):
         self.started += 1
+        self.ops = []  # the real tracer drops what is left from outside a run
         self.on = True
 
     def stop(self):
@@ -251,7 +271,7 @@ class FakeTracer:
 @pytest.fixture
 def gpu(monkeypatch):
     """The timer's CUDA path on the CPU: events read a shared clock that the hold and the calls advance."""
-    clock = {"ns": 0}  # integer ns, as CUPTI stamps them
+    clock = {"ns": T0}  # integer ns, as CUPTI stamps them
     tracer = FakeTracer(clock)
 
     class FakeEvent:
@@ -379,6 +399,38 @@ def test_a_tracer_that_cannot_tell_its_spin_kernel_gives_no_figure(gpu, monkeypa
     assert s.kernel_time()[0] is None and "cannot be told apart" in s.kernel_time()[1] and len(s.times_ms) >= 30
 
 
+def test_a_run_that_fails_midway_leaves_the_next_run_on_the_same_tracer_whole(gpu):
+    make, tracer = gpu
+    n = {"i": 0}
+
+    def dies():
+        n["i"] += 1
+        tracer.launch(0.004)
+        if n["i"] == 12:
+            raise RuntimeError("illegal memory access")
+        return {}
+
+    timer = make()
+    with pytest.raises(RuntimeError):
+        _run(timer, [dies])
+    assert tracer.stopped == tracer.started == 1 and tracer.ops  # records of the failed run are still queued
+    s = _run(timer, [lambda: (tracer.launch(0.007), {})[1]])[0]  # the reference's run, say
+    times, why = s.kernel_time()
+    assert why == "" and {round(g, 5) for g in times} == {0.007}
+
+
+def test_a_failure_reading_the_records_withholds_the_figure_not_the_result(gpu):
+    make, tracer = gpu
+
+    def broken():
+        raise MemoryError("buffer")
+
+    tracer.spin_name = "spin"  # learnt already: the failure is in reading the run's records
+    tracer.collect = broken
+    s = _run(make(), [lambda: (tracer.launch(0.004), {})[1]])[0]
+    assert len(s.times_ms) >= 30 and s.kernel_time() == (None, "reading CUPTI records failed: MemoryError: buffer")
+
+
 def test_kernel_time_off_means_no_tracer():
     t = Timer(torch.device("cpu"), TimingConfig(kernel_time=False), Refresher([]), 0, tracer=object())
     assert t.tracer is None
@@ -430,4 +482,8 @@ def test_the_table_shows_gpu_time_and_says_why_it_is_withheld(tmp_path):
     print_report(rep, tmp_path, Console(file=buf, width=220))
     text = buf.getvalue()
     assert "GPU time (CUPTI)" in text and "withheld" in text and "bbbb2222 GPU time: 3 spin kernels for 1 timed calls" in text
-    assert "4.2" in text  # the CUPTI median in µs beside the event one
+    assert "4.2 µs [4.2, 4.2]" in text and "7.1 µs [7.1, 7.1]" in text  # the CUPTI median beside the event one
+    rep.workloads[0].status = Status.INCORRECT_NUMERICAL  # a failed row shows no GPU time
+    buf = StringIO()
+    print_report(rep, tmp_path, Console(file=buf, width=220))
+    assert "4.2 µs" not in buf.getvalue()

@@ -50,8 +50,52 @@ def test_a_kernel_time_inside_the_event_time_and_above_the_floor_stays():
 
 
 def test_a_kernel_time_longer_than_the_events_or_below_the_floor_is_withheld():
-    for kt, words in ((0.0900, "not possible beside the event time"), (0.0100, "below the physical floor"), (0.0, "not possible")):
-        r, rep, d, w = _setup(0.0700)
+    # (event median, kernel median): the floor is 0.0671 ms (x0.9 tolerance: 0.0604)
+    for ev, kt, words in ((0.0700, 0.0900, "not possible beside the event time"), (0.0620, 0.0590, "below the physical floor"), (0.0700, 0.0, "not possible")):
+        r, rep, d, w = _setup(ev)
         r.kernel_time = _kt(kt)
         apply_roofline(r, rep, d, w)
         assert r.status is Status.PASSED and r.kernel_time.latency_ms is None and words in r.kernel_time.withheld, (kt, r.kernel_time)
+
+
+def test_a_kernel_time_short_of_the_event_time_by_more_than_launch_overhead_is_withheld():
+    r, rep, d, w = _setup(0.0700)
+    r.kernel_time = _kt(0.0670)  # 3 µs short: the launch floor
+    apply_roofline(r, rep, d, w)
+    assert r.kernel_time.latency_ms is not None
+    r, rep, d, w = _setup(0.0700)
+    r.kernel_time = _kt(0.0450)  # 25 µs short of the events
+    apply_roofline(r, rep, d, w)
+    assert r.kernel_time.latency_ms is None and "more than launch overhead" in r.kernel_time.withheld
+    r, rep, d, w = _setup(0.0700)
+    r.profile = {"late_kept": 12}  # host-bound calls: host time sits between the events, the gap says nothing
+    r.kernel_time = _kt(0.0660)
+    apply_roofline(r, rep, d, w)
+    assert r.kernel_time.latency_ms is not None
+
+
+def test_impossible_baseline_or_reference_kernel_times_are_dropped_with_their_ratios():
+    from harness.report import PairedRatio
+
+    r, rep, d, w = _setup(0.0700)
+    r.baseline_latency_ms = r.reference_latency_ms = r.latency_ms
+    r.kernel_time = _kt(0.0665)
+    r.kernel_time.baseline_latency_ms = _kt(0.2).latency_ms  # longer than the baseline's own events
+    r.kernel_time.speedup_vs_baseline = PairedRatio(median=3.0, ci95=(2.9, 3.1), n=50)
+    r.kernel_time.reference_latency_ms = _kt(0.0680).latency_ms
+    r.kernel_time.speedup_vs_reference = 1.02
+    apply_roofline(r, rep, d, w)
+    kt = r.kernel_time
+    assert kt.latency_ms is not None and kt.baseline_latency_ms is None and kt.speedup_vs_baseline is None
+    assert kt.reference_latency_ms is not None and kt.speedup_vs_reference == 1.02 and kt.withheld.startswith("baseline:")
+
+
+def test_rejected_and_failed_rows_carry_no_kernel_time():
+    r, rep, d, w = _setup(0.010)  # below the floor: REJECTED
+    r.kernel_time = _kt(0.009)
+    apply_roofline(r, rep, d, w)
+    assert r.status is Status.REJECTED and r.kernel_time is None
+    r, rep, d, w = _setup(0.0700)
+    r.status, r.kernel_time = Status.INCORRECT_NUMERICAL, _kt(0.0665)
+    apply_roofline(r, rep, d, w)
+    assert r.kernel_time is None
