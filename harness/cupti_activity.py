@@ -3,9 +3,9 @@ sits beside the event-timed latency in every GPU report.
 
 Why: an event-timed median carries a per-process offset of a few hundred ns. On the H200 an empty
 kernel between two events reads ~3.36 or ~3.50 µs depending on the process (scripts/gpu/launch_floor.py),
-so a 5 µs kernel's event median moves 5-20 % between processes. CUPTI stamps each kernel's own start
-and end on the GPU; the same rmsnorm kernels' CUPTI medians reproduced within 0-0.3 % across processes
-where their event medians did not (scripts/gpu/cupti_timing.py, docs/measurements.md).
+so a 5 µs kernel's event median moves 3-20 % between processes. CUPTI stamps each kernel's own start
+and end on the GPU; the shipped rmsnorm kernel's CUPTI medians agreed across processes within 0-2 ticks
+of the 32 ns clock, and within 0.85 % from 512 rows up (docs/measurements.md, session 4).
 
 How a record finds its call: by time, between two kernels of the harness's own. Every timed call sits
 on the GPU between its hold (a spin kernel of many cycles, already there for the event protocol) and a
@@ -18,8 +18,10 @@ iteration ~3x and moved few-µs event medians by 5-8 % (docs/measurements.md, se
 
 What withholds the figure instead of letting it come out small: spin kernels that do not pair up one
 hold and one marker per call (a candidate launching the same spin kernel), a call whose window holds no
-operation, an operation CUPTI could not time, an operation still running when the marker started (work
-left on another stream), a record layout this module cannot read.
+operation, an operation CUPTI could not time, work on another stream outside the windows (started
+while a hold spun and joined inside a window, it would be hidden), an operation still running when the
+marker started, a record layout this module cannot read. The parent checks the figure once more
+against the event time and the physical floor (harness.runner.check_kernel_time).
 
 Record layouts (cupti_activity.h, unchanged from CUDA 11 to 13 where read here): kernel records
 (CUpti_ActivityKernel4..N) start @16, end @24, streamId @48, correlationId @92, name @104; memcpy and
