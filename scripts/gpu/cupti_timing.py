@@ -1,5 +1,5 @@
-"""Next step for issue 2's spread target: do CUPTI kernel durations reproduce across processes where
-event times do not?
+"""The experiment behind harness/cupti_activity.py (session 4, call 1; docs/measurements.md): do CUPTI
+kernel durations reproduce across processes where event times do not? (They did.)
 
 Session 3 found that a few-µs kernel's event-timed median carries a per-process offset: an empty
 kernel between two events reads ~3.36 or ~3.50 µs depending on the process (scripts/gpu/launch_floor.py),
