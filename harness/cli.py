@@ -82,6 +82,8 @@ def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, time
     reference. Timing on the GPU uses CUDA events with L2 flushed and new input values before every
     call, repeated until the standard error is small; timed outputs are re-checked. The reference is
     timed the same way. With --baseline both solutions are interleaved and the paired ratio reported.
+    Beside the event latency the GPU's own time per call is read from CUPTI records (kernel_time in
+    the report, "GPU time" in the table; --timing kernel_time=false turns it off).
 
     \b
     Writes OUT/traces.jsonl (one FlashInfer-Bench Trace per workload, whatever happened) and
