@@ -660,8 +660,10 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
     from .guard.floor import roofline_floor_check
     from .roofline import roofline
 
-    if r.status is not Status.PASSED or r.latency_ms is None:
-        r.kernel_time = None if r.status is not Status.PASSED else r.kernel_time
+    if r.status is not Status.PASSED:
+        r.kernel_time = None
+        return
+    if r.latency_ms is None:
         return
     if not (r.latency_ms.median > 0):  # zero, negative or NaN: not a time any kernel can take
         r.findings.append(Finding(rule="below-roofline", message=f"median {r.latency_ms.median} ms is not a possible time", why="a time at or below zero is a measurement that was tampered with"))

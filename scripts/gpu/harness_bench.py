@@ -78,16 +78,17 @@ for i in range(1, args.procs + 1):
                  "late": {w["uuid"]: [(w.get("profile") or {}).get(k) for k in ("late_dropped", "late_kept", "hold_cycles")] for w in rep["workloads"]},
                  "quiet_ms": {w["uuid"]: ((w.get("profile") or {}).get("quiet_check") or {}).get("medians_ms") for w in rep["workloads"]}})
 results["runs"] = runs
-spread = {}
-for u in runs[0]["medians_ms"]:
-    ms = [r["medians_ms"].get(u) for r in runs if u in r["medians_ms"]]
-    spread[u] = {"batch": runs[0]["axes"][u]["batch_size"], "medians_ms": ms, "spread_pct": 100 * (max(ms) - min(ms)) / statistics.median(ms)}
-results["spread"] = spread
-gpu_spread = {}  # the same from the CUPTI kernel times (harness.cupti_activity)
-for u in runs[0]["gpu_medians_ms"]:
-    ms = [r["gpu_medians_ms"][u] for r in runs if u in r["gpu_medians_ms"]]
-    gpu_spread[u] = {"batch": runs[0]["axes"][u]["batch_size"], "medians_ms": ms, "spread_pct": 100 * (max(ms) - min(ms)) / statistics.median(ms), "processes": len(ms)}
-results["gpu_spread"] = gpu_spread
+def spread_of(key: str) -> dict:
+    """Per workload: the medians under ``key`` in each run that has one, and their spread."""
+    out = {}
+    for u in runs[0][key]:
+        ms = [r[key][u] for r in runs if u in r[key]]
+        out[u] = {"batch": runs[0]["axes"][u]["batch_size"], "medians_ms": ms, "spread_pct": 100 * (max(ms) - min(ms)) / statistics.median(ms), "processes": len(ms)}
+    return out
+
+
+results["spread"] = spread = spread_of("medians_ms")
+results["gpu_spread"] = gpu_spread = spread_of("gpu_medians_ms")  # the same from the CUPTI kernel times
 
 # ---- (4) bandwidth fraction from run 1
 frac = {}
