@@ -429,6 +429,10 @@ def main() -> int:
         from .env import cancel_prefetch
 
         cancel_prefetch()
+    if os.environ.get("TRITON_INTERPRET") == "1":  # CPU runs: Triton's interpreter, with its bf16 dot fixed
+        from .interpreter_fixes import apply as fix_interpreter
+
+        fix_interpreter()
     try:
         ev = Evaluator(job)
     except Exception as e:  # noqa: BLE001

@@ -33,3 +33,55 @@ for name, (axis, sizes, inputs) in SPECS.items():
     # A small set for CPU runs (the README demo, CI): same shapes as decode, minutes not hours.
     (d / "workloads.small.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows(name, axis, SMALL[name], inputs, "/small")))
     print(f"{name}: {len(sizes)} workloads, {len(SMALL[name])} small")
+
+
+# ------------------------------------------------------------------------------------ Gated DeltaNet
+# Every scalar varies (scale 0 means 1/sqrt(128), so it appears once, beside explicit values that make
+# the outputs large against the absolute tolerance); the state is carried in or absent (zeros); one
+# sequence and many, short and long, equal/random/skewed lengths and empty sequences.
+INV_SQRT_D = 1.0 / 128 ** 0.5
+GDN_DECODE = [  # (batch, scale, state absent)
+    (1, INV_SQRT_D, False), (1, 0.5, True), (2, 0.125, False), (4, 0.25, False), (8, 1.0, False),
+    (16, 0.0, False), (32, INV_SQRT_D, False), (48, 0.5, False), (64, INV_SQRT_D, False), (64, 0.25, True),
+]
+GDN_DECODE_SMALL = [(1, INV_SQRT_D, False), (2, 0.5, True), (3, 1.0, False)]
+GDN_PREFILL = [  # (sequences, tokens, mix, scale, state absent, empty sequences)
+    (1, 16, "equal", INV_SQRT_D, False, 0), (1, 512, "equal", 0.5, True, 0), (1, 2048, "equal", 0.25, False, 0),
+    (1, 8192, "equal", INV_SQRT_D, False, 0), (2, 46, "random", 1.0, False, 0), (4, 1024, "equal", 0.0, False, 0),
+    (4, 4096, "random", 0.125, True, 0), (8, 2048, "skewed", 0.5, False, 0), (16, 4096, "random", INV_SQRT_D, False, 0),
+    (16, 512, "equal", 0.25, False, 0), (32, 8192, "random", 1.0, False, 0), (8, 8192, "skewed", INV_SQRT_D, False, 0),
+    (6, 1000, "random", 0.3, False, 2), (64, 256, "random", INV_SQRT_D, False, 0),
+]
+GDN_PREFILL_SMALL = [(1, 16, "equal", INV_SQRT_D, False, 0), (3, 40, "random", 0.5, True, 1), (2, 70, "skewed", 1.0, False, 0)]
+
+
+def _gdn_state(absent):
+    return {"state": {"type": "generated", "generator": "gdn_state", "params": {"absent": True}}} if absent else {}
+
+
+def gdn_decode_rows(name, specs, tag=""):
+    out = []
+    for b, scale, absent in specs:
+        key = f"{name}/batch_size={b}/scale={scale:.6g}/absent={absent}{tag}"
+        out.append({"uuid": str(uuid.uuid5(NS, key)), "axes": {"batch_size": b},
+                    "inputs": {"scale": {"type": "scalar", "value": scale}, **_gdn_state(absent)}})
+    return out
+
+
+def gdn_prefill_rows(name, specs, tag=""):
+    out = []
+    for n, total, mix, scale, absent, empty in specs:
+        key = f"{name}/num_seqs={n}/total={total}/{mix}/scale={scale:.6g}/absent={absent}/empty={empty}{tag}"
+        params = {"mix": mix, **({"empty": empty} if empty else {})}
+        out.append({"uuid": str(uuid.uuid5(NS, key)), "axes": {"total_seq_len": total, "num_seqs": n, "len_cu_seqlens": n + 1},
+                    "inputs": {"cu_seqlens": {"type": "generated", "generator": "gdn_cu_seqlens", "params": params},
+                               "scale": {"type": "scalar", "value": scale}, **_gdn_state(absent)}})
+    return out
+
+
+for name, make, full, small in (("gdn_decode_qk4_v8_d128_k_last", gdn_decode_rows, GDN_DECODE, GDN_DECODE_SMALL),
+                                ("gdn_prefill_qk4_v8_d128_k_last", gdn_prefill_rows, GDN_PREFILL, GDN_PREFILL_SMALL)):
+    d = ROOT / name
+    (d / "workloads.jsonl").write_text("".join(json.dumps(r) + "\n" for r in make(name, full)))
+    (d / "workloads.small.jsonl").write_text("".join(json.dumps(r) + "\n" for r in make(name, small, "/small")))
+    print(f"{name}: {len(full)} workloads, {len(small)} small")

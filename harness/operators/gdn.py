@@ -8,8 +8,10 @@ Ranges follow how Qwen3-Next feeds the kernel, so the recurrence is stable and e
   [1e-3, 0.1]; with ``a ~ N(0, 1)`` the decay ``g = exp(-A softplus(a + dt_bias))`` spreads over
   (0, 1), from heads that nearly keep their state to heads that nearly reset it;
 - ``b ~ N(0, 1)`` so ``beta = sigmoid(b)`` spreads over (0, 1);
-- ``state ~ N(0, 0.5)``: the size of a state accumulated from a few dozen unit-key updates;
-- ``cu_seqlens``: prefix sums of lengths in an ``equal``, ``random`` or ``skewed`` mix.
+- ``state ~ N(0, 0.5)``: the size of a state accumulated from a few dozen unit-key updates; or absent
+  (``absent: true``: the optional input is passed as None, which means zeros), the first-chunk case;
+- ``cu_seqlens``: prefix sums of lengths in an ``equal``, ``random`` or ``skewed`` mix, optionally with
+  ``empty`` sequences of length zero at random positions (their final state must be zeros).
 """
 
 from __future__ import annotations
@@ -46,17 +48,27 @@ def gen_dt_bias(ctx: GenContext, low: float = 1e-3, high: float = 0.1) -> torch.
 
 
 @generator("gdn_state")
-def gen_state(ctx: GenContext, std: float = 0.5) -> torch.Tensor:
+def gen_state(ctx: GenContext, std: float = 0.5, absent: bool = False) -> torch.Tensor | None:
+    if absent:
+        if not getattr(ctx.spec, "optional", False):
+            raise SchemaError(f"{ctx.name}: only an optional input can be absent")
+        return None
     return (torch.randn(ctx.shape, generator=ctx.gen) * std).to(ctx.device, ctx.dtype)
 
 
 @generator("gdn_cu_seqlens")
-def gen_cu_seqlens(ctx: GenContext, mix: str = "random", total_axis: str = "total_seq_len", min_len: int = 1) -> torch.Tensor:
-    """``[0, l0, l0 + l1, ...]`` with the lengths in the given mix, summing to ``axes[total_axis]``."""
+def gen_cu_seqlens(ctx: GenContext, mix: str = "random", total_axis: str = "total_seq_len", min_len: int = 1,
+                   empty: int = 0) -> torch.Tensor:
+    """``[0, l0, l0 + l1, ...]`` with the lengths in the given mix, summing to ``axes[total_axis]``;
+    ``empty`` of the sequences (at random positions) have length zero."""
     (n1,) = ctx.shape
     if "num_seqs" in ctx.axes and ctx.axes["num_seqs"] != n1 - 1:
         raise SchemaError(f"{ctx.name}: len_cu_seqlens {n1} must be num_seqs + 1 = {ctx.axes['num_seqs'] + 1}")
-    lens = split_lengths(ctx.axes[total_axis], n1 - 1, ctx.gen, mix=mix, min_each=min_len)
+    if not 0 <= empty < n1 - 1:
+        raise SchemaError(f"{ctx.name}: empty must be in [0, num_seqs), got {empty}")
+    lens = split_lengths(ctx.axes[total_axis], n1 - 1 - empty, ctx.gen, mix=mix, min_each=min_len)
+    for pos in sorted(int(p) for p in torch.randperm(n1 - 1, generator=ctx.gen)[:empty]):
+        lens.insert(pos, 0)
     cu = [0]
     for n in lens:
         cu.append(cu[-1] + n)
