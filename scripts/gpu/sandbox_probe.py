@@ -51,16 +51,25 @@ def all_fs(v: int) -> int:
     return bits
 
 
-def restrict(scratch: str, readable: list[str]) -> str:
+WRITES = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_BLOCK | MAKE_SYM
+
+
+def restrict(scratch: str, readable: list[str], mode: str = "full") -> str:
+    """mode: full (reads, writes and device ioctls restricted), writes (writes only), writes+ioctl,
+    full_devall (full, but /dev fully allowed)."""
     v = abi()
     handled = all_fs(v)
+    if mode.startswith("writes"):
+        handled = WRITES | (TRUNCATE if v >= 3 else 0) | (IOCTL_DEV if v >= 5 and mode == "writes+ioctl" else 0)
     attr = RulesetAttr(handled, 0, 0)
     fd = libc.syscall(SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(RulesetAttr) if v >= 6 else 16), ctypes.c_uint32(0))
     if fd < 0:
         return f"create_ruleset failed: {os.strerror(ctypes.get_errno())}"
     read = (EXECUTE | READ_FILE | READ_DIR) & handled
     write = handled & ~(REFER if v >= 2 else 0)
-    rules = [(p, read) for p in readable] + [(scratch, write), ("/dev", read | WRITE_FILE | (IOCTL_DEV if v >= 5 else 0) | (TRUNCATE if v >= 3 else 0))]
+    extra = [("/tmp", write), ("/run", read), ("/var", read)] if mode == "full_tmpdev" else []
+    dev = handled if mode in ("full_devall", "full_tmpdev") else (read | WRITE_FILE | (IOCTL_DEV if v >= 5 else 0) | (TRUNCATE if v >= 3 else 0)) & handled
+    rules = ([(p, read) for p in readable] if read else []) + [(scratch, write), ("/dev", dev)] + [(p, a) for p, a in extra if os.path.exists(p)]
     for path, access in rules:
         pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
         rule = PathBeneath(access, pfd)
@@ -72,13 +81,13 @@ def restrict(scratch: str, readable: list[str]) -> str:
         return "no_new_privs failed"
     if libc.syscall(SYS_RESTRICT, ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
         return f"restrict_self failed: {os.strerror(ctypes.get_errno())}"
-    return f"landlock abi {v} applied"
+    return f"landlock abi {v} applied ({mode})"
 
 
-def child(scratch: str, secret: str) -> dict:
+def child(scratch: str, secret: str, mode: str) -> dict:
     readable = [p for p in ("/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys", sys.prefix, sys.base_prefix,
                             "/usr/local", os.path.dirname(os.__file__), "/tmp/site", os.getcwd()) if os.path.exists(p)]
-    res = {"restrict": restrict(scratch, readable)}
+    res = {"restrict": restrict(scratch, readable, mode)}
     os.environ.update(TRITON_CACHE_DIR=f"{scratch}/triton", CUDA_CACHE_PATH=f"{scratch}/nv", TMPDIR=scratch, HOME=scratch)
     try:
         open("/root/kbot_probe_write", "w").write("x")
@@ -111,8 +120,8 @@ def child(scratch: str, secret: str) -> dict:
 
 
 def main() -> int:
-    if len(sys.argv) == 4 and sys.argv[1] == "--child":
-        print(json.dumps(child(sys.argv[2], sys.argv[3])))
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        print(json.dumps(child(sys.argv[2], sys.argv[3], sys.argv[4])))
         return 0
     info = {"kernel": platform.release(), "landlock_abi": abi(), "user": os.getuid(),
             "bwrap": shutil.which("bwrap"), "nsjail": shutil.which("nsjail"),
@@ -124,12 +133,13 @@ def main() -> int:
     secret_dir = tempfile.mkdtemp(prefix="kbot_secret_", dir=os.path.expanduser("~"))
     secret = os.path.join(secret_dir, "report.json")
     open(secret, "w").write("{}")
-    scratch = tempfile.mkdtemp(prefix="kbot_scratch_")
-    r = subprocess.run([sys.executable, __file__, "--child", scratch, secret], capture_output=True, text=True, timeout=300)
-    try:
-        info["sandboxed_child"] = json.loads(r.stdout.strip().splitlines()[-1])
-    except Exception:  # noqa: BLE001
-        info["sandboxed_child"] = {"rc": r.returncode, "stdout": r.stdout[-1000:], "stderr": r.stderr[-2000:]}
+    for mode in ("full", "full_devall", "full_tmpdev", "writes", "writes+ioctl"):
+        scratch = tempfile.mkdtemp(prefix="kbot_scratch_")
+        r = subprocess.run([sys.executable, __file__, "--child", scratch, secret, mode], capture_output=True, text=True, timeout=300)
+        try:
+            info[f"child_{mode}"] = json.loads(r.stdout.strip().splitlines()[-1])
+        except Exception:  # noqa: BLE001
+            info[f"child_{mode}"] = {"rc": r.returncode, "stdout": r.stdout[-1000:], "stderr": r.stderr[-2000:]}
     shutil.rmtree(secret_dir, ignore_errors=True)
     print(json.dumps(info, indent=1))
     return 0
