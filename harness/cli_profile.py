@@ -186,7 +186,7 @@ def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin
             collected.append(run_isolated(sol, definition, Path(tmp)))
     try:
         outcome = analyze(definition, axes, collected, ceilings=ceilings, measured_ms=measured_ms,
-                          kernel=target, rules_dir=rules_dir)
+                          kernel=target, rules_dir=rules_dir, absent=w.absent_inputs() if w is not None else frozenset())
     except ValueError as e:
         _fail(str(e))
     _emit(outcome, f"{definition.name} {axes if w is None else w.uuid}", as_json, out,
@@ -232,7 +232,7 @@ def profile_cmd(solution_json, definition_arg, workload_ids, workloads_path, out
         wdir = Path(out_dir) / definition.name / w.uuid
         collected, files = profile_workload(solution, definition, w, wdir, definition_path=dpath,
                                             kernel_regex=kernel_regex, energy=not no_energy)
-        outcome = analyze(definition, definition.resolve_axes(w.axes), collected, ceilings=ceilings)
+        outcome = analyze(definition, definition.resolve_axes(w.axes), collected, ceilings=ceilings, absent=w.absent_inputs())
         outcome.files = files
         data = outcome.to_json(definition=definition.name, workload=w.uuid)
         (wdir / "feedback.json").write_text(json.dumps(data, indent=2, default=str) + "\n")

@@ -26,7 +26,7 @@ import torch
 
 from .defconfig import DefinitionConfig
 from .registry import registrar
-from .schema import Definition, GeneratedInput, RandomInput, SafetensorsInput, ScalarInput, SchemaError, TensorSpec, Workload
+from .schema import ABSENT, Definition, GeneratedInput, RandomInput, SafetensorsInput, ScalarInput, SchemaError, TensorSpec, Workload
 
 TORCH_DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64,
@@ -173,6 +173,14 @@ def gen_permutation(ctx: GenContext, n_axis: str | None = None) -> torch.Tensor:
     if count > n:
         raise SchemaError(f"{ctx.name}: need {count} distinct indices from only {n}")
     return torch.randperm(n, generator=ctx.gen)[:count].reshape(ctx.shape or ()).to(ctx.device, ctx.dtype)
+
+
+@generator(ABSENT)
+def gen_absent(ctx: GenContext) -> None:
+    """An optional input left out: the solution receives None (each definition says what that means)."""
+    if not getattr(ctx.spec, "optional", False):
+        raise SchemaError(f"{ctx.name}: only an optional input can be absent")
+    return None
 
 
 @generator("positive")

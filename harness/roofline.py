@@ -138,7 +138,7 @@ def load_spec(definition: Definition, spec_dir: Path | str | None = None) -> Roo
     return spec
 
 
-def _env(definition: Definition, axes: dict[str, int]) -> tuple[dict[str, Any], dict[str, float]]:
+def _env(definition: Definition, axes: dict[str, int], absent: frozenset[str] = frozenset()) -> tuple[dict[str, Any], dict[str, float]]:
     env: dict[str, Any] = dict(axes)
     in_bytes = out_bytes = 0.0
     out_elems = 0
@@ -150,7 +150,8 @@ def _env(definition: Definition, axes: dict[str, int]) -> tuple[dict[str, Any], 
             for s in shape or ():
                 numel *= s
             # A python scalar (shape null) travels as a kernel argument, not through memory.
-            nbytes = numel * DTYPE_BYTES[spec.dtype] if shape is not None else 0.0
+            # An optional input the workload leaves out (None) moves nothing.
+            nbytes = numel * DTYPE_BYTES[spec.dtype] if shape is not None and name not in absent else 0.0
             env[f"numel_{name}"] = numel
             env[f"bytes_{name}"] = nbytes
             if group == "inputs":
@@ -165,10 +166,12 @@ def _env(definition: Definition, axes: dict[str, int]) -> tuple[dict[str, Any], 
     return env, by_dtype
 
 
-def counts(definition: Definition, axes: dict[str, int], spec_dir: Path | str | None = None) -> dict[str, Any]:
-    """Bytes, FLOPs and the peak key for one workload (axes already resolved)."""
+def counts(definition: Definition, axes: dict[str, int], spec_dir: Path | str | None = None,
+           absent: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Bytes, FLOPs and the peak key for one workload (axes already resolved; ``absent``: optional
+    inputs the workload leaves out)."""
     spec = load_spec(definition, spec_dir)
-    env, by_dtype = _env(definition, axes)
+    env, by_dtype = _env(definition, axes, absent)
 
     def ev(kind: str, text: str | None, default: float) -> float:
         if text is None or text == "default":
@@ -203,9 +206,11 @@ def roofline(
     spec_dir: Path | str | None = None,
     latency_floor_ms: float = LATENCY_FLOOR_MS,
     latency_fraction: float = LATENCY_FRACTION,
+    absent: frozenset[str] = frozenset(),
 ) -> Roofline:
-    """The report's Roofline for one workload; ``axes`` as from ``definition.resolve_axes(...)``."""
-    c = counts(definition, axes, spec_dir)
+    """The report's Roofline for one workload; ``axes`` as from ``definition.resolve_axes(...)``;
+    ``absent``: the optional inputs the workload leaves out (``Workload.absent_inputs()``)."""
+    c = counts(definition, axes, spec_dir, absent)
     bw = ceilings.bandwidth_bytes_per_s
     peak, peak_used = ceilings.peak_flops(c["peak_key"])
     mem_ms = c["bytes"] / bw * 1e3
@@ -248,7 +253,7 @@ def roofline(
 
 
 def workload_roofline(definition: Definition, axes: dict[str, int], measured_ms: float | None, *,
-                      device: str = "cuda", gpu_name: str | None = None) -> Roofline | None:
+                      device: str = "cuda", gpu_name: str | None = None, absent: frozenset[str] = frozenset()) -> Roofline | None:
     """The roofline a report carries for one workload, with this runner's ceilings.
 
     CUDA: the cached measurement for ``gpu_name`` (default: the current GPU), else documented defaults,
@@ -268,4 +273,4 @@ def workload_roofline(definition: Definition, axes: dict[str, int], measured_ms:
         c = load_ceilings(gpu_name)
         if c is None:
             return None
-    return roofline(definition, axes, c, measured_ms if measured_ms and measured_ms > 0 else None)
+    return roofline(definition, axes, c, measured_ms if measured_ms and measured_ms > 0 else None, absent=absent)

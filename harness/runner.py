@@ -678,7 +678,8 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
             check_kernel_time(r)
             return
         c = doc.model_dump(mode="json")
-    r.roofline = roofline(definition, definition.resolve_axes(workload.axes), Ceilings.model_validate(c), r.latency_ms.median)
+    r.roofline = roofline(definition, definition.resolve_axes(workload.axes), Ceilings.model_validate(c), r.latency_ms.median,
+                          absent=workload.absent_inputs())
     finding = roofline_floor_check(r.latency_ms.median, r.roofline.floor_ms) if report.device.kind == "cuda" else None
     if finding is not None:
         r.findings.append(finding)

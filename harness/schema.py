@@ -217,10 +217,18 @@ InputSpec = Annotated[
 ]
 
 
+# A workload input ``{"type": "generated", "generator": "absent"}`` passes an optional input as None.
+ABSENT = "absent"
+
+
 class Workload(_Model):
     uuid: NonEmpty
     axes: dict[str, Annotated[int, Field(ge=0)]]
     inputs: dict[str, InputSpec]
+
+    def absent_inputs(self) -> frozenset[str]:
+        """Optional inputs this workload leaves out (passed as None): they move no bytes."""
+        return frozenset(n for n, s in self.inputs.items() if isinstance(s, GeneratedInput) and s.generator == ABSENT)
 
 
 # --------------------------------------------------------------------------------------- Solution

@@ -52,11 +52,11 @@ GDN_PREFILL = [  # (sequences, tokens, mix, scale, state absent, empty sequences
     (16, 512, "equal", 0.25, False, 0), (32, 8192, "random", 1.0, False, 0), (8, 8192, "skewed", INV_SQRT_D, False, 0),
     (6, 1000, "random", 0.3, False, 2), (64, 256, "random", INV_SQRT_D, False, 0),
 ]
-GDN_PREFILL_SMALL = [(1, 16, "equal", INV_SQRT_D, False, 0), (3, 40, "random", 0.5, True, 1), (2, 70, "skewed", 1.0, False, 0)]
+GDN_PREFILL_SMALL = [(1, 16, "equal", INV_SQRT_D, True, 0), (3, 40, "random", 0.5, False, 1), (2, 70, "skewed", 1.0, False, 0)]
 
 
 def _gdn_state(absent):
-    return {"state": {"type": "generated", "generator": "gdn_state", "params": {"absent": True}}} if absent else {}
+    return {"state": {"type": "generated", "generator": "absent"}} if absent else {}
 
 
 def gdn_decode_rows(name, specs, tag=""):

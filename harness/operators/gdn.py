@@ -8,8 +8,8 @@ Ranges follow how Qwen3-Next feeds the kernel, so the recurrence is stable and e
   [1e-3, 0.1]; with ``a ~ N(0, 1)`` the decay ``g = exp(-A softplus(a + dt_bias))`` spreads over
   (0, 1), from heads that nearly keep their state to heads that nearly reset it;
 - ``b ~ N(0, 1)`` so ``beta = sigmoid(b)`` spreads over (0, 1);
-- ``state ~ N(0, 0.5)``: the size of a state accumulated from a few dozen unit-key updates; or absent
-  (``absent: true``: the optional input is passed as None, which means zeros), the first-chunk case;
+- ``state ~ N(0, 0.5)``: the size of a state accumulated from a few dozen unit-key updates; workloads
+  also leave it out (the generic ``absent`` generator: None, which means zeros), the first-chunk case;
 - ``cu_seqlens``: prefix sums of lengths in an ``equal``, ``random`` or ``skewed`` mix, optionally with
   ``empty`` sequences of length zero at random positions (their final state must be zeros).
 """
@@ -48,11 +48,7 @@ def gen_dt_bias(ctx: GenContext, low: float = 1e-3, high: float = 0.1) -> torch.
 
 
 @generator("gdn_state")
-def gen_state(ctx: GenContext, std: float = 0.5, absent: bool = False) -> torch.Tensor | None:
-    if absent:
-        if not getattr(ctx.spec, "optional", False):
-            raise SchemaError(f"{ctx.name}: only an optional input can be absent")
-        return None
+def gen_state(ctx: GenContext, std: float = 0.5) -> torch.Tensor:
     return (torch.randn(ctx.shape, generator=ctx.gen) * std).to(ctx.device, ctx.dtype)
 
 

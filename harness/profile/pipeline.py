@@ -62,8 +62,10 @@ class ProfileOutcome:
 
 
 def analyze(definition: Definition, axes: dict[str, int], collected: Iterable[Collected], *, ceilings: Ceilings | None,
-            measured_ms: float | None = None, kernel: str | None = None, rules_dir: str | Path | None = None) -> ProfileOutcome:
-    """Roofline + rule engine over whatever the collectors produced (``axes`` already resolved)."""
+            measured_ms: float | None = None, kernel: str | None = None, rules_dir: str | Path | None = None,
+            absent: frozenset[str] = frozenset()) -> ProfileOutcome:
+    """Roofline + rule engine over whatever the collectors produced (``axes`` already resolved;
+    ``absent``: optional inputs the workload leaves out)."""
     collected = list(collected)
     evidence: dict[str, Any] = {}
     for c in collected:
@@ -74,7 +76,7 @@ def analyze(definition: Definition, axes: dict[str, int], collected: Iterable[Co
     if ceilings is not None:
         if measured_ms is None and evidence.get("kernel_time_us"):
             measured_ms = evidence["kernel_time_us"] / 1e3
-        roof = compute_roofline(definition, axes, ceilings, measured_ms)
+        roof = compute_roofline(definition, axes, ceilings, measured_ms, absent=absent)
     missing = {c.source: c.missing for c in collected if c.missing}
     if ceilings is None:
         missing["roofline"] = "no device ceilings (run `kbot ceilings` on the runner)"
@@ -223,7 +225,8 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
         def floor(wr: WorkloadResult) -> float:
             if ceilings is None:
                 return 0.0
-            return compute_roofline(definition, definition.resolve_axes(by_uuid[wr.uuid].axes), ceilings).floor_ms
+            w = by_uuid[wr.uuid]
+            return compute_roofline(definition, definition.resolve_axes(w.axes), ceilings, absent=w.absent_inputs()).floor_ms
 
         ordered = sorted(passing, key=floor)
         n = min(max_profiled, len(ordered))
@@ -245,7 +248,7 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
         # Order matters: analyze() keeps the first value of a name, so the SASS of the kernels this run
         # really compiled (runtime) wins over the static compile's guess at the same names.
         outcome = analyze(definition, axes, [*collected, *static_ev], ceilings=ceilings, measured_ms=measured,
-                          rules_dir=rules_dir)
+                          rules_dir=rules_dir, absent=w.absent_inputs())
         outcome.files = files
         _fold(wr, outcome)
         wdir.mkdir(parents=True, exist_ok=True)

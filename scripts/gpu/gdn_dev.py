@@ -44,8 +44,9 @@ VARIANTS = {
     ],
     PREFILL: [
         {},
-        {"BV": 16}, {"BV": 64}, {"INTER_FP16": True}, {"REC_WARPS": 8}, {"REC_WARPS": 2},
-        {"REC_STAGES": 1}, {"REC_STAGES": 3}, {"PREP_WARPS": 8}, {"CHUNK": 32}, {"BV": 16, "INTER_FP16": True},
+        {"BV": 16}, {"BV": 64}, {"OUT_BV": 32}, {"OUT_BV": 128}, {"STATE_WARPS": 8}, {"STATE_STAGES": 1},
+        {"STATE_STAGES": 3}, {"PREP_WARPS": 8}, {"CHUNK": 32}, {"RECURRENT_MAX_LEN": 0}, {"RECURRENT_MAX_LEN": 64},
+        {"REC_BV": 8}, {"REC_BV": 32}, {"OUT_WARPS": 8},
     ],
 }
 
@@ -84,7 +85,8 @@ def floor_us(defname: str, axes: dict, inputs: dict) -> float:
 
 
 def kernel_time_us(fn, iters: int = 20) -> float:
-    """Mean GPU time of one call: the durations of every kernel/memcpy/memset the calls launched."""
+    """Mean GPU time of one call (the durations of every kernel/memcpy/memset the calls launched), and
+    the same per kernel name."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
@@ -94,8 +96,11 @@ def kernel_time_us(fn, iters: int = 20) -> float:
         for _ in range(iters):
             fn()
         torch.cuda.synchronize()
-    total = sum(e.time_range.elapsed_us() for e in prof.events() if e.device_type == DeviceType.CUDA)
-    return total / iters
+    per: dict[str, float] = {}
+    for e in prof.events():
+        if e.device_type == DeviceType.CUDA:
+            per[e.name] = per.get(e.name, 0.0) + e.time_range.elapsed_us() / iters
+    return sum(per.values()), per
 
 
 def main() -> int:
@@ -164,7 +169,9 @@ def main() -> int:
                         rec["event_us"] = rec["gpu_us"] = 0.0
                     else:
                         rec["event_us"] = triton.testing.do_bench(call, warmup=5, rep=40) * 1e3
-                        rec["gpu_us"] = kernel_time_us(call)
+                        rec["gpu_us"], per = kernel_time_us(call)
+                        if label in ("default", "fla"):
+                            rec["kernels"] = {n[:60]: round(t, 2) for n, t in sorted(per.items(), key=lambda x: -x[1])}
                 except Exception as e:  # noqa: BLE001
                     rec.update(status="ERROR", msg=f"{type(e).__name__}: {e}"[:300])
                 records.append(rec)
@@ -192,6 +199,9 @@ def main() -> int:
                     means[lab].append(r["gpu_us"])
                     cells.append(f"{r['gpu_us']:.1f}/{r['event_us']:.1f}".rjust(14))
             print(ax[:43].ljust(44) + f"{first['floor_us']:5.1f}  " + "  ".join(cells))
+        for r in rows:
+            if r.get("kernels"):
+                print(f"   {r['variant']:8s} {','.join(f'{k}={v}' for k, v in r['axes'].items())}: {r['kernels']}")
         print("mean GPU".ljust(44) + "       " + "  ".join((f"{sum(m) / len(m):.2f}" if len(m) == len(wl) else f"({len(m)} ok)").rjust(14) for m in means.values()))
     return 0
 

@@ -61,6 +61,8 @@ def restrict(scratch: str, readable: list[str], mode: str = "full") -> str:
     handled = all_fs(v)
     if mode.startswith("writes"):
         handled = WRITES | (TRUNCATE if v >= 3 else 0) | (IOCTL_DEV if v >= 5 and mode == "writes+ioctl" else 0)
+    if mode == "nnp_only":  # no Landlock at all, only no_new_privs: the control
+        return "no_new_privs only" if libc.prctl(38, 1, 0, 0, 0) == 0 else "no_new_privs failed"
     attr = RulesetAttr(handled, 0, 0)
     fd = libc.syscall(SYS_CREATE, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(RulesetAttr) if v >= 6 else 16), ctypes.c_uint32(0))
     if fd < 0:
@@ -68,7 +70,11 @@ def restrict(scratch: str, readable: list[str], mode: str = "full") -> str:
     read = (EXECUTE | READ_FILE | READ_DIR) & handled
     write = handled & ~(REFER if v >= 2 else 0)
     extra = [("/tmp", write), ("/run", read), ("/var", read)] if mode == "full_tmpdev" else []
-    dev = handled if mode in ("full_devall", "full_tmpdev") else (read | WRITE_FILE | (IOCTL_DEV if v >= 5 else 0) | (TRUNCATE if v >= 3 else 0)) & handled
+    # bisection of what CUDA's initialisation writes: "writes" plus one more writable tree
+    for tree in ("proc", "sys", "tmp", "run", "root", "var"):
+        if mode == f"writes_{tree}":
+            extra = [("/" + tree if tree != "root" else "/", write)]
+    dev = handled if mode in ("full_devall", "full_tmpdev", "writes_devall") else (read | WRITE_FILE | (IOCTL_DEV if v >= 5 else 0) | (TRUNCATE if v >= 3 else 0)) & handled
     rules = ([(p, read) for p in readable] if read else []) + [(scratch, write), ("/dev", dev)] + [(p, a) for p, a in extra if os.path.exists(p)]
     for path, access in rules:
         pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -133,7 +139,9 @@ def main() -> int:
     secret_dir = tempfile.mkdtemp(prefix="kbot_secret_", dir=os.path.expanduser("~"))
     secret = os.path.join(secret_dir, "report.json")
     open(secret, "w").write("{}")
-    for mode in ("full", "full_devall", "full_tmpdev", "writes", "writes+ioctl"):
+    modes = sys.argv[1:] or ["nnp_only", "writes", "writes_devall", "writes_proc", "writes_sys", "writes_tmp", "writes_run",
+                             "writes_var", "writes_root", "full_devall"]
+    for mode in modes:
         scratch = tempfile.mkdtemp(prefix="kbot_scratch_")
         r = subprocess.run([sys.executable, __file__, "--child", scratch, secret, mode], capture_output=True, text=True, timeout=300)
         try:
@@ -141,6 +149,8 @@ def main() -> int:
         except Exception:  # noqa: BLE001
             info[f"child_{mode}"] = {"rc": r.returncode, "stdout": r.stdout[-1000:], "stderr": r.stderr[-2000:]}
     shutil.rmtree(secret_dir, ignore_errors=True)
+    r = subprocess.run(["dmesg"], capture_output=True, text=True)
+    info["dmesg_tail"] = [ln for ln in r.stdout.splitlines() if "landlock" in ln.lower() or "audit" in ln.lower()][-20:] or r.stdout.splitlines()[-10:]
     print(json.dumps(info, indent=1))
     return 0
 

@@ -57,10 +57,17 @@ def test_official_tolerances_are_the_defaults():
 
 def test_workloads_cover_the_contest_regimes():
     wl = lambda n: load_workloads(REPO / "definitions" / n / "workloads.jsonl", ours(n)[0])
-    assert {w.axes["batch_size"] for w in wl(DECODE)} == {1, 4, 8, 16, 32, 48, 64}
+    dec = wl(DECODE)
+    assert {w.axes["batch_size"] for w in dec} >= {1, 4, 8, 16, 32, 48, 64}
     pre = wl(PREFILL)
     assert {w.inputs["cu_seqlens"].params["mix"] for w in pre} == {"equal", "random", "skewed"}
     assert {w.axes["num_seqs"] for w in pre} >= {1, 4, 16, 32} and max(w.axes["total_seq_len"] for w in pre) >= 8192
+    assert any(w.inputs["cu_seqlens"].params.get("empty") for w in pre), "an empty sequence (its final state is zeros)"
+    for ws in (dec, pre):
+        # a kernel that ignores `scale` (or treats 0 as 0) must fail somewhere; so must one that ignores the state
+        scales = {w.inputs["scale"].value for w in ws}
+        assert 0.0 in scales and len(scales - {0.0, 1 / 128 ** 0.5}) >= 3
+        assert any(w.absent_inputs() == {"state"} for w in ws) and any("state" not in w.absent_inputs() for w in ws)
     idx = wl(INDEXER)
     assert {w.inputs["seq_lens"].params["mix"] for w in idx} >= {"short", "long", "mixed"}
     assert min(w.axes["batch_size"] for w in idx) == 1 and max(w.axes["batch_size"] for w in idx) == 31

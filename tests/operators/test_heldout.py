@@ -356,3 +356,41 @@ def test_moe_known_blind_spot_of_the_official_tolerance():
     dc, w = moe_case()
     rs = verdicts(MOE, w, lambda **x: moe_solution(**x, weights_from="sb"), defn_cfg=dc)
     assert all(r.ok for r in rs) and all((r.matched_ratio or 0) < 1.0 for r in rs)
+
+
+# The shipped workloads themselves must tell these wrong kernels from right ones: each is caught on at
+# least one of them (decode: the full set; prefill: the CPU-sized set, which has the same kinds of case).
+def _ignores_scale(run):
+    return lambda **x: run(**{**x, "scale": 0.0})
+
+
+def _ignores_state(run):
+    return lambda **x: run(**{**x, "state": None})
+
+
+def _empty_keeps_initial_state(run):
+    def wrong(**x):
+        out, new = run(**x)
+        if x["state"] is not None:
+            lens = x["cu_seqlens"][1:] - x["cu_seqlens"][:-1]
+            new = torch.where((lens == 0)[:, None, None, None], x["state"], new)
+        return out, new
+    return wrong
+
+
+@pytest.mark.parametrize("name, file, wrong", [
+    (DECODE, "workloads.jsonl", _ignores_scale), (DECODE, "workloads.jsonl", _ignores_state),
+    (PREFILL, "workloads.small.jsonl", _ignores_scale), (PREFILL, "workloads.small.jsonl", _ignores_state),
+    (PREFILL, "workloads.small.jsonl", _empty_keeps_initial_state),
+])
+def test_shipped_gdn_workloads_catch(name, file, wrong):
+    from harness.schema import load_workloads
+
+    from opkit import REPO
+
+    defn, cfg = ours(name)
+    ws = load_workloads(REPO / "definitions" / name / file, defn)
+    run = our_run(name)
+    caught = [w.uuid for w in ws if not verdicts(name, w, wrong(run), seeds=(0,))[0].ok]
+    assert caught, f"{wrong.__name__} passes every shipped workload of {name}"
+    assert all(r.ok for w in ws for r in verdicts(name, w, run, seeds=(0,)))
