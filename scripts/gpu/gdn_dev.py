@@ -44,9 +44,9 @@ VARIANTS = {
     ],
     PREFILL: [
         {},
-        {"BV": 16}, {"BV": 64}, {"OUT_BV": 32}, {"OUT_BV": 128}, {"STATE_WARPS": 8}, {"STATE_STAGES": 1},
-        {"STATE_STAGES": 3}, {"PREP_WARPS": 8}, {"CHUNK": 32}, {"RECURRENT_MAX_LEN": 0}, {"RECURRENT_MAX_LEN": 64},
-        {"REC_BV": 8}, {"REC_BV": 32}, {"OUT_WARPS": 8},
+        {"CHUNK": 64}, {"BV": 16}, {"BV": 64}, {"STATE_WARPS": 8}, {"STATE_STAGES": 1}, {"STATE_STAGES": 3},
+        {"OUT_BV": 128}, {"PREP_WARPS": 8}, {"RECURRENT_MAX_LEN": 0}, {"RECURRENT_MAX_LEN": 64}, {"REC_BV": 8},
+        {"REC_BV": 32}, {"REC_WARPS": 4}, {"CHUNK": 64, "BV": 16},
     ],
 }
 

@@ -10,13 +10,16 @@ chunk start:
     Vn  = U - W H                                                          (corrected values)
     O   = scale * (diag(exp(gamma)) Q H + Aqk Vn),   Aqk = lower incl. diagonal [(q_i . k_j) exp(gamma_i - gamma_j)]
     H'  = exp(gamma_C) H + (diag(exp(gamma_C - gamma)) K)^T Vn.
-Three kernels: (1) every chunk of every sequence and head in parallel: W, U, gamma, with T from the
-nilpotent product (I + A)^{-1} = prod_{n < log2 C} (I + (-A)^(2^n)) (log2 C squarings on tensor cores,
-no serial substitution); (2) the only sequential part, one program per (sequence, head, block of BV
-value columns) walking its chunks with the state in registers (float32): per chunk two small matrix
-products, Vn = U - W H and the state update, and a snapshot of H for the output; (3) every chunk in
-parallel again: the outputs from the snapshots. Kernel 2 carries as little as possible per step, since
-its chain of chunks is what bounds a long single sequence.
+Three kernels: (1) every chunk of every sequence and head in parallel: W, U, gamma and the decayed keys
+KD = diag(exp(gamma_C - gamma)) K, with T from the nilpotent product (I + A)^{-1} =
+prod_{n < 6} (I + (-A)^(2^n)) on 64-token blocks (squarings on tensor cores, no serial substitution); a
+128-token chunk is two such blocks joined by [[T11, 0], [-T22 A21 T11, T22]]; (2) the only sequential
+part, one program per (sequence, head, block of BV value columns) walking its chunks with the state in
+registers (float32): per chunk two small matrix products, Vn = U - W H and H' = exp(gamma_C) H + KD^T
+Vn, and a snapshot of H for the output; (3) every chunk in parallel again: the outputs from the
+snapshots. Kernel 2's chain of chunks bounds a long single sequence, so it carries as little as
+possible per step, and 128-token chunks halve its length (at twice the work per step, which is cheap:
+the step is latency-bound).
 
 Short sequences (on average at most RECURRENT_MAX_LEN tokens each) take a token-by-token kernel
 instead: one program per (sequence, head, block of rows), the state in registers, three dependent
@@ -37,7 +40,7 @@ import triton.language as tl
 
 K_DIM = 128
 V_DIM = 128
-CHUNK = 64  # kbot: tunable [64, 32] role=block
+CHUNK = 128  # kbot: tunable [128, 64] role=block
 BV = 32  # kbot: tunable [32, 16, 64] role=block
 OUT_BV = 64  # kbot: tunable [64, 32, 128] role=block
 PREP_WARPS = 4  # kbot: tunable [4, 8]
@@ -87,56 +90,102 @@ def _first_chunk(cu_ptr, seq, N, C: tl.constexpr, NP: tl.constexpr):
 
 
 @triton.jit
-def _prep(k_ptr, v_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_ptr, w_ptr, u_ptr, gam_ptr, N,
+def _inverse(a_mat, r, LOG2C: tl.constexpr):
+    """(I + A)^{-1} for a strictly lower triangular A: prod_n (I + P^(2^n)), P = -A (A^C = 0)."""
+    p = (-a_mat).to(tl.float16)
+    tm = tl.where(r[:, None] == r[None, :], 1.0, 0.0) - a_mat
+    for _ in tl.static_range(LOG2C - 1):
+        p = tl.dot(p, p).to(tl.float16)
+        tm = tm + tl.dot(tm.to(tl.float16), p)
+    return tm.to(tl.float16)
+
+
+@triton.jit
+def _decay_block(kq, kk_, beta, gam_i, gam_j, strict: tl.constexpr, r):
+    """beta_i (kq_i . kk_j) exp(gamma_i - gamma_j), lower triangle of a diagonal block when ``strict``."""
+    prod = tl.dot(kq, tl.trans(kk_))
+    diff = gam_i[:, None] - gam_j[None, :]
+    if strict:
+        below = r[:, None] > r[None, :]
+        return tl.where(below, beta[:, None] * prod * tl.exp(tl.where(below, diff, 0.0)), 0.0)
+    return beta[:, None] * prod * tl.exp(diff)
+
+
+@triton.jit
+def _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, row, live, w, u, kd, gam, K: tl.constexpr, V: tl.constexpr):
+    kk = tl.arange(0, K)
+    vv = tl.arange(0, V)
+    tl.store(w_ptr + row[:, None] * K + kk[None, :], w.to(tl.float16), mask=live[:, None])
+    tl.store(u_ptr + row[:, None] * V + vv[None, :], u.to(tl.float16), mask=live[:, None])
+    tl.store(kd_ptr + row[:, None] * K + kk[None, :], kd.to(tl.float16), mask=live[:, None])
+    tl.store(gam_ptr + row, gam, mask=live)
+
+
+@triton.jit
+def _prep(k_ptr, v_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gam_ptr, gl_ptr, N,
           HV: tl.constexpr, REP: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-          C: tl.constexpr, NP: tl.constexpr, LOG2C: tl.constexpr):
+          C: tl.constexpr, NP: tl.constexpr):
+    """W, U, gamma and the decayed keys KD = diag(exp(gamma_C - gamma)) K of one chunk; a chunk of 128
+    is two blocks of 64 whose inverses combine as [[T11, 0], [-T22 A21 T11, T22]]."""
     c = tl.program_id(0)
     h = tl.program_id(1)
     seq, t0, t1 = _locate_chunk(cu_ptr, c, N, C, NP)
     if seq >= N:
         return
     HQ: tl.constexpr = HV // REP
+    B: tl.constexpr = 64
     hk = h // REP
-    r = tl.arange(0, C)
-    t = t0 + r
-    live = t < t1
-    tk = t.to(tl.int64)
+    r = tl.arange(0, B)
     kk = tl.arange(0, K)
     vv = tl.arange(0, V)
-    glog, beta = _gates(a_ptr, b_ptr, alog_ptr, dtb_ptr, tk, h, live, HV)
-    gam = tl.cumsum(glog, axis=0)
-    kc = tl.load(k_ptr + (tk * HQ + hk)[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
-    vc = tl.load(v_ptr + (tk * HV + h)[:, None] * V + vv[None, :], mask=live[:, None], other=0.0)
-    below = r[:, None] > r[None, :]
-    kkt = tl.dot(kc, tl.trans(kc))
-    a_mat = tl.where(below, beta[:, None] * kkt * tl.exp(tl.where(below, gam[:, None] - gam[None, :], 0.0)), 0.0)
-    # T = (I + A)^{-1} = prod_n (I + P^(2^n)) with P = -A (A is nilpotent: A^C = 0)
-    p = (-a_mat).to(tl.float16)
-    tm = tl.where(r[:, None] == r[None, :], 1.0, 0.0) - a_mat
-    for _ in tl.static_range(LOG2C - 1):
-        p = tl.dot(p, p).to(tl.float16)
-        tm = tm + tl.dot(tm.to(tl.float16), p)
-    tmh = tm.to(tl.float16)
-    w = tl.dot(tmh, (kc.to(tl.float32) * (beta * tl.exp(gam))[:, None]).to(tl.float16))
-    u = tl.dot(tmh, (vc.to(tl.float32) * beta[:, None]).to(tl.float16))
-    row = tk * HV + h
-    tl.store(w_ptr + row[:, None] * K + kk[None, :], w.to(tl.float16), mask=live[:, None])
-    tl.store(u_ptr + row[:, None] * V + vv[None, :], u.to(tl.float16), mask=live[:, None])
-    tl.store(gam_ptr + row, gam, mask=live)
+    ta = (t0 + r).to(tl.int64)
+    la = ta < t1
+    ga, ba = _gates(a_ptr, b_ptr, alog_ptr, dtb_ptr, ta, h, la, HV)
+    gam_a = tl.cumsum(ga, axis=0)
+    ka = tl.load(k_ptr + (ta * HQ + hk)[:, None] * K + kk[None, :], mask=la[:, None], other=0.0)
+    va = tl.load(v_ptr + (ta * HV + h)[:, None] * V + vv[None, :], mask=la[:, None], other=0.0)
+    taa = _inverse(_decay_block(ka, ka, ba, gam_a, gam_a, True, r), r, 6)
+    kba = (ka.to(tl.float32) * (ba * tl.exp(gam_a))[:, None]).to(tl.float16)
+    vba = (va.to(tl.float32) * ba[:, None]).to(tl.float16)
+    wa = tl.dot(taa, kba)
+    ua = tl.dot(taa, vba)
+    if C == 128:
+        tb = ta + B
+        lb = tb < t1
+        gb, bb = _gates(a_ptr, b_ptr, alog_ptr, dtb_ptr, tb, h, lb, HV)
+        gam_b = tl.cumsum(gb, axis=0) + tl.sum(ga, axis=0)
+        kb = tl.load(k_ptr + (tb * HQ + hk)[:, None] * K + kk[None, :], mask=lb[:, None], other=0.0)
+        vb = tl.load(v_ptr + (tb * HV + h)[:, None] * V + vv[None, :], mask=lb[:, None], other=0.0)
+        tbb = _inverse(_decay_block(kb, kb, bb, gam_b, gam_b, True, r), r, 6)
+        a_ba = _decay_block(kb, ka, bb, gam_b, gam_a, False, r)
+        tba = -tl.dot(tbb, tl.dot(a_ba.to(tl.float16), taa).to(tl.float16))
+        tba = tba.to(tl.float16)
+        kbb = (kb.to(tl.float32) * (bb * tl.exp(gam_b))[:, None]).to(tl.float16)
+        vbb = (vb.to(tl.float32) * bb[:, None]).to(tl.float16)
+        wb = tl.dot(tba, kba) + tl.dot(tbb, kbb)
+        ub = tl.dot(tba, vba) + tl.dot(tbb, vbb)
+        gl = tl.sum(ga, axis=0) + tl.sum(gb, axis=0)
+        kdb = tl.where(lb[:, None], kb.to(tl.float32) * tl.exp(gl - gam_b)[:, None], 0.0)
+        _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, tb * HV + h, lb, wb, ub, kdb, gam_b, K, V)
+    else:
+        gl = tl.sum(ga, axis=0)
+    kda = tl.where(la[:, None], ka.to(tl.float32) * tl.exp(gl - gam_a)[:, None], 0.0)
+    _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, ta * HV + h, la, wa, ua, kda, gam_a, K, V)
+    tl.store(gl_ptr + c * HV + h, gl)
 
 
 @triton.jit
-def _state(k_ptr, s_ptr, cu_ptr, w_ptr, u_ptr, gam_ptr, snap_ptr, vn_ptr, ns_ptr, N,
-           HV: tl.constexpr, REP: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+def _state(s_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gl_ptr, snap_ptr, vn_ptr, ns_ptr, N,
+           HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
            C: tl.constexpr, BV: tl.constexpr, NP: tl.constexpr, HAS_STATE: tl.constexpr, STAGES: tl.constexpr):
+    """The sequential part: per chunk Vn = U - W H, a snapshot of H, H' = exp(gamma_C) H + KD^T Vn."""
     seq = tl.program_id(0)
     h = tl.program_id(1)
     vb = tl.program_id(2)
-    HQ: tl.constexpr = HV // REP
-    hk = h // REP
     start = tl.load(cu_ptr + seq)
     end = tl.load(cu_ptr + seq + 1)
     base = _first_chunk(cu_ptr, seq, N, C, NP)
+    n = (end - start + C - 1) // C
     kk = tl.arange(0, K)
     cols = vb * BV + tl.arange(0, BV)
     r = tl.arange(0, C)
@@ -146,22 +195,19 @@ def _state(k_ptr, s_ptr, cu_ptr, w_ptr, u_ptr, gam_ptr, snap_ptr, vn_ptr, ns_ptr
         hs = tl.load(s_ptr + s_offs)
     else:
         hs = tl.zeros([K, BV], dtype=tl.float32)
-    for c0 in tl.range(start, end, C, num_stages=STAGES):
-        cidx = base + (c0 - start) // C
-        tl.store(snap_ptr + (cidx * HV + h).to(tl.int64) * (K * V) + kk[:, None] * V + cols[None, :], hs.to(tl.float16))
-        t = c0 + r
+    for j in tl.range(0, n, num_stages=STAGES):
+        cidx = base + j
+        t = start + j * C + r
         live = t < end
-        tk = t.to(tl.int64)
-        row = tk * HV + h
+        row = t.to(tl.int64) * HV + h
         w = tl.load(w_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
+        kd = tl.load(kd_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
         u = tl.load(u_ptr + row[:, None] * V + cols[None, :], mask=live[:, None], other=0.0)
-        gam = tl.load(gam_ptr + row, mask=live, other=0.0)
-        kc = tl.load(k_ptr + (tk * HQ + hk)[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
-        gl = tl.load(gam_ptr + (tl.minimum(c0 + C, end) - 1).to(tl.int64) * HV + h)
-        vn = u.to(tl.float32) - tl.dot(w, hs.to(tl.float16))
-        vnh = vn.to(tl.float16)
+        gl = tl.load(gl_ptr + cidx * HV + h)
+        hsh = hs.to(tl.float16)
+        tl.store(snap_ptr + (cidx * HV + h).to(tl.int64) * (K * V) + kk[:, None] * V + cols[None, :], hsh)
+        vnh = (u.to(tl.float32) - tl.dot(w, hsh)).to(tl.float16)
         tl.store(vn_ptr + row[:, None] * V + cols[None, :], vnh, mask=live[:, None])
-        kd = tl.where(live[:, None], kc.to(tl.float32) * tl.exp(gl - gam)[:, None], 0.0).to(tl.float16)
         hs = tl.exp(gl) * hs + tl.dot(tl.trans(kd), vnh)
     # as the official definition: an empty sequence's final state is zeros
     hs = tl.where(end > start, hs, 0.0)
@@ -219,18 +265,30 @@ def _recurrent(q_ptr, k_ptr, v_ptr, s_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_p
         s = tl.zeros([BV, K], dtype=tl.float32)
     alpha = -tl.exp(tl.load(alog_ptr + h))
     dtb = tl.load(dtb_ptr + h)
+    # the next token's inputs are loaded while the current one is applied (they never depend on the state)
+    tk = start
+    live = tk < end
+    x = tl.load(a_ptr + tk * HV + h, mask=live, other=0.0).to(tl.float32)
+    bb = tl.load(b_ptr + tk * HV + h, mask=live, other=0.0).to(tl.float32)
+    q = tl.load(q_ptr + (tk * HQ + hk) * K + kk, mask=(tk + 0 * kk) < end, other=0.0).to(tl.float32)
+    k = tl.load(k_ptr + (tk * HQ + hk) * K + kk, mask=(tk + 0 * kk) < end, other=0.0).to(tl.float32)
+    v = tl.load(v_ptr + (tk * HV + h) * V + rows, mask=(tk + 0 * rows) < end, other=0.0).to(tl.float32)
     for i in tl.range(0, end - start):
-        tk = start + i  # int64, as cu_seqlens
-        x = tl.load(a_ptr + tk * HV + h).to(tl.float32) + dtb
-        g = tl.exp(alpha * tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(x))))
-        beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + tk * HV + h).to(tl.float32)))
-        q = tl.load(q_ptr + (tk * HQ + hk) * K + kk).to(tl.float32)
-        k = tl.load(k_ptr + (tk * HQ + hk) * K + kk).to(tl.float32)
-        v = tl.load(v_ptr + (tk * HV + h) * V + rows).to(tl.float32)
+        tn = tk + 1
+        ln = tn < end
+        xn = tl.load(a_ptr + tn * HV + h, mask=ln, other=0.0).to(tl.float32)
+        bn = tl.load(b_ptr + tn * HV + h, mask=ln, other=0.0).to(tl.float32)
+        qn = tl.load(q_ptr + (tn * HQ + hk) * K + kk, mask=(tn + 0 * kk) < end, other=0.0).to(tl.float32)
+        kn = tl.load(k_ptr + (tn * HQ + hk) * K + kk, mask=(tn + 0 * kk) < end, other=0.0).to(tl.float32)
+        vnx = tl.load(v_ptr + (tn * HV + h) * V + rows, mask=(tn + 0 * rows) < end, other=0.0).to(tl.float32)
+        xs = x + dtb
+        g = tl.exp(alpha * tl.where(xs > 20.0, xs, tl.log(1.0 + tl.exp(xs))))
+        beta = 1.0 / (1.0 + tl.exp(-bb))
         u = beta * (v - g * tl.sum(s * k[None, :], axis=1))
         s = g * s + u[:, None] * k[None, :]
         o = scale * tl.sum(s * q[None, :], axis=1)
         tl.store(o_ptr + (tk * HV + h) * V + rows, o.to(o_ptr.dtype.element_ty))
+        tk, x, bb, q, k, v = tn, xn, bn, qn, kn, vnx
     s = tl.where(end > start, s, 0.0)
     tl.store(ns_ptr + offs, s)
 
@@ -263,13 +321,15 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
     np2 = triton.next_power_of_2(N + 1)
     n_chunks = triton.cdiv(T, CHUNK) + N  # an upper bound on sum_i ceil(len_i / CHUNK)
     w = torch.empty((T, HV, K), dtype=torch.float16, device=dev)
+    kd = torch.empty((T, HV, K), dtype=torch.float16, device=dev)
     u = torch.empty((T, HV, V), dtype=torch.float16, device=dev)
     vn = torch.empty((T, HV, V), dtype=torch.float16, device=dev)
     gam = torch.empty((T, HV), dtype=torch.float32, device=dev)
+    glast = torch.empty((n_chunks, HV), dtype=torch.float32, device=dev)
     snap = torch.empty((n_chunks, HV, K, V), dtype=torch.float16, device=dev)
-    _prep[(n_chunks, HV)](k, v, A_log, a, dt_bias, b, cu_seqlens, w, u, gam, N, HV=HV, REP=rep, K=K, V=V,
-                          C=CHUNK, NP=np2, LOG2C=int(math.log2(CHUNK)), num_warps=PREP_WARPS)
-    _state[(N, HV, V // BV)](k, s_in, cu_seqlens, w, u, gam, snap, vn, new_state, N, HV=HV, REP=rep, K=K, V=V,
+    _prep[(n_chunks, HV)](k, v, A_log, a, dt_bias, b, cu_seqlens, w, u, kd, gam, glast, N, HV=HV, REP=rep, K=K, V=V,
+                          C=CHUNK, NP=np2, num_warps=PREP_WARPS)
+    _state[(N, HV, V // BV)](s_in, cu_seqlens, w, u, kd, glast, snap, vn, new_state, N, HV=HV, K=K, V=V,
                              C=CHUNK, BV=BV, NP=np2, HAS_STATE=state is not None, STAGES=STATE_STAGES,
                              num_warps=STATE_WARPS)
     _output[(n_chunks, HV, V // OUT_BV)](q, k, cu_seqlens, gam, snap, vn, output, float(scale), N, HV=HV, REP=rep,
