@@ -68,12 +68,17 @@ def restrict(scratch: str, readable: list[str], mode: str = "full") -> str:
     if fd < 0:
         return f"create_ruleset failed: {os.strerror(ctypes.get_errno())}"
     read = (EXECUTE | READ_FILE | READ_DIR) & handled
-    write = handled & ~(REFER if v >= 2 else 0)
+    write = handled  # REFER included: Triton renames files between folders of its cache
     extra = [("/tmp", write), ("/run", read), ("/var", read)] if mode == "full_tmpdev" else []
     # bisection of what CUDA's initialisation writes: "writes" plus one more writable tree
     for tree in ("proc", "sys", "tmp", "run", "root", "var"):
         if mode == f"writes_{tree}":
             extra = [("/" + tree if tree != "root" else "/", write)]
+    # narrower: the process's own /proc/<pid> (a rule there follows the process), or /proc/driver
+    if mode in ("writes_procself", "full_procself"):
+        extra = [(f"/proc/{os.getpid()}", write)]
+    if mode == "writes_procdriver":
+        extra = [("/proc/driver", write)]
     dev = handled if mode in ("full_devall", "full_tmpdev", "writes_devall") else (read | WRITE_FILE | (IOCTL_DEV if v >= 5 else 0) | (TRUNCATE if v >= 3 else 0)) & handled
     rules = ([(p, read) for p in readable] if read else []) + [(scratch, write), ("/dev", dev)] + [(p, a) for p, a in extra if os.path.exists(p)]
     for path, access in rules:
@@ -139,8 +144,7 @@ def main() -> int:
     secret_dir = tempfile.mkdtemp(prefix="kbot_secret_", dir=os.path.expanduser("~"))
     secret = os.path.join(secret_dir, "report.json")
     open(secret, "w").write("{}")
-    modes = sys.argv[1:] or ["nnp_only", "writes", "writes_devall", "writes_proc", "writes_sys", "writes_tmp", "writes_run",
-                             "writes_var", "writes_root", "full_devall"]
+    modes = sys.argv[1:] or ["nnp_only", "writes_proc", "writes_procself", "writes_procdriver", "full_procself"]
     for mode in modes:
         scratch = tempfile.mkdtemp(prefix="kbot_scratch_")
         r = subprocess.run([sys.executable, __file__, "--child", scratch, secret, mode], capture_output=True, text=True, timeout=300)

@@ -75,6 +75,24 @@ def test_gdn_prefill_matches_official(shared, mix, n, total):
         assert judge(defn, cfg, w, x, (o1, s1), (o2, s2)).ok
 
 
+def test_gdn_prefill_many_chunks_match_official(shared):
+    """Our reference works in 64-token chunks: sequences spanning several chunks, a partial last chunk,
+    an empty sequence, a non-default scale and an absent state agree with the official token-by-token loop."""
+    defn, cfg = ours(PREFILL)
+    ref = exec_reference(official(shared, PREFILL).reference)
+    w = workload({"total_seq_len": 330, "num_seqs": 4, "len_cu_seqlens": 5}, cu_seqlens=gen("gdn_cu_seqlens", mix="random", empty=1), scale=scalar(0.7))
+    for seed, drop_state in ((0, False), (1, True)):
+        x = make(defn, cfg, w, seed)
+        if drop_state:
+            x["state"] = None
+        assert int((x["cu_seqlens"][1:] - x["cu_seqlens"][:-1]).max()) > 64
+        o1, s1 = our_run(PREFILL)(**clone(x))
+        o2, s2 = ref(**clone(x))
+        close(o1.float(), o2.float(), BF16, "output")
+        close(s1, s2, F32, "new_state")
+        assert judge(defn, cfg, w, x, (o1, s1), (o2, s2)).ok
+
+
 def test_gdn_prefill_without_state(shared):
     defn, cfg = ours(PREFILL)
     ref = exec_reference(official(shared, PREFILL).reference)
