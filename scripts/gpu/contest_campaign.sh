@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# On the GPU: kbot's own loop on contest definitions. For each DEFINITION: `kbot optimize` with the
+# offline agent (seeds from skills/seeds/<definition>/, tunable moves), every candidate a branch + PR in
+# one local forge, evaluated by the harness paired against the champion of the time, reviewed, merged
+# when the promotion policy says so. Then the records as `kbot pr list/show` and `kbot leaderboard`
+# print them, and the workspace (forge repository, PR store, campaign stores, reports; no build folders)
+# packed so the champions can be landed on main with their lineage.
+#   usage (repo root, on the device): source scripts/gpu/setup_device.sh
+#          ROUNDS=3 CANDIDATES=2 bash scripts/gpu/contest_campaign.sh DEFINITION [DEFINITION ...]
+# Outputs under $OUT: campaign.log, <definition>.summary.json, records.txt (PRs, reviews, leaderboards),
+# workspace.tar.gz. Exit 0 when every campaign ran (whether or not anything was promoted).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-$PWD/contest_campaign_out}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+K=("$PY" -m harness.cli)
+WS="${WORKSPACE:-/tmp/kbot_contest_ws}"
+DEVICE="${DEVICE:-cuda}"
+rc=0
+for def in "$@"; do
+  echo "=== $def ($(date -u +%FT%TZ))" | tee -a "$OUT/campaign.log"
+  "${K[@]}" optimize "$def" --agent offline --device "$DEVICE" --rounds "${ROUNDS:-3}" --candidates "${CANDIDATES:-2}" \
+    ${BUDGET:+--budget "$BUDGET"} --workspace "$WS" --json > "$OUT/$def.summary.json" 2>> "$OUT/campaign.log" || rc=1
+  "$PY" - "$OUT/$def.summary.json" <<'PYEOF' | tee -a "$OUT/campaign.log"
+import json, sys
+try:
+    s = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("no summary:", e); sys.exit(0)
+for r in s["candidates"]:
+    print(f"{r['node']:>10} PR {r['pr']} {r['status']:<10} mean {r['mean_latency_ms']} ms  vs champion {r['speedup_vs_champion']}  vs start {r['speedup_vs_start']}  -> {r['decision']}: {(r['headline'] or '')[:120]}")
+print("champion:", s["champion"], "device:", s["device"], "stop:", s["stop_reason"])
+PYEOF
+  "${K[@]}" leaderboard "$def" --workspace "$WS" >> "$OUT/records.txt" 2>&1 || true
+done
+{
+  "${K[@]}" pr list --workspace "$WS"
+  for n in $("${K[@]}" pr list --workspace "$WS" --json | "$PY" -c "import json,sys; print(' '.join(str(p['number']) for p in json.load(sys.stdin)))"); do
+    echo "================================================================ PR $n"
+    "${K[@]}" pr show "$n" --workspace "$WS"
+  done
+} >> "$OUT/records.txt" 2>&1
+tar -C "$WS" --exclude='build' --exclude='build_*' --exclude='*.so' --exclude='__pycache__' -czf "$OUT/workspace.tar.gz" . || rc=1
+ls -la "$OUT"
+exit $rc
