@@ -43,7 +43,7 @@ from bot.leaderboard import render_leaderboard, updated_champion
 from bot.promotion import champion_path, leaderboard_path, read_champion
 from bot.review import BENCH_SIDECAR, escape_inline, publish_results
 from harness.report import Report
-from harness.schema import Definition, SchemaError, Solution, load_definition, load_workloads
+from harness.schema import Definition, SchemaError, Solution, load_definition, load_solution, load_workloads
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_WORKSPACE = Path(".kbot") / "workspace"
@@ -143,6 +143,23 @@ class Workspace:
         self.forge.commit_files("main", head, files,
                                 f"kbot: starting point for {solution.definition} is {solution.name} (not a promotion)")
         return doc
+
+
+def starting_point(definition: Definition, def_path: Path, seeds_dir: Path | None = None) -> Solution:
+    """The champion a definition's first campaign starts from. A definition that ships its reference as
+    a solution (``reference_solution.json``: the contest operators) starts from it, so every kernel of
+    the seeds enters as a pull request and reaches main only by a paired promotion; otherwise the weak
+    start below (the demo definitions, whose references are not solutions)."""
+    ref = def_path.parent / "reference_solution.json"
+    if ref.is_file():
+        try:
+            sol = load_solution(ref)
+        except SchemaError as e:
+            raise LoopError(f"{ref}: {e}") from None
+        if sol.definition != definition.name:
+            raise LoopError(f"{ref} is a solution of {sol.definition}, not of {definition.name}")
+        return sol.model_copy(update={"description": f"starting point: the definition's reference ({sol.name})"})
+    return weak_start(definition.name, seeds_dir)
 
 
 def weak_start(definition: str, seeds_dir: Path | None = None) -> Solution:
@@ -372,7 +389,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
                                    progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
 
     if read_champion(ws.forge, definition.name) is None:
-        start = weak_start(definition.name)
+        start = starting_point(definition, def_path)
         ws.install_start(start)
         event("start", {"solution": start.name, "description": start.description})
     _, champion = ws.champion_solution(definition.name)

@@ -127,7 +127,10 @@ class OfflineAgent(Agent):
             yield from self._moves(s, ctx, base_why=f"seed {s.name}: ")
 
     def _spec_of(self, parent: Solution | None) -> dict | None:
-        if parent is None:
+        """The parent's build spec for seed variants, when the parent is itself a kernel of the seeds'
+        language; a plain-torch parent (a definition's reference as the starting point) gives seeds
+        their own spec, never its language."""
+        if parent is None or parent.spec.language.value != DEFAULT_SPEC["language"]:
             return None
         spec = parent.spec.model_dump(mode="json", exclude_none=True)
         return {k: v for k, v in spec.items() if k in ("language", "target_hardware", "entry_point", "dependencies")}
