@@ -122,7 +122,7 @@ def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, time
     if as_json:
         click.echo((out / "report.json").read_text())
     else:
-        from .render import print_report
+        from .report_table import print_report
 
         print_report(report, out)
     sys.exit(EXIT_OK if report.all_passed else EXIT_FAILED)
@@ -239,7 +239,7 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
             rows.append({"solution": sol.name, "out": str(run_dir), "passed": sum(w.status is Status.PASSED for w in report.workloads),
                          "workloads": len(report.workloads), "all_passed": report.all_passed, "wall_s": round(wall, 3), "timed_kernel_s": round(timed_s, 4)})
             if not as_json:
-                from .render import print_report
+                from .report_table import print_report
 
                 print_report(report, run_dir)
             ready.close()  # any it did not use (a retried observer takes a fresh process)

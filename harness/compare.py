@@ -14,7 +14,8 @@ from typing import Any, Callable
 import torch
 
 from .defconfig import DefinitionConfig, Tolerance
-from .registry import registrar
+from .dtypes import torch_dtype
+from .registrar import registrar
 from .schema import Definition, Status
 
 
@@ -94,8 +95,6 @@ def elementwise(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance)
 
 @comparator("default")
 def compare_default(outputs: dict[str, Any], reference: dict[str, Any], *, definition: Definition, axes: dict[str, int], config: DefinitionConfig, inputs: dict[str, Any] | None = None, **_: Any) -> CompareResult:
-    from .inputs import torch_dtype
-
     worst = CompareResult(Status.PASSED, matched_ratio=1.0)
     for name, spec in definition.outputs.items():
         out = outputs.get(name)

@@ -203,7 +203,7 @@ class SafetensorsInput(_Model):
 class GeneratedInput(_Model):
     """Our extension: a named structured generator (page tables, index tensors, lengths...).
 
-    ``generator`` names an entry of harness.inputs.GENERATORS; ``params`` are its keyword arguments.
+    ``generator`` names an entry of harness.generators.GENERATORS; ``params`` are its keyword arguments.
     Kept as its own type so an official workload never has its meaning changed.
     """
 
@@ -335,7 +335,9 @@ class Status(str, Enum):
 OFFICIAL_STATUSES = {s for s in Status if s is not Status.REJECTED}
 
 
-class Correctness(_Model):
+class TraceCorrectness(_Model):
+    """A Trace's ``evaluation.correctness`` (the official field); our per-trial result is harness.report.Correctness."""
+
     # NaN errors (a NaN output) must survive a JSON round trip: written as "NaN", not null.
     model_config = ConfigDict(extra="allow", populate_by_name=True, ser_json_inf_nan="strings")
     max_relative_error: float = 0.0
@@ -367,7 +369,7 @@ class Evaluation(_Model):
     environment: Environment
     timestamp: NonEmpty
     log: str = ""
-    correctness: Correctness | None = None
+    correctness: TraceCorrectness | None = None
     performance: Performance | None = None
     # Our extensions: timing statistics, roofline, guard findings, profile, feedback. See harness/report.py.
     kbot: dict[str, Any] | None = None

@@ -88,14 +88,6 @@ def precise_enough(samples: Sequence[float], rel: float, resolution: float) -> b
     return med == med and half <= max(rel * med, resolution)
 
 
-def relative_sem(samples: Sequence[float]) -> float:
-    n = len(samples)
-    if n < 3:
-        return float("inf")
-    m = statistics.fmean(samples)
-    return (statistics.stdev(samples) / math.sqrt(n)) / m if m > 0 else float("inf")
-
-
 def paired_ratio(baseline: Sequence[float], candidate: Sequence[float]) -> PairedRatio:
     """Per-iteration ratios baseline/candidate from interleaved runs; >1 means the candidate is faster."""
     if len(baseline) != len(candidate) or not baseline:

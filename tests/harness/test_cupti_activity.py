@@ -468,7 +468,7 @@ def test_the_table_shows_gpu_time_and_says_why_it_is_withheld(tmp_path):
 
     from rich.console import Console
 
-    from harness.render import print_report
+    from harness.report_table import print_report
     from harness.report import DeviceInfo, KernelTime, Report, WorkloadResult
     from harness.schema import Status
     from harness.stats import summarize

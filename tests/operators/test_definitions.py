@@ -7,7 +7,8 @@ import json
 import pytest
 
 from harness.compare import COMPARATORS
-from harness.inputs import GENERATORS
+import harness.inputs  # noqa: F401  (registers the contest operators' generators)
+from harness.generators import GENERATORS
 from harness.schema import load_workloads
 from opkit import ALL, ATTENTION, DECODE, INDEXER, MOE, PREFILL, REPO, official, official_path, ours
 

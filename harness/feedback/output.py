@@ -1,11 +1,11 @@
-"""Feedback for people (Markdown) and for machines (JSON), from one FeedbackResult."""
+"""Feedback output: Markdown for people and JSON for machines (agents, reports), from one FeedbackResult."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..report import Roofline
-from .engine import FeedbackResult, _fmt
+from .engine import FeedbackResult, format_value
 
 _ICON = {"critical": "🔴", "high": "🟠", "medium": "🟡", "low": "🔵", "info": "⚪"}
 
@@ -44,7 +44,7 @@ def render_markdown(result: FeedbackResult, roofline: Roofline | None = None, *,
         lines.append(f"{i}. {_ICON.get(it.severity, '')} **{it.severity.upper()}** `{it.rule}`: {it.title}")
         lines.append(f"   - *Why:* {it.cause}")
         lines.append(f"   - *Do:* {it.recommendation}")
-        ev = ", ".join(f"{k}={_fmt(v, '')}" for k, v in it.evidence.items() if not k.startswith("threshold."))
+        ev = ", ".join(f"{k}={format_value(v, '')}" for k, v in it.evidence.items() if not k.startswith("threshold."))
         if ev:
             lines.append(f"   - *Evidence:* {ev}")
         also = getattr(it, "also", None)
