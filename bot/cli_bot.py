@@ -159,7 +159,8 @@ def register(cli: click.Group) -> None:
         """Publish a bench run: sticky review, kbot/harness status, promotion."""
         import re
 
-        from bot.review import ResultsError, publish_results
+        from bot.review.results import ResultsError
+        from bot.review.publish import publish_results
 
         if not re.fullmatch(r"[0-9a-f]{40}", head_sha):
             _fail("--head-sha must be a 40-character hex sha")
@@ -204,7 +205,7 @@ def register(cli: click.Group) -> None:
     @click.option("--champion", type=click.Path(exists=True, dir_okay=False), default=None)
     def review_cmd(report_path: str, champion: str | None) -> None:
         """Print the review Markdown for a report JSON."""
-        from bot.review import render_review
+        from bot.review.sticky_review import render_review
         from harness.report import load_report
 
         click.echo(render_review(load_report(report_path), load_report(champion) if champion else None))
@@ -220,7 +221,9 @@ def register(cli: click.Group) -> None:
                    behind: bool) -> None:
         """Print the promotion decision for a report (no forge, no merge)."""
         from bot.policy import REPO_ROOT, PolicyError
-        from bot.promotion import PROMOTION_PATH, Evidence, PromotionPolicy, decide
+        from bot.promotion.policy import PROMOTION_PATH, PromotionPolicy
+        from bot.review.evidence import Evidence
+        from bot.promotion.decision import decide
         from harness.report import load_report
 
         path = Path(policy_path) if policy_path else REPO_ROOT / PROMOTION_PATH
@@ -237,7 +240,7 @@ def register(cli: click.Group) -> None:
     @click.argument("champion_json", type=click.Path(exists=True, dir_okay=False))
     def leaderboard_cmd(champion_json: str) -> None:
         """Print LEADERBOARD.md for a champion.json."""
-        from bot.leaderboard import render_leaderboard
+        from bot.promotion.champion import render_leaderboard
 
         click.echo(render_leaderboard(json.loads(Path(champion_json).read_text())), nl=False)
 

@@ -164,7 +164,7 @@ def register(cli: click.Group) -> None:
     def pr_show(number: int, workspace: str) -> None:
         """The PR, its status, the bot's review (with the decision) and the conversation."""
         from bot.forge.base import NotFoundError
-        from bot.review import find_bot_review
+        from bot.review.evidence import find_bot_review
 
         ws = _workspace(workspace)
         try:
@@ -190,8 +190,8 @@ def register(cli: click.Group) -> None:
     @WORKSPACE_OPT
     def leaderboard_cmd(definition: str | None, workspace: str) -> None:
         """LEADERBOARD.md of a definition (all definitions with a champion if none is given)."""
-        from bot.leaderboard import render_leaderboard
-        from bot.promotion import read_champion
+        from bot.promotion.champion import render_leaderboard
+        from bot.promotion.champion import read_champion
 
         ws = _workspace(workspace)
         names = [definition] if definition else sorted(

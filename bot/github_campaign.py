@@ -55,8 +55,10 @@ from bot.controller.tree import PENDING, ROOT
 from bot.forge.base import BranchTouchedByHumansError, PullRequest
 from bot.meta_key import read_meta
 from bot.policy import PolicyError
-from bot.promotion import Evidence, read_champion
-from bot.review import escape_inline, find_evidence
+from bot.review.evidence import Evidence
+from bot.promotion.champion import read_champion
+from bot.review.markdown import escape_inline
+from bot.review.evidence import find_evidence
 from harness.schema import Definition, SchemaError, Solution, load_workloads, parse_definition
 
 log = logging.getLogger(__name__)

@@ -39,9 +39,11 @@ from bot.controller.campaign import Campaign, CampaignConfig, StepResult
 from bot.controller.tree import ROOT, solution_node_id
 from bot.forge.local import LocalForge
 from bot.harness_evaluator import HarnessEvaluator
-from bot.leaderboard import render_leaderboard, updated_champion
-from bot.promotion import champion_path, leaderboard_path, read_champion
-from bot.review import BENCH_SIDECAR, escape_inline, publish_results
+from bot.promotion.champion import render_leaderboard, updated_champion
+from bot.promotion.champion import champion_path, leaderboard_path, read_champion
+from bot.review.results import BENCH_SIDECAR
+from bot.review.markdown import escape_inline
+from bot.review.publish import publish_results
 from harness.report import Report
 from harness.schema import Definition, SchemaError, Solution, load_definition, load_workloads
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from bot.policy_file import PolicyError, parse_policy
 
 POLICY_PATH = "skills/bot-policy.yaml"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -21,10 +22,6 @@ ROLES = ("none", "read", "triage", "write", "maintain", "admin")
 Role = Literal["none", "read", "triage", "write", "maintain", "admin"]
 COMMAND_NAMES = ("help", "status", "optimize", "evaluate", "profile", "promote", "stop")
 AGENTS = ("offline", "anthropic", "openai")
-
-
-class PolicyError(ValueError):
-    """The policy file is missing a required piece or says something invalid; the message says where."""
 
 
 class _Strict(BaseModel):
@@ -118,26 +115,7 @@ class BotPolicy(_Strict):
 
     @classmethod
     def from_yaml(cls, text: str, where: str = POLICY_PATH) -> "BotPolicy":
-        return _parse(cls, text, where)
-
-
-def _parse(model: type[BaseModel], text: str, where: str):
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise PolicyError(f"{where}: not valid YAML: {e}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise PolicyError(f"{where}: expected a mapping at the top level, got {type(data).__name__}")
-    try:
-        return model.model_validate(data)
-    except ValidationError as e:
-        lines = [f"{where}: invalid policy"]
-        for err in e.errors():
-            loc = ".".join(str(p) for p in err["loc"]) or "(top)"
-            lines.append(f"  {loc}: {err['msg']}")
-        raise PolicyError("\n".join(lines)) from None
+        return parse_policy(cls, text, where)
 
 
 def load_policy_text(text: str | None, where: str = POLICY_PATH) -> BotPolicy:

@@ -27,7 +27,7 @@ from bot.commands.services import STOPPED_LABEL
 from bot.forge.base import Forge, ForgeError
 from bot.forge.markers import sticky_marker
 from bot.policy import PolicyError
-from bot.review import escape_inline
+from bot.review.markdown import escape_inline
 
 log = logging.getLogger(__name__)
 

@@ -92,7 +92,7 @@ class EventRouter:
         return "done"
 
     def _workflow_run(self, forge: Forge, payload: Mapping[str, Any]) -> str:
-        from bot.review import publish_results
+        from bot.review.publish import publish_results
 
         run = payload.get("workflow_run") or {}
         repo = (payload.get("repository") or {}).get("full_name")

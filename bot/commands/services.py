@@ -18,7 +18,8 @@ from typing import Any, Callable, Iterable
 from bot.commands.context import CommandFailed, OptimizeRequest
 from bot.forge.base import Forge, PullRequest
 from bot.meta_key import read_meta
-from bot.review import escape_inline, find_evidence
+from bot.review.markdown import escape_inline
+from bot.review.evidence import find_evidence
 
 BENCH_LABEL = "kbot:bench"
 PROFILE_LABEL = "kbot:profile"
@@ -81,7 +82,8 @@ class ForgeServices:
         return f"{what} requested for `{pr.head_sha[:12]}`; the review will be updated when it finishes."
 
     def promote(self, pr: PullRequest, actor: str) -> str:
-        from bot.promotion import Evidence, resume_pointer, run_promotion
+        from bot.review.evidence import Evidence
+        from bot.promotion.execute import resume_pointer, run_promotion
 
         if not is_bot_candidate(pr):
             raise CommandFailed("only kbot candidate PRs of this repository can be promoted.")
@@ -119,7 +121,7 @@ class ForgeServices:
         return "\n\n".join(lines)
 
     def status(self, thread: int, pr: PullRequest | None) -> str:
-        from bot.promotion import read_champion
+        from bot.promotion.champion import read_champion
 
         lines: list[str] = []
         if pr is not None:

@@ -21,8 +21,8 @@ import jinja2
 
 from bot.controller.tree import ROOT, SearchConfig, Tree
 from bot.meta_key import read_meta
-from bot.promotion import read_champion
-from bot.review import find_bot_review
+from bot.promotion.champion import read_champion
+from bot.review.evidence import find_bot_review
 from harness.report import Report, load_report
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"

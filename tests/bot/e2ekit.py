@@ -15,7 +15,7 @@ from bot.commands.services import ForgeServices
 from bot.forge.github import GitHubForge
 from bot.forge.markers import with_meta
 from bot.policy import POLICY_PATH
-from bot.promotion import PROMOTION_PATH
+from bot.promotion.policy import PROMOTION_PATH
 from bot.queue import JobQueue
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"

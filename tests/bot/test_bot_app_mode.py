@@ -11,7 +11,7 @@ from reportkit import good
 from bot.forge.github import GitHubForge
 from bot.forge.markers import with_meta
 from candkit import bot_candidate
-from bot.review import publish_results
+from bot.review.publish import publish_results
 
 APP_ID = 4711
 INSTALLATION = 99

@@ -241,7 +241,7 @@ def test_no_campaign_configured(shared, forge):
 def _evaluated_candidate(forge, ratio=(1.2, 1.15, 1.25)):
     from reportkit import good
 
-    from bot.review import publish_results
+    from bot.review.publish import publish_results
 
     base = forge.branches["main"]
     forge.commit_files("main", base, {f"kernels/{DEF}/champion.json": '{"solution": "champ_v1", "solution_hash": "' + "b" * 64 + '"}'}, "champ")

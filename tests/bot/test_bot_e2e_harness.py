@@ -18,7 +18,8 @@ from e2ekit import Env
 
 from bot.forge.markers import REVIEW_MARKER, with_meta
 from harness.schema import Solution
-from bot.promotion import PROMOTION_PATH, read_champion
+from bot.promotion.policy import PROMOTION_PATH
+from bot.promotion.champion import read_champion
 from harness.runner import RunConfig, evaluate
 from harness.schema import load_definition, load_workloads, parse_solution
 

@@ -14,8 +14,8 @@ from candkit import bot_candidate
 from bot.commands.events import EventRouter
 from bot.commands.services import ForgeServices
 from bot.forge.markers import with_meta
-from bot.review import (MAX_REPORT_BYTES, ResultsError, bench_solution_path, load_results, pick_reports,
-                        publish_results)
+from bot.review.results import MAX_REPORT_BYTES, ResultsError, bench_solution_path, load_results, pick_reports
+from bot.review.publish import publish_results
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 

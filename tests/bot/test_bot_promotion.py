@@ -8,8 +8,11 @@ import pytest
 from reportkit import FINDING, good, report, workload
 
 from bot.policy import PolicyError
-from bot.promotion import Evidence, PromotionPolicy, decide, geomean_ci
-from bot.review import evidence, read_evidence, evidence_block
+from bot.review.evidence import Evidence
+from bot.promotion.policy import PromotionPolicy
+from bot.promotion.decision import decide
+from harness.geomean import geomean_ci
+from bot.review.evidence import evidence, read_evidence, evidence_block
 from harness.schema import Status
 
 P = PromotionPolicy()

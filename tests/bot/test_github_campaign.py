@@ -25,9 +25,10 @@ from bot.commands.services import ForgeServices
 from bot.forge.base import BranchTouchedByHumansError
 from bot.forge.markers import REVIEW_MARKER, decode_meta
 from bot.github_campaign import bind, champion_lineage, continue_after_results, read_snapshot, summary_from_evidence
-from bot.leaderboard import render_leaderboard, updated_champion
+from bot.promotion.champion import render_leaderboard, updated_champion
 from bot.local_loop import weak_start
-from bot.promotion import Evidence, WorkloadEvidence, champion_path, leaderboard_path, read_champion
+from bot.review.evidence import Evidence, WorkloadEvidence
+from bot.promotion.champion import champion_path, leaderboard_path, read_champion
 from harness.runner import RunConfig, evaluate
 from harness.schema import load_definition, load_workloads, parse_solution
 
@@ -168,7 +169,7 @@ def test_branch_rules_and_round_continuation(github_server, shared, tmp_path, re
     assert env.pulls() == [pr1]
 
     # A constructed review for round 1 (evaluated, slower): round 2 opens one more PR, once.
-    from bot.review import publish_results
+    from bot.review.publish import publish_results
     from reportkit import good
     rep = good(ratio=(0.9, 0.85, 0.95), solution=meta["solution"], solution_hash=meta["solution_hash"],
                baseline_hash=start.content_hash(), definition=DEF)
@@ -261,7 +262,7 @@ def test_optimize_on_a_candidate_pr_iterates_on_it(github_server, shared, tmp_pa
     env.deliver("issue_comment", p)
     assert env.reactions(c) == ["eyes", "confused"] and env.pulls() == [pr1]
 
-    from bot.review import publish_results
+    from bot.review.publish import publish_results
     from reportkit import good
     rep = good(ratio=(0.97, 0.95, 0.99), solution=meta["solution"], solution_hash=meta["solution_hash"],
                baseline_hash=start.content_hash(), definition=DEF)

@@ -14,7 +14,7 @@ from test_bot_events import DEF, pr_event, router, run_event
 import bot.github_campaign as gc
 from bot.forge.base import Permission
 from bot.forge.markers import with_meta
-from bot.review import publish_results
+from bot.review.publish import publish_results
 
 POLICY = "skills/bot-policy.yaml"
 SWITCHES = {

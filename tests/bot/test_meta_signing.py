@@ -14,7 +14,7 @@ from bot.attempts import ensure_attempt
 from bot.forge.markers import decode_meta, with_meta
 from bot.local_loop import weak_start
 from bot.meta_key import META_KEY_ENV, MetaKeyError, meta_key, read_meta, write_meta
-from bot.review import publish_results
+from bot.review.publish import publish_results
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 KEY = "s3cret-" * 6

@@ -14,8 +14,8 @@ from bot.agents.tunables import configuration, solution_tunables
 from bot.controller.synthetic import make_report
 from bot.forge.markers import decode_meta
 from bot.local_loop import OptimizeOptions, Workspace, optimize
-from bot.promotion import read_champion
-from bot.review import find_evidence
+from bot.promotion.champion import read_champion
+from bot.review.evidence import find_evidence
 from harness.schema import load_workloads
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The champion pointer document and the generated ``kernels/<definition>/LEADERBOARD.md``.
+"""The champion pointer ``kernels/<definition>/champion.json`` and the generated ``LEADERBOARD.md``.
 
 ``champion.json`` is the pointer the harness and the controller read (current champion: solution
 name, content hash, PR, measured head sha, merge sha, summary) plus the lineage of earlier champions,
@@ -8,9 +8,11 @@ promotion decision and the evaluation report.
 
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
-from bot.review import _ENV
+from bot.forge.base import Forge
+from bot.review.markdown import render_template
 
 MAX_HISTORY = 200
 ENTRY_KEYS = ("solution", "solution_hash", "solution_path", "pr", "sha", "merge_sha", "promoted_at", "summary")
@@ -37,4 +39,33 @@ def render_leaderboard(doc: Mapping[str, Any]) -> str:
         r["rank"] = i + 1
         s = r.get("summary") if isinstance(r.get("summary"), Mapping) else {}
         r["s"] = s
-    return _ENV.get_template("leaderboard.md.j2").render(definition=doc.get("definition"), rows=rows)
+    return render_template("leaderboard.md.j2", definition=doc.get("definition"), rows=rows)
+
+
+def champion_path(definition: str) -> str:
+    return f"kernels/{definition}/champion.json"
+
+
+def leaderboard_path(definition: str) -> str:
+    return f"kernels/{definition}/LEADERBOARD.md"
+
+
+def read_champion(forge: Forge, definition: str, ref: str | None = None) -> dict[str, Any] | None:
+    raw = forge.read_file(champion_path(definition), ref=ref or forge.default_branch())
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+
+def champion_mentions(champ: Mapping[str, Any] | None, pr_number: int) -> bool:
+    """Whether the pointer document records ``pr_number`` as the champion or in its lineage."""
+    if not champ:
+        return False
+    entries = [champ] + [h for h in champ.get("history") or [] if isinstance(h, Mapping)]
+    return any(e.get("pr") == pr_number for e in entries)
+
