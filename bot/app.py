@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from bot.commands.events import wanted
+from bot.names import RESULTS_ARTIFACT_PREFIX
 from bot.queue import JobQueue
 
 log = logging.getLogger(__name__)
@@ -201,7 +202,6 @@ class Worker(threading.Thread):
 
 # --- bench artifacts (App mode): download with the App token, unpack strictly ------------------------
 
-ARTIFACT_PREFIX = "kbot-results-"
 MAX_ARTIFACT_BYTES = 64 << 20       # compressed, per artifact
 MAX_UNPACKED_BYTES = 128 << 20      # all members of all artifacts
 MAX_MEMBERS = 256
@@ -259,7 +259,7 @@ def github_results_fetcher(forge: Any, run: Mapping[str, Any], dest: Path) -> bo
     budget = [MAX_UNPACKED_BYTES]
     found = False
     for art in wr.get_artifacts():
-        if not art.name.startswith(ARTIFACT_PREFIX) or art.expired:
+        if not art.name.startswith(RESULTS_ARTIFACT_PREFIX) or art.expired:
             continue
         if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", art.name) or art.size_in_bytes > MAX_ARTIFACT_BYTES:
             raise ArtifactError(f"refused artifact {art.name[:100]!r} ({art.size_in_bytes} bytes)")

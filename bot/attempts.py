@@ -23,12 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from bot.forge.base import BranchTouchedByHumansError, ForgeError, PullRequest
-from bot.meta_key import write_meta
+from bot.names import CANDIDATE_LABEL, attempt_branch
+from bot.forge.trusted_meta import write_meta
 from harness.schema import Solution
-
-CANDIDATE_LABEL = "kbot:candidate"
-BRANCH_PREFIX = "kbot/"
-
 
 class AttemptError(ForgeError):
     """The attempt cannot be written (unsafe source path, a branch holding some other kernel)."""
@@ -36,10 +33,6 @@ class AttemptError(ForgeError):
 
 def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)[:100] or "solution"
-
-
-def attempt_branch(definition: str, node: str) -> str:
-    return f"{BRANCH_PREFIX}{definition}/{node}"
 
 
 def solution_files(solution: Solution, folder: str) -> dict[str, str]:

@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from bot.names import STATUS_CONTEXT
+
 WORKSPACE_OPT = click.option("--workspace", type=click.Path(file_okay=False), default=".kbot/workspace",
                              show_default=True, help="Local workspace: forge (bare git repo + store), runs, campaigns.")
 
@@ -149,7 +151,7 @@ def register(cli: click.Group) -> None:
         ws = _workspace(workspace)
         rows = []
         for p in ws.forge.list_prs(state=state):  # type: ignore[arg-type]
-            st = ws.forge.combined_status(p.head_sha).get("kbot/harness")
+            st = ws.forge.combined_status(p.head_sha).get(STATUS_CONTEXT)
             rows.append({"number": p.number, "state": "merged" if p.merged else p.state, "branch": p.head_branch,
                          "title": p.title, "status": st.state if st else None, "status_description": st.description if st else None})
         if as_json:
@@ -171,7 +173,7 @@ def register(cli: click.Group) -> None:
             p = ws.forge.get_pr(number)
         except NotFoundError as e:
             _fail(str(e))
-        st = ws.forge.combined_status(p.head_sha).get("kbot/harness")
+        st = ws.forge.combined_status(p.head_sha).get(STATUS_CONTEXT)
         click.echo(f"#{p.number} {p.title}")
         click.echo(f"state: {'merged as ' + (p.merge_commit_sha or '')[:12] if p.merged else p.state}; "
                    f"branch {p.head_branch} at {p.head_sha[:12]}; labels: {', '.join(p.labels) or '—'}")

@@ -47,13 +47,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bot.attempts import AttemptError, attempt_branch, ensure_attempt, read_solution
+from bot.attempts import AttemptError, ensure_attempt, read_solution
+from bot.names import STOPPED_LABEL, attempt_branch, definition_branch_prefix
 from bot.auth import kill_switch, load_policy
 from bot.commands.context import CommandFailed, OptimizeRequest
 from bot.controller.summary import geomean
 from bot.controller.tree import PENDING, ROOT
 from bot.forge.base import BranchTouchedByHumansError, PullRequest
-from bot.meta_key import read_meta
+from bot.forge.trusted_meta import read_meta
 from bot.policy import PolicyError
 from bot.review.evidence import Evidence
 from bot.promotion.champion import read_champion
@@ -63,7 +64,6 @@ from harness.schema import Definition, SchemaError, Solution, load_workloads, pa
 
 log = logging.getLogger(__name__)
 
-STOPPED_LABEL = "kbot:stopped"
 _NODE = re.compile(r"^[0-9a-f]{12}$")
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 _SOLUTION_PATH = re.compile(r"^kernels/[A-Za-z0-9_.-]+/(?:[A-Za-z0-9_.-]+/)*solution\.json$")
@@ -183,7 +183,7 @@ def read_snapshot(forge: Any, definition: str, *, load_solutions: bool = True) -
     """Node records (``Tree.from_records`` input) from the PRs, their reviews and the champion pointer."""
     snap = Snapshot(definition)
     bot_login = forge.info.bot_login
-    snap.prs = sorted((p for p in forge.list_prs(state="all", head_prefix=f"kbot/{definition}/") if not p.from_fork),
+    snap.prs = sorted((p for p in forge.list_prs(state="all", head_prefix=definition_branch_prefix(definition)) if not p.from_fork),
                       key=lambda p: p.number)
     lineage = champion_lineage(read_champion(forge, definition))
     factor_of = {e["solution_hash"]: e["factor"] for e in lineage}

@@ -34,10 +34,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from bot.attempts import CANDIDATE_LABEL, AttemptError, ensure_attempt, folder_for, read_solution, safe_name, solution_files  # noqa: F401  (re-exported)
+from bot.attempts import AttemptError, ensure_attempt, folder_for, read_solution, solution_files
 from bot.controller.campaign import Campaign, CampaignConfig, StepResult
 from bot.controller.tree import ROOT, solution_node_id
 from bot.forge.local import LocalForge
+from bot.names import STATUS_CONTEXT, attempt_branch
 from bot.harness_evaluator import HarnessEvaluator
 from bot.promotion.champion import render_leaderboard, updated_champion
 from bot.promotion.champion import champion_path, leaderboard_path, read_champion
@@ -207,7 +208,7 @@ class PullRequestEvaluator:
             report = self.harness.evaluate(solution, None)  # the champion itself: no PR, no pairing
             self._record(Outcome(nid, None, "champion", "the current champion (measured alone)"))
             return report
-        branch = f"kbot/{self.definition.name}/{nid}"
+        branch = attempt_branch(self.definition.name, nid)
         pr = self._ensure_pr(solution, nid, branch)
         if not pr.is_open:
             # Published before an interruption; the evaluation is cached, its decision is on the PR.
@@ -221,7 +222,7 @@ class PullRequestEvaluator:
         for _ in range(3):  # a re-benchmark is asked for when the champion or main moved meanwhile
             _, champ = self.ws.champion_solution(self.definition.name)
             head = forge.update_branch(pr.number)
-            forge.set_status(head, "pending", context="kbot/harness",
+            forge.set_status(head, "pending", context=STATUS_CONTEXT,
                              description=f"evaluating on {self.harness.device}" + (" (CPU timing)" if self.harness.device == "cpu" else ""))
             self.event("evaluate", {"node": nid, "pr": pr.number, "solution": solution.name,
                                     "champion": champ.name if champ else None})

@@ -23,9 +23,9 @@ from bot.commands.context import CommandContext, CommandFailed, CommandResult, S
 from bot.commands.help import help_text
 from bot.commands.parser import parse_comment
 from bot.commands.registry import specs
-from bot.commands.services import STOPPED_LABEL
 from bot.forge.base import Forge, ForgeError
 from bot.forge.markers import sticky_marker
+from bot.names import STOPPED_LABEL
 from bot.policy import PolicyError
 from bot.review.markdown import escape_inline
 

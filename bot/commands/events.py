@@ -22,8 +22,8 @@ from typing import Any, Callable, Mapping
 from bot.auth import RateLimiter, paused
 from bot.commands.context import Services
 from bot.commands.dispatch import CommandDispatcher
-from bot.commands.services import BOT_BRANCH_PREFIX
 from bot.forge.base import Forge
+from bot.names import BENCH_WORKFLOW, STATUS_CONTEXT, is_candidate_branch
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,6 @@ HANDLED = {
     "pull_request": {"opened", "synchronize", "reopened"},
     "workflow_run": {"completed"},
 }
-BENCH_WORKFLOW = ".github/workflows/bench.yml"
 _SHA = re.compile(r"^[0-9a-f]{40}$")
 FINISHED = ("success", "failure")  # bench conclusions that carry results worth publishing
 
@@ -68,7 +67,7 @@ class EventRouter:
     @staticmethod
     def _same_repo_bot_branch(head: Mapping[str, Any] | None, base_repo: str | None, branch: str | None) -> bool:
         head_repo = ((head or {}).get("repo") or {}).get("full_name") if head is not None else None
-        return (isinstance(branch, str) and branch.startswith(BOT_BRANCH_PREFIX) and isinstance(head_repo, str)
+        return (isinstance(branch, str) and is_candidate_branch(branch) and isinstance(head_repo, str)
                 and isinstance(base_repo, str) and head_repo.lower() == base_repo.lower())
 
     def _pull_request(self, forge: Forge, payload: Mapping[str, Any]) -> str:
@@ -88,7 +87,7 @@ class EventRouter:
         if why:
             log.info("pull_request #%s: kbot is paused (%s)", pr.get("number"), why)
             return "paused"
-        forge.set_status(sha, "pending", context="kbot/harness", description="waiting for the GPU bench")
+        forge.set_status(sha, "pending", context=STATUS_CONTEXT, description="waiting for the GPU bench")
         return "done"
 
     def _workflow_run(self, forge: Forge, payload: Mapping[str, Any]) -> str:
@@ -103,7 +102,7 @@ class EventRouter:
             return "ignored"
         head_repo = (run.get("head_repository") or {}).get("full_name")
         branch, sha = run.get("head_branch"), run.get("head_sha")
-        if not (isinstance(branch, str) and branch.startswith(BOT_BRANCH_PREFIX) and isinstance(head_repo, str)
+        if not (isinstance(branch, str) and is_candidate_branch(branch) and isinstance(head_repo, str)
                 and isinstance(repo, str) and head_repo.lower() == repo.lower()):
             return "ignored"
         if not isinstance(sha, str) or not _SHA.match(sha):
@@ -122,7 +121,7 @@ class EventRouter:
             return "skipped"
         with tempfile.TemporaryDirectory(prefix="kbot-results-") as tmp:
             if not self.fetch_results(forge, run, Path(tmp)):
-                forge.set_status(sha, "error", context="kbot/harness",
+                forge.set_status(sha, "error", context=STATUS_CONTEXT,
                                  description=f"bench run {run.get('conclusion')}: no results", target_url=run_url)
                 return "failed"
             publish_results(forge, pr.number, sha, results_dir=tmp, run_url=run_url)

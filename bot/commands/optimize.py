@@ -9,7 +9,8 @@ from __future__ import annotations
 from bot.commands.context import CommandContext, CommandFailed, CommandResult, OptimizeRequest
 from bot.commands.parser import Flag, Invocation, Positional
 from bot.commands.registry import CommandSpec, register
-from bot.meta_key import read_meta
+from bot.forge.trusted_meta import read_meta
+from bot.names import is_candidate_pr
 from bot.policy import AGENTS
 
 DEFINITION_RE = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
@@ -24,7 +25,7 @@ def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
         pr = ctx.forge.get_pr(ctx.number)
         # Only a PR the bot opened carries trusted metadata (a person's kbot/ PR is a plain thread).
         meta = (read_meta(pr, ctx.forge.info.bot_login)
-                if pr.head_branch.startswith("kbot/") and not pr.from_fork else None)
+                if is_candidate_pr(pr) else None)
         if meta:
             parent_pr = pr.number
             meta_def = meta.get("definition")

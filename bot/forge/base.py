@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterator, Literal, Mapping, Protocol, runtime_checkable
 
+from bot.names import STATUS_CONTEXT
+
 # --------------------------------------------------------------------------------------------------
 # Errors
 # --------------------------------------------------------------------------------------------------
@@ -383,7 +385,7 @@ class Forge(Protocol):
     def list_reviews(self, number: int) -> Iterator[Review]: ...
 
     # -- statuses and checks ---------------------------------------------------------------------
-    def set_status(self, sha: str, state: StatusState, *, context: str = "kbot/harness",
+    def set_status(self, sha: str, state: StatusState, *, context: str = STATUS_CONTEXT,
                    description: str = "", target_url: str | None = None) -> CommitStatus: ...
 
     def combined_status(self, ref: str) -> CombinedStatus: ...

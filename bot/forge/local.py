@@ -60,6 +60,7 @@ from bot.forge.base import (
     normalize_files,
 )
 from bot.forge.markers import has_marker
+from bot.names import STATUS_CONTEXT
 
 BOT_LOGIN = "kbot"
 BOT_EMAIL = "kbot@localhost"
@@ -626,7 +627,7 @@ class LocalForge:
                 yield self._review(r)
 
     # -- statuses and checks -----------------------------------------------------------------------
-    def set_status(self, sha: str, state: str, *, context: str = "kbot/harness",
+    def set_status(self, sha: str, state: str, *, context: str = STATUS_CONTEXT,
                    description: str = "", target_url: str | None = None) -> CommitStatus:
         if state not in ("pending", "success", "failure", "error"):
             raise ForgeError(f"status state must be pending, success, failure or error, not {state!r}")

@@ -18,7 +18,8 @@ import re
 from typing import Any, Mapping
 
 from bot.forge.base import ForgeError, PullRequest
-from bot.meta_key import read_meta
+from bot.forge.trusted_meta import read_meta
+from bot.names import is_candidate_pr
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
@@ -51,7 +52,7 @@ def candidate_problems(forge: Any, pr: PullRequest, *, definition: str | None, s
     bot = forge.info.bot_login
     if pr.author.lower() != bot.lower():
         return [f"the PR was opened by {pr.author!r}, not by the bot"]
-    if pr.from_fork or not pr.head_branch.startswith("kbot/"):
+    if not is_candidate_pr(pr):
         return ["the PR is not a kbot branch of this repository"]
     if meta is None:
         meta = read_meta(pr, bot)

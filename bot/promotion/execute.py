@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from bot.forge.base import BranchMovedError, Forge, ForgeError, HeadMovedError, PullRequest
-from bot.meta_key import read_meta
+from bot.forge.trusted_meta import read_meta
 from bot.names import definition_branch_prefix
 from bot.promotion.candidate_gate import candidate_problems, solution_folder
 from bot.promotion.champion import (champion_mentions, champion_path, leaderboard_path, read_champion,

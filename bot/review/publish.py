@@ -10,7 +10,7 @@ from typing import Any
 from bot.auth import paused as bot_paused
 from bot.forge.base import UnsupportedError
 from bot.forge.markers import REVIEW_MARKER, sticky_marker
-from bot.meta_key import read_meta
+from bot.forge.trusted_meta import read_meta
 from bot.names import STATUS_CONTEXT, is_candidate_pr
 from bot.promotion.candidate_gate import solution_folder
 from bot.promotion.execute import current_decision, execute, find_losers, resume_pointer

@@ -20,7 +20,8 @@ from typing import Any
 import jinja2
 
 from bot.controller.tree import ROOT, SearchConfig, Tree
-from bot.meta_key import read_meta
+from bot.forge.trusted_meta import read_meta
+from bot.names import STATUS_CONTEXT
 from bot.promotion.champion import read_champion
 from bot.review.evidence import find_bot_review
 from harness.report import Report, load_report
@@ -180,7 +181,7 @@ def build_site(ws: Any, out: str | Path) -> list[Path]:
         meta = read_meta(pr, forge.info.bot_login) or {}
         report = _report_for(ws, meta)
         review = find_bot_review(forge, pr.number)
-        status = forge.combined_status(pr.head_sha).get("kbot/harness")
+        status = forge.combined_status(pr.head_sha).get(STATUS_CONTEXT)
         comments = list(forge.list_comments(pr.number))
         # hidden machine blocks (marker, evidence) are for the bot, not for people reading the page
         review_text = "\n".join(line for line in review.body.splitlines() if not line.startswith("<!-- kbot:")).strip() if review else None

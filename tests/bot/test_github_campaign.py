@@ -19,7 +19,8 @@ import json
 import pytest
 from e2ekit import Env
 
-from bot.attempts import attempt_branch, ensure_attempt
+from bot.attempts import ensure_attempt
+from bot.names import attempt_branch
 from bot.commands.dispatch import CommandDispatcher
 from bot.commands.services import ForgeServices
 from bot.forge.base import BranchTouchedByHumansError

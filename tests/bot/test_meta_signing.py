@@ -13,7 +13,7 @@ import bot.github_campaign as gc
 from bot.attempts import ensure_attempt
 from bot.forge.markers import decode_meta, with_meta
 from bot.local_loop import weak_start
-from bot.meta_key import META_KEY_ENV, MetaKeyError, meta_key, read_meta, write_meta
+from bot.forge.trusted_meta import META_KEY_ENV, MetaKeyError, meta_key, read_meta, write_meta
 from bot.review.publish import publish_results
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
