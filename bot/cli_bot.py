@@ -91,7 +91,7 @@ def register(cli: click.Group) -> None:
                   fetch_results: str | None) -> None:
         """Run the GitHub App webhook receiver (secrets from KBOT_WEBHOOK_SECRET[_OLD])."""
         from bot.app import secrets_from_env, serve
-        from bot.auth import RateLimiter
+        from bot.commands.auth import RateLimiter
         from bot.commands.events import EventRouter
         from bot.commands.services import ForgeServices
 
@@ -132,7 +132,7 @@ def register(cli: click.Group) -> None:
     @click.option("--campaign", help=f"module:function called for /optimize (default, also when empty: {DEFAULT_CAMPAIGN})")
     def command_cmd(event_path: str, repo: str | None, state_dir: str | None, campaign: str | None) -> None:
         """Handle one issue_comment event (the command workflow)."""
-        from bot.auth import RateLimiter
+        from bot.commands.auth import RateLimiter
         from bot.commands.dispatch import CommandDispatcher
         from bot.commands.services import ForgeServices
 
@@ -173,7 +173,7 @@ def register(cli: click.Group) -> None:
                 click.echo(f"no open PR for {head_branch}; nothing to report")
                 return
             pr_number = pr.number
-        from bot.auth import paused
+        from bot.commands.policy import paused
 
         why = paused(forge, forge.get_pr(pr_number).labels)
         if why:
@@ -220,7 +220,8 @@ def register(cli: click.Group) -> None:
     def decide_cmd(report_path: str, policy_path: str | None, champion_hash: str | None, head_sha: str | None,
                    behind: bool) -> None:
         """Print the promotion decision for a report (no forge, no merge)."""
-        from bot.policy import REPO_ROOT, PolicyError
+        from bot.commands.policy import REPO_ROOT
+        from bot.policy_file import PolicyError
         from bot.promotion.policy import PROMOTION_PATH, PromotionPolicy
         from bot.review.evidence import Evidence
         from bot.promotion.decision import decide

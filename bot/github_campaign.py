@@ -49,13 +49,13 @@ from typing import Any, Callable, Mapping
 
 from bot.attempts import AttemptError, ensure_attempt, read_solution
 from bot.names import STOPPED_LABEL, attempt_branch, definition_branch_prefix
-from bot.auth import kill_switch, load_policy
+from bot.commands.policy import kill_switch, load_policy
 from bot.commands.context import CommandFailed, OptimizeRequest
 from bot.controller.summary import geomean
 from bot.controller.tree import PENDING, ROOT
 from bot.forge.base import BranchTouchedByHumansError, PullRequest
 from bot.forge.trusted_meta import read_meta
-from bot.policy import PolicyError
+from bot.policy_file import PolicyError
 from bot.review.evidence import Evidence
 from bot.promotion.champion import read_champion
 from bot.review.markdown import escape_inline
@@ -335,7 +335,7 @@ def _write_store(store: Path, forge: Any, definition: Definition, snap: Snapshot
 
 def _make_agent(name: str) -> Any:
     from bot.agents.base import AgentError
-    from bot.agents.registry import create_agent
+    from bot.agents.catalog import create_agent
 
     try:
         return create_agent(name)

@@ -150,7 +150,7 @@ class Workspace:
 
 def weak_start(definition: str, seeds_dir: Path | None = None) -> Solution:
     """The first seed with every tunable at its first listed value (see the module docstring)."""
-    from bot.agents.offline import DEFAULT_SEEDS_DIR, load_seeds
+    from bot.agents.providers.offline import DEFAULT_SEEDS_DIR, load_seeds
     from bot.agents.tunables import apply, solution_tunables
 
     seeds = load_seeds(definition, seeds_dir or DEFAULT_SEEDS_DIR)
@@ -346,7 +346,7 @@ def _campaign_dir(ws: Workspace, definition: str, new: bool) -> tuple[Path, bool
 def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = None) -> dict[str, Any]:
     """Run (or resume) a campaign; returns the summary. ``harness``: a stand-in for the
     ``HarnessEvaluator`` (same ``evaluate``/``latest_report``/``device``/``runs``/``cache_hits``), for tests."""
-    from bot.agents.registry import create_agent
+    from bot.agents.catalog import create_agent
     from harness.env import resolve_device
 
     event = event or (lambda kind, data: None)

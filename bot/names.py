@@ -14,6 +14,7 @@ CANDIDATE_LABEL = "kbot:candidate"  # on every PR the bot opens for a candidate
 BENCH_LABEL = "kbot:bench"         # (re)applied by /evaluate: the bench workflow runs on it
 PROFILE_LABEL = "kbot:profile"     # (re)applied by /profile: the bench workflow runs with the profiler
 STOPPED_LABEL = "kbot:stopped"     # /stop: no further candidates for the thread
+KILL_SWITCH_LABEL = "kbot:stop"    # the policy's default kill-switch label: the bot ignores the thread
 STATUS_CONTEXT = "kbot/harness"    # the commit status every evaluation reports under
 BENCH_WORKFLOW = ".github/workflows/bench.yml"
 RESULTS_ARTIFACT_PREFIX = "kbot-results-"  # the bench workflow's result artifacts

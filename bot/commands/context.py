@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
 from bot.forge.base import Forge, PullRequest
-from bot.policy import BotPolicy
+from bot.commands.policy import BotPolicy
 
 
 class CommandFailed(Exception):

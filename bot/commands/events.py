@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bot.auth import RateLimiter, paused
+from bot.commands.auth import RateLimiter
+from bot.commands.policy import paused
 from bot.commands.context import Services
 from bot.commands.dispatch import CommandDispatcher
 from bot.forge.base import Forge

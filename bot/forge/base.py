@@ -96,14 +96,11 @@ class Permission(str, enum.Enum):
 
     @property
     def rank(self) -> int:
-        return _PERMISSION_ORDER.index(self)
+        return list(Permission).index(self)  # definition order is the order of rights
 
     def at_least(self, other: "Permission | str") -> bool:
         return self.rank >= Permission(other).rank
 
-
-_PERMISSION_ORDER = [Permission.NONE, Permission.READ, Permission.TRIAGE, Permission.WRITE,
-                     Permission.MAINTAIN, Permission.ADMIN]
 
 StatusState = Literal["pending", "success", "failure", "error"]
 CheckStatus = Literal["queued", "in_progress", "completed"]

@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.schema import Solution  # noqa: E402
 
-from bot.agents.offline import load_seeds  # noqa: E402
+from bot.agents.providers.offline import load_seeds  # noqa: E402
 from bot.agents.tunables import apply, configuration, solution_tunables  # noqa: E402
 
 SMOKE = "--smoke" in sys.argv  # decided before triton is imported: the interpreter is chosen at import

@@ -9,12 +9,12 @@ import json
 from eventkit import comment_event, example
 
 from bot.app import WebhookApp, Worker, sign
-from bot.auth import RateLimiter
+from bot.commands.auth import RateLimiter
 from bot.commands.events import EventRouter
 from bot.commands.services import ForgeServices
 from bot.forge.github import GitHubForge
 from bot.forge.markers import with_meta
-from bot.policy import POLICY_PATH
+from bot.commands.policy import POLICY_PATH
 from bot.promotion.policy import PROMOTION_PATH
 from bot.queue import JobQueue
 

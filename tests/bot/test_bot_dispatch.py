@@ -7,13 +7,13 @@ import pytest
 from eventkit import comment_event
 from memforge import BOT, MemForge
 
-from bot.auth import RateLimiter, authorize, is_bot_account
+from bot.commands.auth import RateLimiter, authorize, is_bot_account
 from bot.commands.dispatch import CommandDispatcher, reply_marker
 from bot.commands.services import ForgeServices
 from bot.forge.base import Permission
 from bot.forge.markers import with_meta
 from candkit import bot_candidate
-from bot.policy import POLICY_PATH, example_policy
+from bot.commands.policy import POLICY_PATH, example_policy
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 
@@ -80,7 +80,7 @@ def test_authorize_uses_api_permission_and_teams(forge):
     assert not authorize(forge, pol, "alice", "promote").allowed
     assert authorize(forge, pol, "maint", "promote").allowed
     assert authorize(forge, pol, "nobody", "help").allowed
-    from bot.policy import BotPolicy
+    from bot.commands.policy import BotPolicy
     teamed = BotPolicy.model_validate({"commands": {"promote": {"permission": "admin", "teams": ["octo/kernel-leads"]}}})
     forge.teams[("octo", "kernel-leads")] = {"alice"}
     assert authorize(forge, teamed, "alice", "promote").allowed

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.policy import BotPolicy, PolicyError, example_policy, load_policy_text
+from bot.commands.policy import BotPolicy, example_policy, load_policy_text
+from bot.policy_file import PolicyError
 
 
 def test_example_equals_defaults():

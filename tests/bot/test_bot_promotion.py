@@ -7,7 +7,7 @@ import math
 import pytest
 from reportkit import FINDING, good, report, workload
 
-from bot.policy import PolicyError
+from bot.policy_file import PolicyError
 from bot.review.evidence import Evidence
 from bot.promotion.policy import PromotionPolicy
 from bot.promotion.decision import decide

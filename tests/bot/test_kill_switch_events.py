@@ -147,7 +147,7 @@ def test_malformed_round_fields_stop(rounds, over):
 
 
 def test_clamp_bools_and_missing_candidates():
-    from bot.policy import BotPolicy
+    from bot.commands.policy import BotPolicy
 
     p = BotPolicy()
     assert gc.clamp_to_policy({"rounds": 3, "candidates": True}, p, 0) == (p.optimize.default_candidates, 3, "offline")

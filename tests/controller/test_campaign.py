@@ -12,7 +12,7 @@ from landscapes import DEFINITION, MoveAgent, landscape_evaluator, state_of, sta
 
 from bot.agents.base import Agent, Proposal
 from bot.agents.calllog import CallRecord
-from bot.agents.offline import OfflineAgent, load_seeds
+from bot.agents.providers.offline import OfflineAgent, load_seeds
 from bot.agents.tunables import configuration, solution_tunables
 from bot.controller.budget import Budget, Usage, converged, exceeded
 from bot.controller.campaign import Campaign, CampaignConfig, CampaignError

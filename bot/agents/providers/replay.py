@@ -12,10 +12,10 @@ from collections import defaultdict, deque
 from pathlib import Path
 from typing import Any
 
-from .base import AgentError
-from .calllog import CallLog, CallRecord
-from .llm import Completion, LLMAgent
-from .registry import register
+from ..base import AgentError
+from ..calllog import CallLog, CallRecord
+from ..llm import Completion, LLMAgent
+from ..catalog import register
 
 
 @register("replay")
@@ -52,7 +52,7 @@ class ReplayAgent(LLMAgent):
     _last_cost: float | None = 0.0
 
     def _complete(self, system: str, messages: list[dict[str, str]]) -> Completion:
-        from .calllog import prompt_hash
+        from ..calllog import prompt_hash
 
         ph = prompt_hash(system, messages)
         q = self._answers.get(ph)

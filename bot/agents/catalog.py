@@ -1,32 +1,28 @@
-"""Agents by name: a new provider is one module that registers a class.
+"""Agents by name: the one list of agents, which the policy validates ``/optimize --agent`` against.
 
-Lookup order for ``get_agent_class(name)``:
-1. classes already registered with ``@register("name")`` (importing a module registers its agents);
-2. the built-in modules (``bot.agents.<module>``) listed in BUILTIN, imported on first use so that an
-   SDK is imported only when its agent is asked for;
-3. installed plugins: an entry point in group ``kbot.agents`` whose name is the agent name and whose
-   value is ``module:Class`` (declare it in the plugin's pyproject under
-   ``[project.entry-points."kbot.agents"]``).
+* Built-in agents are the modules of ``bot.agents.providers``: each registers its class with
+  ``@register("name")`` when imported, and every one of them is imported the first time the catalog
+  is asked (no list of them anywhere else; their SDKs are imported only when an agent calls a model).
+  A new provider is one module there.
+* Installed plugins: an entry point in group ``kbot.agents`` whose name is the agent name and whose
+  value is ``module:Class`` (declare it in the plugin's pyproject under
+  ``[project.entry-points."kbot.agents"]``). The policy accepts them like the built-ins.
 """
 
 from __future__ import annotations
 
 import importlib
+import pkgutil
 from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from .base import Agent, AgentError
 
 ENTRY_POINT_GROUP = "kbot.agents"
-BUILTIN = {
-    "anthropic": "bot.agents.anthropic_agent",
-    "openai": "bot.agents.openai_agent",
-    "offline": "bot.agents.offline",
-    "replay": "bot.agents.replay",
-    "composite": "bot.agents.composite",
-}
+PROVIDERS = "bot.agents.providers"
 
 _REGISTRY: dict[str, type[Agent]] = {}
+_LOADED: list[bool] = []
 
 
 def register(name: str) -> Callable[[type[Agent]], type[Agent]]:
@@ -43,6 +39,16 @@ def register(name: str) -> Callable[[type[Agent]], type[Agent]]:
     return deco
 
 
+def _load_providers() -> None:
+    """Import every module of ``bot.agents.providers`` once (each registers its agents)."""
+    if _LOADED:
+        return
+    _LOADED.append(True)
+    package = importlib.import_module(PROVIDERS)
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{PROVIDERS}.{module.name}")
+
+
 def _from_entry_points(name: str) -> type[Agent] | None:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name == name:
@@ -55,12 +61,9 @@ def _from_entry_points(name: str) -> type[Agent] | None:
 
 
 def get_agent_class(name: str) -> type[Agent]:
+    _load_providers()
     if name in _REGISTRY:
         return _REGISTRY[name]
-    if name in BUILTIN:
-        importlib.import_module(BUILTIN[name])
-        if name in _REGISTRY:
-            return _REGISTRY[name]
     cls = _from_entry_points(name)
     if cls is not None:
         return cls
@@ -68,10 +71,12 @@ def get_agent_class(name: str) -> type[Agent]:
 
 
 def available() -> list[str]:
-    names = set(_REGISTRY) | set(BUILTIN)
+    """Every agent name: the built-in providers, anything registered since, and installed plugins."""
+    _load_providers()
+    names = set(_REGISTRY)
     try:
         names |= {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
-    except Exception:  # a broken third-party distribution must not hide the built-ins
+    except Exception:  # noqa: BLE001 - a broken third-party distribution must not hide the built-ins
         pass
     return sorted(names)
 

@@ -1,4 +1,4 @@
-"""Who may command the bot, and how often.
+"""Who may command the bot, and how often (the rules themselves are in ``bot.commands.policy``).
 
 Security model (see docs/bot.md):
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from bot.forge.base import Forge, ForgeError, Permission
-from bot.policy import POLICY_PATH, BotPolicy, PolicyError, load_policy_text
+from bot.commands.policy import BotPolicy
 
 
 @dataclass(frozen=True)
@@ -45,50 +45,6 @@ def is_bot_account(user: Mapping[str, Any] | None, bot_login: str = "", ignore: 
     if bot_login and low in {bot_login.lower(), bot_login.lower().removesuffix("[bot]")}:
         return True
     return low in {x.lower() for x in ignore}
-
-
-def load_policy(forge: Forge) -> BotPolicy:
-    """The policy from the default branch (built-in defaults when the file is absent).
-
-    Raises PolicyError when the file exists but is invalid; callers refuse every command then.
-    """
-    try:
-        raw = forge.read_file(POLICY_PATH, ref=forge.default_branch())
-    except ForgeError as e:
-        raise PolicyError(f"could not read {POLICY_PATH} from the default branch: {e}") from None
-    if raw is None:
-        return load_policy_text(None)
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
-    except UnicodeDecodeError:
-        raise PolicyError(f"{POLICY_PATH}: not UTF-8") from None
-    return load_policy_text(text)
-
-
-def kill_switch(forge: Forge, policy: BotPolicy, labels: tuple[str, ...] | list[str] = ()) -> str | None:
-    """Why the bot is paused, or None. Labels are those of the issue/PR the command came from."""
-    if not policy.enabled:
-        return f"the bot is disabled (`enabled: false` in {POLICY_PATH})"
-    if policy.kill_switch_label and policy.kill_switch_label in labels:
-        return f"the `{policy.kill_switch_label}` label is set on this thread"
-    if policy.kill_switch_file:
-        try:
-            present = forge.read_file(policy.kill_switch_file, ref=forge.default_branch()) is not None
-        except ForgeError:
-            present = True  # cannot tell: stay paused rather than run unchecked
-        if present:
-            return f"`{policy.kill_switch_file}` exists on the default branch"
-    return None
-
-
-def paused(forge: Forge, labels: tuple[str, ...] | list[str] = ()) -> str | None:
-    """Why the bot must not act now, for handlers that are not commands (events, results, rounds):
-    the kill switch of the default branch's policy, or an invalid policy file (fail closed)."""
-    try:
-        policy = load_policy(forge)
-    except PolicyError as e:
-        return f"the policy file is invalid ({str(e).splitlines()[0]})"
-    return kill_switch(forge, policy, labels)
 
 
 def authorize(forge: Forge, policy: BotPolicy, login: str, command: str) -> AuthDecision:
@@ -176,6 +132,3 @@ class RateLimiter:
 def _limit_msg(n: int, what: str, window: int, oldest: float | None, now: float) -> str:
     wait = max(1, int((oldest or now) + window - now)) if oldest else window
     return f"rate limit: at most {n} {what} per {window} s; try again in {wait} s"
-
-
-__all__ = ["AuthDecision", "RateLimiter", "authorize", "is_bot_account", "kill_switch", "load_policy", "paused", "PolicyError"]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Agent, AgentContext, AgentError, Mode, Proposal
-from .registry import create_agent, register
+from ..base import Agent, AgentContext, AgentError, Mode, Proposal
+from ..catalog import create_agent, register
 
 
 @register("composite")

@@ -22,12 +22,12 @@ from typing import Any, Iterator
 
 from harness.schema import Solution
 
-from . import hints
-from .base import Agent, AgentContext, Mode, Proposal
-from .registry import register
-from .tunables import Tunable, TunableError, apply, configuration, solution_tunables, structure_hash
+from .. import hints
+from ..base import Agent, AgentContext, Mode, Proposal
+from ..catalog import register
+from ..tunables import Tunable, TunableError, apply, configuration, solution_tunables, structure_hash
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SEEDS_DIR = REPO / "skills" / "seeds"
 DEFAULT_SPEC = {"language": "triton", "target_hardware": ["NVIDIA_H200"], "entry_point": "main.py::run"}
 
