@@ -29,14 +29,14 @@ def _fail(msg: str) -> None:
 
 
 # /optimize without --campaign (or with an empty KBOT_CAMPAIGN): propose and open candidate PRs.
-DEFAULT_CAMPAIGN = "bot.github_campaign:campaign"
+DEFAULT_CAMPAIGN = "bot.campaign.github:campaign"
 
 
 def _campaign_for(fn: Callable[..., Any] | None, forge: Any) -> Callable[..., Any] | None:
     """The one-argument callable ForgeServices expects: ``fn`` with this forge bound when it takes one."""
     if fn is None:
         return None
-    from bot.github_campaign import bind
+    from bot.campaign.github import bind
 
     return bind(forge, fn)
 
@@ -112,7 +112,7 @@ def register(cli: click.Group) -> None:
                 forges[key] = _github_forge(name, inst)
             return forges[key]
 
-        from bot.github_campaign import continue_after_results
+        from bot.campaign.github import continue_after_results
 
         router = EventRouter(forge_for, lambda f: ForgeServices(f, _campaign_for(campaign_fn, f)),
                              RateLimiter(Path(state_dir) / "rate.sqlite3"), _load_callable(fetch_results),
@@ -188,7 +188,7 @@ def register(cli: click.Group) -> None:
         next_round: list[int] | str = []
         if not no_rounds and out.state != "skipped":
             # The campaign's next round opens when this result completes the current one.
-            from bot.github_campaign import continue_after_results
+            from bot.campaign.github import continue_after_results
 
             try:
                 next_round = [p.number for p in continue_after_results(forge, pr_number)]

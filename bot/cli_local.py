@@ -28,7 +28,7 @@ def _fail(msg: str) -> None:
 
 
 def _workspace(path: str, *, must_exist: bool = True):
-    from bot.local_loop import Workspace
+    from bot.campaign.local import Workspace
 
     if must_exist and not (Path(path) / "forge" / "repo.git").exists():
         _fail(f"no kbot workspace at {path}; run `kbot optimize DEFINITION` first (or pass --workspace)")
@@ -115,7 +115,7 @@ def register(cli: click.Group) -> None:
         Re-running after an interruption resumes: finished evaluations and PRs are not repeated."""
         from rich.console import Console
 
-        from bot.local_loop import LoopError, OptimizeOptions, optimize
+        from bot.campaign.local import LoopError, OptimizeOptions, optimize
 
         err = Console(stderr=True, soft_wrap=True)  # one line per event, even in a log file
         opts = OptimizeOptions(definition=definition, agent=agent, rounds=rounds, candidates=candidates, device=device,

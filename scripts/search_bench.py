@@ -41,7 +41,7 @@ from harness.schema import Solution, parse_definition  # noqa: E402
 from bot.agents.providers.offline import OfflineAgent  # noqa: E402
 from bot.agents.tunables import apply, configuration, solution_tunables  # noqa: E402
 from bot.controller.campaign import Campaign  # noqa: E402
-from bot.controller.synthetic import LatencyTable, TableEvaluator, canonical  # noqa: E402
+from tests.controller.synthetic import LatencyTable, TableEvaluator, canonical  # noqa: E402
 
 METHODS = ("mcts", "greedy", "random")
 

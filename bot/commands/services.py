@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from bot.commands.context import CommandFailed, OptimizeRequest
+from bot.campaign.request import CampaignRefused
+from bot.commands.context import CommandFailed
+from bot.campaign.request import OptimizeRequest
 from bot.forge.base import Forge, PullRequest
 from bot.names import BENCH_LABEL, BRANCH_PREFIX, PROFILE_LABEL, STATUS_CONTEXT, STOPPED_LABEL, is_candidate_pr
 from bot.forge.trusted_meta import read_meta
@@ -45,7 +47,10 @@ class ForgeServices:
     def start_campaign(self, request: OptimizeRequest) -> str:
         if self.campaign is None:
             raise CommandFailed("no campaign runner is configured for this bot instance (see docs/bot.md, 'App mode').")
-        result = self.campaign(request)
+        try:
+            result = self.campaign(request)
+        except CampaignRefused as e:
+            raise CommandFailed(str(e)) from None
         prs = getattr(result, "prs", result)
         opened = _pr_list(prs if isinstance(prs, (list, tuple)) else [])
         head = (f"Started {request.candidates} candidate(s) × {request.rounds} round(s) for "

@@ -14,7 +14,7 @@ from bot.agents.base import AgentContext, AgentError, Mode
 from bot.agents.calllog import CallLog, prompt_hash
 from bot.agents.catalog import create_agent
 from bot.controller.campaign import Campaign
-from bot.controller.synthetic import FunctionEvaluator
+from tests.controller.synthetic import FunctionEvaluator
 
 GOOD = (
     "Here is the kernel.\n"

@@ -19,15 +19,15 @@ import json
 import pytest
 from e2ekit import Env
 
-from bot.attempts import ensure_attempt
+from bot.campaign.attempts import ensure_attempt
 from bot.names import attempt_branch
 from bot.commands.dispatch import CommandDispatcher
 from bot.commands.services import ForgeServices
 from bot.forge.base import BranchTouchedByHumansError
 from bot.forge.markers import REVIEW_MARKER, decode_meta
-from bot.github_campaign import bind, champion_lineage, continue_after_results, read_snapshot, summary_from_evidence
+from bot.campaign.github import bind, champion_lineage, continue_after_results, read_snapshot, summary_from_evidence
 from bot.promotion.champion import render_leaderboard, updated_champion
-from bot.local_loop import weak_start
+from bot.campaign.local import weak_start
 from bot.review.evidence import Evidence, WorkloadEvidence
 from bot.promotion.champion import champion_path, leaderboard_path, read_champion
 from harness.runner import RunConfig, evaluate

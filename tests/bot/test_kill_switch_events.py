@@ -11,7 +11,7 @@ from memforge import MemForge
 from reportkit import good
 from test_bot_events import DEF, pr_event, router, run_event
 
-import bot.github_campaign as gc
+import bot.campaign.github as gc
 from bot.forge.base import Permission
 from bot.forge.markers import with_meta
 from bot.review.publish import publish_results

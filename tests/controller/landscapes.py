@@ -14,7 +14,7 @@ from typing import Any, Callable
 from harness.schema import Solution, parse_definition
 
 from bot.agents.base import Agent, AgentContext, Proposal
-from bot.controller.synthetic import FunctionEvaluator
+from tests.controller.synthetic import FunctionEvaluator
 
 DEFINITION = parse_definition({
     "name": "toy_scale",

@@ -17,7 +17,7 @@ from bot.agents.tunables import configuration, solution_tunables
 from bot.controller.budget import Budget, Usage, converged, exceeded
 from bot.controller.campaign import Campaign, CampaignConfig, CampaignError
 from bot.controller.memory import SearchMemory
-from bot.controller.synthetic import FunctionEvaluator, LatencyTable, TableEvaluator, canonical
+from tests.controller.synthetic import FunctionEvaluator, LatencyTable, TableEvaluator, canonical
 from bot.controller.tree import ROOT, SearchConfig, Tree
 from harness.schema import parse_definition
 

@@ -42,16 +42,17 @@ import json
 import logging
 import math
 import re
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bot.attempts import AttemptError, ensure_attempt, read_solution
+from bot.agents.base import AgentError
+from bot.agents.catalog import create_agent
+from bot.agents.tunables import config_key_or_none
+from bot.campaign.attempts import AttemptError, ensure_attempt, read_solution
+from bot.campaign.request import CampaignRefused, OptimizeRequest
+from bot.controller.campaign import Campaign
 from bot.names import STOPPED_LABEL, attempt_branch, definition_branch_prefix
 from bot.commands.policy import kill_switch, load_policy
-from bot.commands.context import CommandFailed, OptimizeRequest
-from bot.controller.summary import geomean
 from bot.controller.tree import PENDING, ROOT
 from bot.forge.base import BranchTouchedByHumansError, PullRequest
 from bot.forge.trusted_meta import read_meta
@@ -60,7 +61,8 @@ from bot.review.evidence import Evidence
 from bot.promotion.champion import read_champion
 from bot.review.markdown import escape_inline
 from bot.review.evidence import find_evidence
-from harness.schema import Definition, SchemaError, Solution, load_workloads, parse_definition
+from harness.geomean import geomean
+from harness.schema import Definition, SchemaError, Solution, Workload, parse_definition, parse_workloads
 
 log = logging.getLogger(__name__)
 
@@ -259,10 +261,9 @@ def read_snapshot(forge: Any, definition: str, *, load_solutions: bool = True) -
         })
 
     # Configuration keys of the kernels read back (the search memory's "tried" set).
-    from bot.controller.campaign import _maybe_config_key
     for r in seeds + pr_records:
         if r["solution"] and not r["config_key"]:
-            r["config_key"] = _maybe_config_key(Solution.model_validate(r["solution"]))
+            r["config_key"] = config_key_or_none(Solution.model_validate(r["solution"]))
 
     # Rewards in one frame: paired ratio vs the champion measured against x that champion's factor.
     for r in pr_records:
@@ -289,13 +290,6 @@ def read_snapshot(forge: Any, definition: str, *, load_solutions: bool = True) -
 # ------------------------------------------------------------------------------------ campaign
 
 
-class _ElsewhereEvaluator:
-    """Evaluation happens on the GPU runners (bench workflow); the controller only proposes here."""
-
-    def evaluate(self, solution: Solution, baseline: Solution | None):  # pragma: no cover - never called
-        raise RuntimeError("on GitHub candidates are evaluated by the bench workflow, not in the bot")
-
-
 def campaign_id(request: OptimizeRequest, main_sha: str) -> str:
     """Same request (a redelivered or retried comment) → same id. Without a comment id (a caller other
     than the command handler) the default branch's head stands in: same state, same round."""
@@ -306,41 +300,31 @@ def campaign_id(request: OptimizeRequest, main_sha: str) -> str:
 def _definition(forge: Any, name: str) -> Definition:
     raw = forge.read_file(f"definitions/{name}/definition.json")
     if raw is None:
-        raise CommandFailed(f"no definition `{escape_inline(name, 128)}` on the default branch (definitions/<name>/definition.json)")
+        raise CampaignRefused(f"no definition `{escape_inline(name, 128)}` on the default branch (definitions/<name>/definition.json)")
     try:
         return parse_definition(json.loads(raw), f"definitions/{name}/definition.json")
     except (ValueError, SchemaError) as e:
-        raise CommandFailed(f"definitions/{escape_inline(name, 128)}/definition.json is invalid: {escape_inline(e, 300)}") from None
+        raise CampaignRefused(f"definitions/{escape_inline(name, 128)}/definition.json is invalid: {escape_inline(e, 300)}") from None
 
 
-def _write_store(store: Path, forge: Any, definition: Definition, snap: Snapshot, config: dict[str, Any]) -> None:
-    """A controller store (``Campaign.resume`` input) holding what the repository says; a cache only."""
-    (store / "nodes").mkdir(parents=True)
-    (store / "definition.json").write_text(json.dumps(definition.to_dict()))
-    wl = store / "workloads.jsonl"
+def _workloads(forge: Any, definition: Definition) -> list[Workload]:
+    """The definition's workloads from the default branch (prompts show their regimes); [] if unreadable."""
     raw = forge.read_file(f"definitions/{definition.name}/workloads.jsonl")
-    workloads = []
-    if raw is not None:
-        src = store / "workloads.source.jsonl"
-        src.write_bytes(raw)
-        try:
-            workloads = load_workloads(src, definition)
-        except (ValueError, SchemaError) as e:
-            log.warning("workloads of %s unreadable, prompts go without regimes: %s", definition.name, e)
-    wl.write_text("".join(w.to_json() + "\n" for w in workloads))
-    for r in snap.records:
-        (store / "nodes" / f"{r['node_id']}.json").write_text(json.dumps(r))
-    (store / "campaign.json").write_text(json.dumps({"definition": definition.name, "config": config}))
+    if raw is None:
+        return []
+    try:
+        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        return parse_workloads(text, definition, f"definitions/{definition.name}/workloads.jsonl")
+    except (ValueError, SchemaError) as e:
+        log.warning("workloads of %s unreadable, prompts go without regimes: %s", definition.name, e)
+        return []
 
 
 def _make_agent(name: str) -> Any:
-    from bot.agents.base import AgentError
-    from bot.agents.catalog import create_agent
-
     try:
         return create_agent(name)
     except AgentError as e:
-        raise CommandFailed(f"agent `{escape_inline(name, 40)}` is unavailable: {escape_inline(e, 300)}") from None
+        raise CampaignRefused(f"agent `{escape_inline(name, 40)}` is unavailable: {escape_inline(e, 300)}") from None
 
 
 def _body(sol: Solution, node: Any, request: OptimizeRequest, parent_pr: PullRequest | None, round_no: int) -> str:
@@ -366,8 +350,6 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
     ``agent``: an Agent instance (tests, replays); default ``request.agent`` from the registry, keys
     from the environment. ``cid``: the campaign id (later rounds reuse the first round's).
     """
-    from bot.controller.campaign import Campaign
-
     definition = _definition(forge, request.definition)
     _, main_sha = forge.default_head()
     cid = cid or campaign_id(request, main_sha)
@@ -381,56 +363,53 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
     if request.parent_pr is not None:
         meta = snap.meta_of.get(request.parent_pr)
         if meta is None:
-            raise CommandFailed(f"#{request.parent_pr} is not a kbot candidate of `{escape_inline(definition.name, 128)}`")
+            raise CampaignRefused(f"#{request.parent_pr} is not a kbot candidate of `{escape_inline(definition.name, 128)}`")
         parent_node = meta["node"]
         if snap.status(parent_node) == PENDING:
-            raise CommandFailed(f"#{request.parent_pr} has no evaluation yet: wait for its review or run `/evaluate`")
+            raise CampaignRefused(f"#{request.parent_pr} has no evaluation yet: wait for its review or run `/evaluate`")
 
     seed = int(hashlib.sha256(f"{cid}:{round_no}".encode()).hexdigest()[:8], 16)
     config = {"proposals_per_step": need, "seed": seed, "fsync": False,
               "budget": {"max_candidates": None, "patience": None, "roofline_target": None}}
     agent = agent or _make_agent(request.agent)
     opened: list[PullRequest] = []
-    with tempfile.TemporaryDirectory(prefix="kbot-campaign-") as tmp:
-        store = Path(tmp) / "store"
-        _write_store(store, forge, definition, snap, config)
-        camp = Campaign.resume(store, agent, _ElsewhereEvaluator(), evaluate_pending=False)
-        if parent_node is not None:
-            forced = camp.tree.nodes[parent_node]
-            # /optimize on a candidate PR: that node is expanded, whatever UCT would pick.
-            camp.tree.select = lambda rng=None: forced if camp.tree.expandable(forced) else None  # type: ignore[method-assign]
-        for _ in range(need + 3):  # a step may yield fewer than asked (widening, duplicates)
-            camp.config.proposals_per_step = need - len(opened)
-            step = camp.propose_next()
-            if step.stopped:
-                log.info("campaign %s: %s", cid, step.reason)
-                break
-            for nid in step.new_nodes:
-                node = camp.tree.nodes[nid]
-                if node.solution is None:
-                    log.info("campaign %s: agent produced no kernel: %s", cid, node.failure)
-                    continue
-                parent = None if node.parent in (None, ROOT) else node.parent
-                ppr = snap.pr_of.get(parent) if parent else None
-                meta = {
-                    "definition": definition.name, "node": nid, "parent": parent, "parent_pr": ppr.number if ppr else None,
-                    "agent": node.agent, "model": node.model, "prompt_hash": node.prompt_hash,
-                    "campaign": cid, "round": round_no, "rounds": request.rounds, "candidates": request.candidates,
-                    "requested_agent": request.agent, "thread": request.thread, "requested_by": request.requested_by,
-                    "solution": node.solution.name, "solution_hash": node.solution.content_hash(),
-                    "config_key": node.config_key, "mode": node.mode, "rationale": node.rationale[:MAX_RATIONALE],
-                }
-                try:
-                    att = ensure_attempt(forge, node.solution, node=nid, meta=meta,
-                                         body=_body(node.solution, node, request, ppr, round_no),
-                                         known_prs=snap.prs)
-                except (BranchTouchedByHumansError, AttemptError) as e:
-                    log.warning("campaign %s: node %s skipped: %s", cid, nid, e)
-                    continue
-                if att.opened:
-                    opened.append(att.pr)
-            if len(opened) >= need or parent_node is not None and not step.new_nodes:
-                break
+    # The same record path as a local resume, in memory: GitHub is the database, nothing is cached.
+    # No evaluator: the bench workflow measures each PR on a GPU runner.
+    camp = Campaign.from_records(snap.records, definition, agent, None, config, workloads=_workloads(forge, definition))
+    # /optimize on a candidate PR: that node is expanded, whatever UCT would pick.
+    forced = camp.tree.nodes[parent_node] if parent_node is not None else None
+    for _ in range(need + 3):  # a step may yield fewer than asked (widening, duplicates)
+        camp.config.proposals_per_step = need - len(opened)
+        step = camp.propose_next(at=forced)
+        if step.stopped:
+            log.info("campaign %s: %s", cid, step.reason)
+            break
+        for nid in step.new_nodes:
+            node = camp.tree.nodes[nid]
+            if node.solution is None:
+                log.info("campaign %s: agent produced no kernel: %s", cid, node.failure)
+                continue
+            parent = None if node.parent in (None, ROOT) else node.parent
+            ppr = snap.pr_of.get(parent) if parent else None
+            meta = {
+                "definition": definition.name, "node": nid, "parent": parent, "parent_pr": ppr.number if ppr else None,
+                "agent": node.agent, "model": node.model, "prompt_hash": node.prompt_hash,
+                "campaign": cid, "round": round_no, "rounds": request.rounds, "candidates": request.candidates,
+                "requested_agent": request.agent, "thread": request.thread, "requested_by": request.requested_by,
+                "solution": node.solution.name, "solution_hash": node.solution.content_hash(),
+                "config_key": node.config_key, "mode": node.mode, "rationale": node.rationale[:MAX_RATIONALE],
+            }
+            try:
+                att = ensure_attempt(forge, node.solution, node=nid, meta=meta,
+                                     body=_body(node.solution, node, request, ppr, round_no),
+                                     known_prs=snap.prs)
+            except (BranchTouchedByHumansError, AttemptError) as e:
+                log.warning("campaign %s: node %s skipped: %s", cid, nid, e)
+                continue
+            if att.opened:
+                opened.append(att.pr)
+        if len(opened) >= need or parent_node is not None and not step.new_nodes:
+            break
     return sorted(mine + opened, key=lambda p: p.number)
 
 

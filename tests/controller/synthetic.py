@@ -16,7 +16,7 @@ from typing import Any, Callable
 from harness.report import DeviceInfo, FeedbackItem, LatencyStats, PairedRatio, Report, Roofline, WorkloadResult
 from harness.schema import Solution, Status
 
-from ..agents.tunables import TunableError, configuration, solution_tunables
+from bot.agents.tunables import TunableError, configuration, solution_tunables
 
 
 def _stats(ms: float) -> LatencyStats:
