@@ -85,14 +85,14 @@ def register(cli: click.Group) -> None:
     @click.option("--repo", help="owner/name served (default: the repository of each event)")
     @click.option("--campaign", help="module:function called for /optimize with an OptimizeRequest "
                   f"(default {DEFAULT_CAMPAIGN}; a `forge` keyword gets the event's forge)")
-    @click.option("--fetch-results", default="bot.app:github_results_fetcher", show_default=True,
+    @click.option("--fetch-results", default="bot.intake.artifacts:github_results_fetcher", show_default=True,
                   help="module:function(forge, workflow_run, dest) -> bool that downloads the bench artifacts")
     def serve_cmd(state_dir: str, host: str, port: int, repo: str | None, campaign: str | None,
                   fetch_results: str | None) -> None:
         """Run the GitHub App webhook receiver (secrets from KBOT_WEBHOOK_SECRET[_OLD])."""
-        from bot.app import secrets_from_env, serve
+        from bot.intake.server import secrets_from_env, serve
         from bot.commands.auth import RateLimiter
-        from bot.commands.events import EventRouter
+        from bot.intake.events import EventRouter
         from bot.commands.services import ForgeServices
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

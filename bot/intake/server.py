@@ -7,8 +7,8 @@ Request path (POST /webhook, also POST /):
    ``hmac.compare_digest`` against the current secret and, during rotation, the old one → else 401;
 3. ``X-GitHub-Event`` / ``X-GitHub-Delivery`` validated; JSON parsed; ``ping`` answered;
 4. events the bot handles are recorded and enqueued in one sqlite transaction, deduplicated by
-   delivery id and by body hash (``bot.queue``) → 202; duplicates → 200 with ``duplicate``;
-5. a worker thread claims jobs with a lease and runs the shared handlers (``bot.commands.events``).
+   delivery id and by body hash (``bot.intake.queue``) → 202; duplicates → 200 with ``duplicate``;
+5. a JobRunner thread claims jobs with a lease and runs the shared handlers (``bot.intake.events``).
 
 Nothing is done inline in the request: GitHub gives a delivery 10 s, and a crash after the 202 must
 not lose the job (it is on disk and re-claimed after the lease expires).
@@ -29,9 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from bot.commands.events import wanted
-from bot.names import RESULTS_ARTIFACT_PREFIX
-from bot.queue import JobQueue
+from bot.intake.events import wanted
+from bot.intake.queue import JobQueue
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +157,9 @@ def make_server(app: WebhookApp, host: str = "127.0.0.1", port: int = 8080) -> T
     return ThreadingHTTPServer((host, port), Handler)
 
 
-class Worker(threading.Thread):
-    """Claims jobs and runs ``handle(event, payload)``; retries with backoff, leases renewed meanwhile."""
+class JobRunner(threading.Thread):
+    """The thread that drains the job queue: claims jobs and runs ``handle(event, payload)``; retries with
+    backoff, leases renewed meanwhile."""
 
     def __init__(self, queue: JobQueue, handle: Callable[[str, Mapping[str, Any]], Any], *,
                  lease_seconds: float = 300.0, poll_seconds: float = 0.5):
@@ -200,80 +200,6 @@ class Worker(threading.Thread):
                 self.stopping.wait(self.poll_seconds)
 
 
-# --- bench artifacts (App mode): download with the App token, unpack strictly ------------------------
-
-MAX_ARTIFACT_BYTES = 64 << 20       # compressed, per artifact
-MAX_UNPACKED_BYTES = 128 << 20      # all members of all artifacts
-MAX_MEMBERS = 256
-_MEMBER = re.compile(r"^(?:[A-Za-z0-9_.-]+/){0,6}[A-Za-z0-9_.-]+$")
-
-
-class ArtifactError(ValueError):
-    """An artifact that is too large, malformed, or tries to escape its folder."""
-
-
-def safe_extract_zip(data: bytes, dest: Path, *, budget: list[int] | None = None) -> list[str]:
-    """Unpack a zip of results into ``dest``: plain files only, names from a small alphabet (no ``..``,
-    no absolute paths, no links), bounded member count and unpacked size (zip bombs), sizes checked
-    while reading rather than trusted from the directory."""
-    import io
-    import stat
-    import zipfile
-
-    budget = budget if budget is not None else [MAX_UNPACKED_BYTES]
-    try:
-        zf = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile as e:
-        raise ArtifactError(f"not a zip archive: {e}") from None
-    infos = zf.infolist()
-    if len(infos) > MAX_MEMBERS:
-        raise ArtifactError(f"more than {MAX_MEMBERS} members")
-    written: list[str] = []
-    for info in infos:
-        if info.is_dir():
-            continue
-        name = info.filename
-        if not _MEMBER.match(name) or any(part in ("", ".", "..") for part in name.split("/")):
-            raise ArtifactError(f"refused member name {name[:80]!r}")
-        ftype = stat.S_IFMT(info.external_attr >> 16)  # 0 when the archiver recorded no type
-        if ftype and ftype != stat.S_IFREG:
-            raise ArtifactError(f"{name}: not a regular file")
-        target = dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with zf.open(info) as src, open(target, "wb") as out:
-            while chunk := src.read(1 << 16):
-                budget[0] -= len(chunk)
-                if budget[0] < 0:
-                    raise ArtifactError("artifacts unpack to more than the size limit")
-                out.write(chunk)
-        written.append(name)
-    return written
-
-
-def github_results_fetcher(forge: Any, run: Mapping[str, Any], dest: Path) -> bool:
-    """Download the ``kbot-results-*`` artifacts of a bench run (GitHubForge with App auth) into ``dest``."""
-    run_id = run.get("id")
-    if not isinstance(run_id, int):
-        return False
-    wr = forge.gh.get_repo(forge.full_name).get_workflow_run(run_id)
-    budget = [MAX_UNPACKED_BYTES]
-    found = False
-    for art in wr.get_artifacts():
-        if not art.name.startswith(RESULTS_ARTIFACT_PREFIX) or art.expired:
-            continue
-        if not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}", art.name) or art.size_in_bytes > MAX_ARTIFACT_BYTES:
-            raise ArtifactError(f"refused artifact {art.name[:100]!r} ({art.size_in_bytes} bytes)")
-        _, _, chunks = forge.gh.requester.getStream(art.archive_download_url, chunk_size=1 << 16)
-        data = bytearray()
-        for chunk in chunks:
-            data += chunk
-            if len(data) > MAX_ARTIFACT_BYTES:
-                raise ArtifactError(f"artifact {art.name} is larger than announced")
-        safe_extract_zip(bytes(data), dest / art.name, budget=budget)
-        found = True
-    return found
-
-
 def serve(state_dir: str | Path, handle: Callable[[str, Mapping[str, Any]], Any], *, host: str = "127.0.0.1",
           port: int = 8080, secrets: list[bytes] | None = None) -> None:
     """Run the receiver and one worker until interrupted."""
@@ -281,7 +207,7 @@ def serve(state_dir: str | Path, handle: Callable[[str, Mapping[str, Any]], Any]
     state.mkdir(parents=True, exist_ok=True)
     queue = JobQueue(state / "queue.sqlite3")
     app = WebhookApp(queue, secrets if secrets is not None else secrets_from_env())
-    worker = Worker(queue, handle)
+    worker = JobRunner(queue, handle)
     worker.start()
     server = make_server(app, host, port)
     log.info("kbot serve listening on %s:%s, state in %s", host, port, state)

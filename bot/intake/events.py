@@ -2,8 +2,8 @@
 
 * ``issue_comment`` (created) → the command dispatcher;
 * ``pull_request`` (opened / synchronize / reopened) on a kbot branch of this repository, opened by the
-  bot's login → the commit
-  status ``kbot/harness`` goes to pending (the bench workflow itself starts on the same event);
+  bot's login → the commit status ``kbot/harness`` goes to pending (the bench workflow itself starts
+  on the same event);
 * both only while the bot is not paused (kill switch: policy ``enabled: false``, the kill-switch file,
   the kill-switch label on the PR; an invalid policy file pauses too);
 * ``workflow_run`` (completed) of ``bench.yml`` for a kbot branch → results fetched (injected
@@ -25,6 +25,7 @@ from bot.commands.context import Services
 from bot.commands.dispatch import CommandDispatcher
 from bot.forge.base import Forge
 from bot.names import BENCH_WORKFLOW, STATUS_CONTEXT, is_candidate_branch
+from bot.review.publish import publish_results
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,6 @@ class EventRouter:
         return "done"
 
     def _workflow_run(self, forge: Forge, payload: Mapping[str, Any]) -> str:
-        from bot.review.publish import publish_results
-
         run = payload.get("workflow_run") or {}
         repo = (payload.get("repository") or {}).get("full_name")
         if run.get("event") != "pull_request" or run.get("path") != BENCH_WORKFLOW:
