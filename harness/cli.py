@@ -381,17 +381,23 @@ def export_cmd(run_dirs, dest, definition_arg):
     click.echo(f"exported {n} traces to {dest}")
 
 
+COMMANDS_GROUP = "kbot.commands"  # entry points: register(cli) functions of other packages (the bot's)
+
+
 def _register_plugins() -> None:
-    """Commands that live with their subsystems register themselves here."""
+    """Commands that live with their subsystems register themselves here: the harness's own profiling
+    commands, then every ``register(cli)`` in the ``kbot.commands`` entry-point group (the bot declares
+    its commands there, in pyproject.toml), so the harness never imports the bot."""
+    from importlib.metadata import entry_points
+
     from . import cli_profile
 
     cli_profile.register(cli)
-    try:
-        from bot import cli_bot, cli_local
-    except ImportError:  # the harness alone, on a runner installed without the bot extra
-        return
-    cli_bot.register(cli)
-    cli_local.register(cli)
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            ep.load()(cli)
+        except ImportError as e:  # a plugin whose dependencies are not installed on this machine
+            click.echo(f"warning: the {ep.name} commands are unavailable: {e}", err=True)
 
 
 def main() -> None:

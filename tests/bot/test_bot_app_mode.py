@@ -38,7 +38,7 @@ def test_publish_as_app_creates_check_run(github_server, github_app_key):
 def cli():
     import click
 
-    from bot.cli_bot import register
+    from bot.cli.github_bot import register
 
     @click.group()
     def root() -> None:

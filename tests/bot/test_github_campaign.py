@@ -209,20 +209,20 @@ def test_cli_uses_the_github_campaign_by_default_and_report_opens_the_next_round
     from click.testing import CliRunner
     from reportkit import good
 
-    import bot.cli_bot
+    import bot.cli.github_bot
 
     def cli():
         @click.group()
         def root() -> None:
             pass
 
-        bot.cli_bot.register(root)
+        bot.cli.github_bot.register(root)
         return root
 
     files, start = seed_files(repo)
     env = Env(github_server, shared, tmp_path, repo, files=files)
     # The CLI builds its forge from the environment with GitHub's pacing; the test's forge is unpaced.
-    monkeypatch.setattr(bot.cli_bot, "_github_forge", lambda repo_name, installation_id=None: env.forge)
+    monkeypatch.setattr(bot.cli.github_bot, "_github_forge", lambda repo_name, installation_id=None: env.forge)
     issue = env.server.create_issue("rounds from the CLI", author="alice")
     _, payload = env.comment(issue, f"/optimize {DEF} --candidates 1 --rounds 2")
     event = tmp_path / "event.json"

@@ -1,4 +1,4 @@
-"""Bot commands for the ``kbot`` CLI (``harness/cli.py`` calls ``register``).
+"""``kbot serve`` and ``kbot bot ...``: the bot on GitHub (registered through the ``kbot.commands`` entry points).
 
     kbot serve                      GitHub App webhook receiver (App mode)
     kbot bot command                Actions: handle the issue_comment event in $GITHUB_EVENT_PATH
@@ -247,8 +247,8 @@ def register(cli: click.Group) -> None:
 
 
 def main() -> None:
-    """``python -m bot.cli_bot ...``: the bot commands alone, without the harness CLI (and without torch),
-    for the trusted report/command workflow jobs."""
+    """``python -m bot.cli.github_bot ...``: the bot commands alone, without the harness CLI (and without
+    torch), for the trusted report/command workflow jobs."""
 
     @click.group(context_settings={"help_option_names": ["-h", "--help"]})
     def cli() -> None:

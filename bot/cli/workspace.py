@@ -1,6 +1,6 @@
-"""Local-loop commands for the ``kbot`` CLI (``harness/cli.py`` calls ``register``).
+"""The local workspace commands of ``kbot`` (registered through the ``kbot.commands`` entry points).
 
-    kbot optimize DEFINITION       a campaign on the local forge (see bot/local_loop.py)
+    kbot optimize DEFINITION       a campaign on the local forge (see bot/campaign/local.py)
     kbot pr list | kbot pr show N  the local pull requests, their reviews, statuses and decisions
     kbot leaderboard [DEFINITION]  champion lineage from the workspace's main
     kbot report --html DIR         static site of the workspace (opens from disk)
@@ -94,11 +94,24 @@ def _summary_table(s: dict[str, Any]):
     return t
 
 
+def _known_agent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--agent`` checked against the agent catalog (asked only when the option is given)."""
+    if value is None:
+        return None
+    from bot.agents.catalog import available
+
+    known = available()
+    if value not in known:
+        raise click.BadParameter(f"{value!r} is not one of {', '.join(map(repr, known))}.")
+    return value
+
+
 def register(cli: click.Group) -> None:
     @cli.command("optimize")
     @click.argument("definition")
-    @click.option("--agent", type=click.Choice(["offline", "anthropic", "openai"]),
-                  help="Default: anthropic/openai when ANTHROPIC_API_KEY/OPENAI_API_KEY is set, else offline.")
+    @click.option("--agent", callback=_known_agent, metavar="NAME",
+                  help="An agent of the catalog (offline, anthropic, openai, plugins). "
+                       "Default: anthropic/openai when ANTHROPIC_API_KEY/OPENAI_API_KEY is set, else offline.")
     @click.option("--rounds", type=click.IntRange(1, 100), default=2, show_default=True, help="Rounds of search (one agent call each).")
     @click.option("--candidates", type=click.IntRange(1, 16), default=2, show_default=True, help="Candidates (PRs) per round.")
     @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
