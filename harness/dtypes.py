@@ -20,7 +20,6 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
     "uint8": torch.uint8,
     "bool": torch.bool,
 }
-FLOAT8 = {"float8_e4m3fn", "float8_e5m2"}
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -29,9 +28,3 @@ def torch_dtype(name: str) -> torch.dtype:
     except KeyError:
         raise SchemaError(f"dtype '{name}' is not supported by this harness yet") from None
 
-
-def dtype_size(name: str) -> float:
-    """Bytes per element (float4 packs two per byte)."""
-    if name == "float4_e2m1":
-        return 0.5
-    return torch.tensor([], dtype=torch_dtype(name)).element_size()

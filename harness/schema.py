@@ -332,9 +332,6 @@ class Status(str, Enum):
     REJECTED = "REJECTED"
 
 
-OFFICIAL_STATUSES = {s for s in Status if s is not Status.REJECTED}
-
-
 class TraceCorrectness(_Model):
     """A Trace's ``evaluation.correctness`` (the official field); our per-trial result is harness.report.Correctness."""
 

@@ -138,11 +138,6 @@ def load_policy_text(text: str | None, where: str = POLICY_PATH) -> BotPolicy:
     return BotPolicy.from_yaml(text, where)
 
 
-def example_policy() -> BotPolicy:
-    """The example policy shipped in this repository (tests and the docs use it)."""
-    return BotPolicy.from_yaml((REPO_ROOT / POLICY_PATH).read_text(), str(POLICY_PATH))
-
-
 def load_policy(forge: Forge) -> BotPolicy:
     """The policy from the default branch (built-in defaults when the file is absent).
 

@@ -418,10 +418,6 @@ class LocalForge:
     def get_pr(self, number: int) -> PullRequest:
         return self._pr(self._get(self._load(), number), full=True)
 
-    def pr_record(self, number: int) -> dict[str, Any]:
-        """The stored record (timestamps included) for display."""
-        return dict(self._get(self._load(), number))
-
     def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRequest:
         _check_body(body, "PR")
         if title == "":

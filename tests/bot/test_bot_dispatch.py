@@ -13,7 +13,8 @@ from bot.commands.services import ForgeServices
 from bot.forge.base import Permission
 from bot.forge.markers import with_meta
 from candkit import bot_candidate
-from bot.commands.policy import POLICY_PATH, example_policy
+from bot.commands.policy import POLICY_PATH
+from policykit import example_policy
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bot.commands.policy import BotPolicy, example_policy, load_policy_text
+from bot.commands.policy import BotPolicy, load_policy_text
 from bot.policy_file import PolicyError
+from policykit import example_policy
 
 
 def test_example_equals_defaults():
