@@ -251,17 +251,17 @@ def measure_ceilings(device: str = "cuda", *, quick: bool = False) -> Ceilings:
     t = timed(lambda: dst.copy_(src), 20)
     bw = 2 * nbytes / t / 1e9
     details["copy"] = {"bytes_each_way": nbytes, "median_s": t}
-    del src, dst
+    src = dst = None  # free the buffers before the next measurement
 
     peaks: dict[str, float] = {}
     n = 8192 if not quick else 2048
     for key, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
         a = torch.randn(n, n, device="cuda", dtype=dtype)
         b = torch.randn(n, n, device="cuda", dtype=dtype)
-        t = timed(lambda: a @ b, 10)
+        t = timed(lambda a=a, b=b: a @ b, 10)
         peaks[key] = 2 * n**3 / t / 1e12
         details[key] = {"n": n, "median_s": t}
-        del a, b
+        a = b = None
     # fp32 without TF32: the CUDA-core peak, which is what element-wise and reduction math runs on.
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -272,7 +272,7 @@ def measure_ceilings(device: str = "cuda", *, quick: bool = False) -> Ceilings:
         t = timed(lambda: a @ b, 5)
         peaks["fp32"] = 2 * m**3 / t / 1e12
         details["fp32"] = {"n": m, "median_s": t, "tf32": False}
-        del a, b
+        a = b = None
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     try:
@@ -283,7 +283,7 @@ def measure_ceilings(device: str = "cuda", *, quick: bool = False) -> Ceilings:
         t = timed(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), 10)
         peaks["fp8"] = 2 * n**3 / t / 1e12
         details["fp8"] = {"n": n, "median_s": t, "via": "torch._scaled_mm e4m3"}
-        del a, b
+        a = b = None
     except Exception as e:  # fp8 matmul needs sm_89+ and a recent torch; say why it is absent
         missing["fp8"] = f"{type(e).__name__}: {e}"[:300]
     torch.cuda.empty_cache()

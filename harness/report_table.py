@@ -45,15 +45,24 @@ def print_report(report: Report, out_dir: Path, console: Console | None = None) 
     console = console or Console()
     t = Table(title=f"{report.solution} on {report.definition} — {report.device.name} ({report.device.timer})")
     gpu_col = any(w.kernel_time is not None for w in report.workloads)
-    for col in ("workload", "axes", "status", "latency (95% CI)") + (("GPU time (CUPTI)",) if gpu_col else ()) + ("reference", "× ref", "× baseline", "roofline"):
+    for col in (
+        ("workload", "axes", "status", "latency (95% CI)") + (("GPU time (CUPTI)",) if gpu_col else ()) + ("reference", "× ref", "× baseline", "roofline")
+    ):
         t.add_column(col)
     for w in report.workloads:
         ratio = w.speedup_vs_baseline
         kt = w.kernel_time
         t.add_row(
-            w.uuid[:8], ",".join(f"{k}={v}" for k, v in w.axes.items()),
+            w.uuid[:8],
+            ",".join(f"{k}={v}" for k, v in w.axes.items()),
             f"[{_STYLE.get(w.status, 'red')}]{w.status.value}[/]",
-            fmt_ms(w.latency_ms), *((fmt_ms(kt.latency_ms) if kt and kt.latency_ms and w.status is Status.PASSED else "withheld" if kt and w.status is Status.PASSED else "-",) if gpu_col else ()), fmt_ms(w.reference_latency_ms),
+            fmt_ms(w.latency_ms),
+            *(
+                (fmt_ms(kt.latency_ms) if kt and kt.latency_ms and w.status is Status.PASSED else "withheld" if kt and w.status is Status.PASSED else "-",)
+                if gpu_col
+                else ()
+            ),
+            fmt_ms(w.reference_latency_ms),
             f"{w.speedup_vs_reference:.2f}" if w.speedup_vs_reference else "-",
             f"{ratio.median:.3f} [{ratio.ci95[0]:.3f}, {ratio.ci95[1]:.3f}]" if ratio else "-",
             f"{w.roofline.fraction:.0%}" if w.roofline and w.roofline.fraction else "-",
@@ -67,8 +76,10 @@ def print_report(report: Report, out_dir: Path, console: Console | None = None) 
         if w.kernel_time is not None and w.kernel_time.withheld and w.status is Status.PASSED:
             console.print(f"[dim]{w.uuid[:8]} GPU time: {w.kernel_time.withheld[:300]}[/]", highlight=False)
     s = report.summary()
-    console.print(f"{s['passed']}/{s['workloads']} passed; mean speedup vs reference {s['mean_speedup_vs_reference']:.2f}x"
-                  + (f"; geomean vs baseline {s['geomean_speedup_vs_baseline']:.3f}x" if s.get("geomean_speedup_vs_baseline") else ""))
+    console.print(
+        f"{s['passed']}/{s['workloads']} passed; mean speedup vs reference {s['mean_speedup_vs_reference']:.2f}x"
+        + (f"; geomean vs baseline {s['geomean_speedup_vs_baseline']:.3f}x" if s.get("geomean_speedup_vs_baseline") else "")
+    )
     if report.device.note:
         console.print(f"[dim]{report.device.note}[/]")
     line = time_breakdown(report)

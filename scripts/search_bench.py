@@ -36,11 +36,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.schema import Solution, parse_definition  # noqa: E402
-
 from bot.agents.providers.offline import OfflineAgent  # noqa: E402
 from bot.agents.tunables import apply, configuration, solution_tunables  # noqa: E402
 from bot.controller.campaign import Campaign  # noqa: E402
+from harness.schema import Solution, parse_definition  # noqa: E402
 from tests.controller.synthetic import LatencyTable, TableEvaluator, canonical  # noqa: E402
 
 METHODS = ("mcts", "greedy", "random")

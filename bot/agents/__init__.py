@@ -4,8 +4,8 @@ the catalog (bot.agents.providers: anthropic, openai, offline, replay, composite
 
 from .base import Agent, AgentContext, AgentError, Mode, Proposal, StructuredError
 from .calllog import CallLog, CallRecord, prompt_hash
-from .config import build_agent, load_config_file
 from .catalog import available, create_agent, get_agent_class, register
+from .config import build_agent, load_config_file
 
 __all__ = [
     "Agent", "AgentContext", "AgentError", "Mode", "Proposal", "StructuredError",

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from bot.forge.base import BranchTouchedByHumansError, ForgeError, PullRequest
-from bot.names import CANDIDATE_LABEL, attempt_branch
 from bot.forge.trusted_meta import write_meta
+from bot.names import CANDIDATE_LABEL, attempt_branch
 from harness.schema import Solution
+
 
 class AttemptError(ForgeError):
     """The attempt cannot be written (unsafe source path, a branch holding some other kernel)."""

@@ -50,17 +50,16 @@ from bot.agents.catalog import create_agent
 from bot.agents.tunables import config_key_or_none
 from bot.campaign.attempts import AttemptError, ensure_attempt, read_solution
 from bot.campaign.request import CampaignRefused, OptimizeRequest
-from bot.controller.campaign import Campaign
-from bot.names import STOPPED_LABEL, attempt_branch, definition_branch_prefix
 from bot.commands.policy import kill_switch, load_policy
+from bot.controller.campaign import Campaign
 from bot.controller.tree import PENDING, ROOT
 from bot.forge.base import BranchTouchedByHumansError, PullRequest
 from bot.forge.trusted_meta import read_meta
+from bot.names import STOPPED_LABEL, attempt_branch, definition_branch_prefix
 from bot.policy_file import PolicyError
-from bot.review.evidence import Evidence
 from bot.promotion.champion import read_champion
+from bot.review.evidence import Evidence, find_evidence
 from bot.review.markdown import escape_inline
-from bot.review.evidence import find_evidence
 from harness.geomean import geomean
 from harness.schema import Definition, SchemaError, Solution, Workload, parse_definition, parse_workloads
 

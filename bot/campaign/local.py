@@ -35,16 +35,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bot.campaign.attempts import AttemptError, ensure_attempt, folder_for, read_solution, solution_files
+from bot.campaign.harness_evaluator import HarnessEvaluator
 from bot.controller.campaign import Campaign, CampaignConfig, StepResult
 from bot.controller.tree import ROOT, solution_node_id
 from bot.forge.local import LocalForge
 from bot.names import STATUS_CONTEXT, attempt_branch
-from bot.campaign.harness_evaluator import HarnessEvaluator
-from bot.promotion.champion import render_leaderboard, updated_champion
-from bot.promotion.champion import champion_path, leaderboard_path, read_champion
-from bot.review.results import BENCH_SIDECAR
+from bot.promotion.champion import champion_path, leaderboard_path, read_champion, render_leaderboard, updated_champion
 from bot.review.markdown import escape_inline
 from bot.review.publish import publish_results
+from bot.review.results import BENCH_SIDECAR
 from harness.report import Report
 from harness.schema import Definition, SchemaError, Solution, load_definition, load_workloads
 

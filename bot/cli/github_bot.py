@@ -58,8 +58,8 @@ def _github_forge(repo: str | None, installation_id: int | None = None):
     token made by actions/create-github-app-token may not call GET /user), e.g. ``kbot[bot]``.
     """
     try:
-        from bot.forge.github import GitHubForge
         from bot.forge.base import ForgeError
+        from bot.forge.github import GitHubForge
     except ImportError as e:
         _fail(f"the GitHub forge is unavailable ({e}); install the bot extra: pip install -e '.[bot]'")
     env = dict(os.environ)
@@ -90,10 +90,10 @@ def register(cli: click.Group) -> None:
     def serve_cmd(state_dir: str, host: str, port: int, repo: str | None, campaign: str | None,
                   fetch_results: str | None) -> None:
         """Run the GitHub App webhook receiver (secrets from KBOT_WEBHOOK_SECRET[_OLD])."""
-        from bot.intake.server import secrets_from_env, serve
         from bot.commands.auth import RateLimiter
-        from bot.intake.events import EventRouter
         from bot.commands.services import ForgeServices
+        from bot.intake.events import EventRouter
+        from bot.intake.server import secrets_from_env, serve
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         secrets = secrets_from_env()
@@ -159,8 +159,8 @@ def register(cli: click.Group) -> None:
         """Publish a bench run: sticky review, kbot/harness status, promotion."""
         import re
 
-        from bot.review.results import ResultsError
         from bot.review.publish import publish_results
+        from bot.review.results import ResultsError
 
         if not re.fullmatch(r"[0-9a-f]{40}", head_sha):
             _fail("--head-sha must be a 40-character hex sha")
@@ -222,9 +222,9 @@ def register(cli: click.Group) -> None:
         """Print the promotion decision for a report (no forge, no merge)."""
         from bot.commands.policy import REPO_ROOT
         from bot.policy_file import PolicyError
+        from bot.promotion.decision import decide
         from bot.promotion.policy import PROMOTION_PATH, PromotionPolicy
         from bot.review.evidence import Evidence
-        from bot.promotion.decision import decide
         from harness.report import load_report
 
         path = Path(policy_path) if policy_path else REPO_ROOT / PROMOTION_PATH

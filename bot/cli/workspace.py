@@ -205,8 +205,7 @@ def register(cli: click.Group) -> None:
     @WORKSPACE_OPT
     def leaderboard_cmd(definition: str | None, workspace: str) -> None:
         """LEADERBOARD.md of a definition (all definitions with a champion if none is given)."""
-        from bot.promotion.champion import render_leaderboard
-        from bot.promotion.champion import read_champion
+        from bot.promotion.champion import read_champion, render_leaderboard
 
         ws = _workspace(workspace)
         names = [definition] if definition else sorted(

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from bot.forge.base import Forge, ForgeError, Permission
 from bot.commands.policy import BotPolicy
+from bot.forge.base import Forge, ForgeError, Permission
 
 
 @dataclass(frozen=True)

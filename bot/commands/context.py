@@ -9,11 +9,11 @@ campaign function instead of a real agent).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from bot.campaign.request import OptimizeRequest
-from bot.forge.base import Forge, PullRequest
 from bot.commands.policy import BotPolicy
+from bot.forge.base import Forge, PullRequest
 
 
 class CommandFailed(Exception):

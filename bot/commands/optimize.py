@@ -7,8 +7,8 @@ and the PR becomes the parent node (iterate on this kernel with its feedback).
 from __future__ import annotations
 
 from bot.agents.catalog import available as available_agents
-from bot.commands.context import CommandContext, CommandFailed, CommandResult
 from bot.campaign.request import OptimizeRequest
+from bot.commands.context import CommandContext, CommandFailed, CommandResult
 from bot.commands.parser import Flag, Invocation, Positional
 from bot.commands.spec import CommandSpec
 from bot.forge.trusted_meta import read_meta

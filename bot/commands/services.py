@@ -15,15 +15,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from bot.campaign.request import CampaignRefused
+from bot.campaign.request import CampaignRefused, OptimizeRequest
 from bot.commands.context import CommandFailed
-from bot.campaign.request import OptimizeRequest
 from bot.forge.base import Forge, PullRequest
-from bot.names import BENCH_LABEL, BRANCH_PREFIX, PROFILE_LABEL, STATUS_CONTEXT, STOPPED_LABEL, is_candidate_pr
 from bot.forge.trusted_meta import read_meta
-from bot.review.markdown import escape_inline
+from bot.names import BENCH_LABEL, BRANCH_PREFIX, PROFILE_LABEL, STATUS_CONTEXT, STOPPED_LABEL, is_candidate_pr
 from bot.review.evidence import find_evidence
-
+from bot.review.markdown import escape_inline
 
 CampaignFn = Callable[[OptimizeRequest], Any]
 StopFn = Callable[[int, str], Any]
@@ -80,8 +78,8 @@ class ForgeServices:
         return f"{what} requested for `{pr.head_sha[:12]}`; the review will be updated when it finishes."
 
     def promote(self, pr: PullRequest, actor: str) -> str:
-        from bot.review.evidence import Evidence
         from bot.promotion.execute import resume_pointer, run_promotion
+        from bot.review.evidence import Evidence
 
         if not is_candidate_pr(pr):
             raise CommandFailed("only kbot candidate PRs of this repository can be promoted.")

@@ -32,6 +32,7 @@ from bot.forge.base import (
     Comment,
     CommitInfo,
     CommitStatus,
+    FilesArg,
     ForgeError,
     ForgeInfo,
     ForgePermissionError,

@@ -22,7 +22,6 @@ from harness.geomean import geomean, geomean_ci
 from harness.schema import Status
 
 
-
 @dataclass(frozen=True)
 class Reason:
     rule: str

@@ -34,7 +34,7 @@ def load_results(directory: str | Path) -> tuple[list[Report], list[str]]:
     problems: list[str] = []
     total = 0
     files = 0
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+    for dirpath, _dirnames, filenames in os.walk(root, followlinks=False):
         for name in sorted(filenames):
             path = Path(dirpath) / name
             rel = path.relative_to(root)

@@ -92,7 +92,7 @@ def speedup_chart(points: list[tuple[int, float | None, str]], width: int = 640,
     out.append(f'<line x1="{pad_l}" y1="{py(1.0):.1f}" x2="{pad_l + w}" y2="{py(1.0):.1f}" stroke="#999" stroke-dasharray="4 3"/>')
     best = None
     steps = []
-    for i, (seq, y, decision) in enumerate(points):
+    for i, (_seq, y, _decision) in enumerate(points):
         if y is not None and math.isfinite(y) and y > 0:
             best = y if best is None else max(best, y)
         if best is not None:

@@ -170,7 +170,7 @@ def _parse_rule(d: dict[str, Any], file: str) -> Rule:
         if isinstance(raw_sev, str):
             sev.append(_Severity(None, raw_sev))
         else:
-            for i, s in enumerate(_as_list(raw_sev)):
+            for s in _as_list(raw_sev):
                 if not isinstance(s, dict) or "level" not in s:
                     raise RuleError(f"{where}: severity entries need a 'level' (and optionally 'when')")
                 sev.append(_Severity(compile_expr(str(s["when"])) if s.get("when") else None, s["level"]))

@@ -35,7 +35,7 @@ res["start_stop_ms"] = timed(lambda: (t.start(), t.stop()))
 t.start()
 res["flush_empty_ms"] = timed(lambda: t.collect())
 for n in (100, 1000, 5000):
-    def run():
+    def run(n=n):
         for _ in range(n):
             x.mul_(1.0)
         torch.cuda.synchronize()

@@ -175,13 +175,13 @@ def run_operator(name: str, args, shared: Path | None, clock: Clock, budget_s: f
             if args.device == "cuda":
                 torch.cuda.synchronize()
             row["gen_s"] = round(time.perf_counter() - t0, 3)
-            ms, n, out = timed(clock, lambda: ours(**clone(x)), 10, 3.0)
+            ms, n, out = timed(clock, lambda x=x: ours(**clone(x)), 10, 3.0)
             row.update(ours_ms=ms, ours_calls=n)
             mine = normalize_outputs(out, defn)
             row["roofline"] = roofline_of(defn, axes, ms, args.device)
             if official is not None and n_official < args.official_cap and OFFICIAL_AFFORDABLE[fam](axes):
                 n_official += 1
-                oms, on, oout = timed(clock, lambda: official(**clone(x)), 2, 2.0)
+                oms, on, oout = timed(clock, lambda x=x: official(**clone(x)), 2, 2.0)
                 theirs = normalize_outputs(oout, defn)
                 r = compare(mine, theirs, definition=defn, axes=axes, config=cfg, inputs=x)
                 row.update(official_ms=oms, official_calls=on, agrees=r.ok, compare=r.message or r.status.value,

@@ -58,8 +58,8 @@ def test_provider_defaults_need_no_config():
 def test_composite_agent_tunes_first_then_asks_the_model(rmsnorm_def, monkeypatch):
     from bot.agents import AgentContext, Mode, create_agent
     from bot.agents.base import Agent, Proposal
-    from bot.agents.providers.offline import load_seeds
     from bot.agents.catalog import _REGISTRY
+    from bot.agents.providers.offline import load_seeds
 
     asked = []
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import json
 
+from candkit import bot_candidate
 from click.testing import CliRunner
 from reportkit import good
 
 from bot.forge.github import GitHubForge
-from bot.forge.markers import with_meta
-from candkit import bot_candidate
 from bot.review.publish import publish_results
 
 APP_ID = 4711

@@ -4,17 +4,17 @@ kill switch, rate limits, the reaction protocol, sticky replies."""
 from __future__ import annotations
 
 import pytest
+from candkit import bot_candidate
 from eventkit import comment_event
 from memforge import BOT, MemForge
+from policykit import example_policy
 
 from bot.commands.auth import RateLimiter, authorize, is_bot_account
 from bot.commands.dispatch import CommandDispatcher, reply_marker
+from bot.commands.policy import POLICY_PATH
 from bot.commands.services import ForgeServices
 from bot.forge.base import Permission
 from bot.forge.markers import with_meta
-from candkit import bot_candidate
-from bot.commands.policy import POLICY_PATH
-from policykit import example_policy
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 

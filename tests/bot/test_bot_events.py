@@ -6,16 +6,15 @@ import json
 import os
 
 import pytest
+from candkit import bot_candidate
 from eventkit import example
 from memforge import MemForge
 from reportkit import good
-from candkit import bot_candidate
 
-from bot.intake.events import EventRouter
 from bot.commands.services import ForgeServices
-from bot.forge.markers import with_meta
-from bot.review.results import MAX_REPORT_BYTES, ResultsError, bench_solution_path, load_results, pick_reports
+from bot.intake.events import EventRouter
 from bot.review.publish import publish_results
+from bot.review.results import MAX_REPORT_BYTES, ResultsError, bench_solution_path, load_results, pick_reports
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from policykit import example_policy
 
 from bot.commands.policy import BotPolicy, load_policy_text
 from bot.policy_file import PolicyError
-from policykit import example_policy
 
 
 def test_example_equals_defaults():

@@ -8,11 +8,10 @@ import pytest
 from reportkit import FINDING, good, report, workload
 
 from bot.policy_file import PolicyError
-from bot.review.evidence import Evidence
-from bot.promotion.policy import PromotionPolicy
 from bot.promotion.decision import decide
+from bot.promotion.policy import PromotionPolicy
+from bot.review.evidence import Evidence, evidence, evidence_block, read_evidence
 from harness.geomean import geomean_ci
-from bot.review.evidence import evidence, read_evidence, evidence_block
 from harness.schema import Status
 
 P = PromotionPolicy()

@@ -10,8 +10,8 @@ import urllib.request
 import pytest
 from eventkit import comment_event, example
 
-from bot.intake.server import WebhookApp, JobRunner, make_server, secrets_from_env, sign, verify_signature
 from bot.intake.queue import JobQueue
+from bot.intake.server import JobRunner, WebhookApp, make_server, secrets_from_env, sign, verify_signature
 
 NEW, OLD = b"new-secret", b"old-secret"
 

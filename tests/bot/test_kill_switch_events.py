@@ -3,8 +3,6 @@ and an invalid policy file stop events, promotion and campaign rounds, not only 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from candkit import bot_candidate, candidate_meta
 from memforge import MemForge

@@ -3,7 +3,6 @@ verify: an edited, typed or copied block gives the PR no metadata (no promotion,
 
 from __future__ import annotations
 
-
 import pytest
 from candkit import candidate_meta
 from memforge import MemForge
@@ -11,8 +10,8 @@ from reportkit import good
 
 import bot.campaign.github as gc
 from bot.campaign.attempts import ensure_attempt
-from bot.forge.markers import decode_meta, with_meta
 from bot.campaign.local import weak_start
+from bot.forge.markers import decode_meta, with_meta
 from bot.forge.trusted_meta import META_KEY_ENV, MetaKeyError, meta_key, read_meta, write_meta
 from bot.review.publish import publish_results
 

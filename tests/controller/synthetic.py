@@ -13,10 +13,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from bot.agents.tunables import TunableError, configuration, solution_tunables
 from harness.report import DeviceInfo, FeedbackItem, LatencyStats, PairedRatio, Report, Roofline, WorkloadResult
 from harness.schema import Solution, Status
-
-from bot.agents.tunables import TunableError, configuration, solution_tunables
 
 
 def _stats(ms: float) -> LatencyStats:

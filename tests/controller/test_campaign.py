@@ -17,9 +17,9 @@ from bot.agents.tunables import configuration, solution_tunables
 from bot.controller.budget import Budget, Usage, converged, exceeded
 from bot.controller.campaign import Campaign, CampaignConfig, CampaignError
 from bot.controller.memory import SearchMemory
-from tests.controller.synthetic import FunctionEvaluator, LatencyTable, TableEvaluator, canonical
 from bot.controller.tree import ROOT, SearchConfig, Tree
 from harness.schema import parse_definition
+from tests.controller.synthetic import FunctionEvaluator, LatencyTable, TableEvaluator, canonical
 
 
 def smooth(state: str) -> float:

@@ -77,7 +77,9 @@ def test_safetensors_inputs_stay_inside_the_dataset_root(tmp_path):
 
 
 def test_outputs_are_poisoned():
-    d = _def({"x": {"shape": ["M", "N"], "dtype": "float32"}}, outputs={"y": {"shape": ["M", "N"], "dtype": "bfloat16"}, "i": {"shape": ["M"], "dtype": "int32"}})
+    d = _def(
+        {"x": {"shape": ["M", "N"], "dtype": "float32"}}, outputs={"y": {"shape": ["M", "N"], "dtype": "bfloat16"}, "i": {"shape": ["M"], "dtype": "int32"}}
+    )
     out = allocate_outputs(d, {"M": 3, "N": 16}, "cpu")
     assert torch.isnan(out["y"].float()).all() and (out["i"] == torch.iinfo(torch.int32).max).all()
 
@@ -171,8 +173,14 @@ def test_export_writes_generated_inputs_as_random():
     from harness.export import _official
     from harness.schema import Trace
 
-    t = Trace.model_validate({"definition": "d", "solution": "s", "workload": {"uuid": "u", "axes": {"M": 1}, "inputs": {"idx": {"type": "generated", "generator": "permutation", "params": {"n_axis": "M"}}}},
-                              "evaluation": {"status": "REJECTED", "environment": {"hardware": "h"}, "timestamp": "t", "log": "why"}})
+    t = Trace.model_validate(
+        {
+            "definition": "d",
+            "solution": "s",
+            "workload": {"uuid": "u", "axes": {"M": 1}, "inputs": {"idx": {"type": "generated", "generator": "permutation", "params": {"n_axis": "M"}}}},
+            "evaluation": {"status": "REJECTED", "environment": {"hardware": "h"}, "timestamp": "t", "log": "why"},
+        }
+    )
     data = _official(t)
     assert data["workload"]["inputs"]["idx"] == {"type": "random"}
     assert data["evaluation"]["kbot"]["generated_inputs"]["idx"]["generator"] == "permutation"

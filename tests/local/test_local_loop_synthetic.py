@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from bot.agents.tunables import configuration, solution_tunables
-from tests.controller.synthetic import make_report
-from bot.forge.markers import decode_meta
 from bot.campaign.local import OptimizeOptions, Workspace, optimize
+from bot.forge.markers import decode_meta
 from bot.promotion.champion import read_champion
 from bot.review.evidence import find_evidence
 from harness.schema import load_workloads
+from tests.controller.synthetic import make_report
 
 REPO = Path(__file__).resolve().parents[2]
 

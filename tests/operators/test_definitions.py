@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from opkit import ALL, ATTENTION, DECODE, INDEXER, MOE, PREFILL, REPO, official, official_path, ours
 
-from harness.compare import COMPARATORS
 import harness.inputs  # noqa: F401  (registers the contest operators' generators)
+from harness.compare import COMPARATORS
 from harness.generators import GENERATORS
 from harness.schema import load_workloads
-from opkit import ALL, ATTENTION, DECODE, INDEXER, MOE, PREFILL, REPO, official, official_path, ours
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -18,7 +18,10 @@ def test_interface_is_the_official_one(shared, name):
     mine, _ = ours(name)
     theirs = official(shared, name)
     assert mine.name == theirs.name and mine.op_type == theirs.op_type
-    strip = lambda group: {k: {kk: vv for kk, vv in v.items() if kk != "description"} for k, v in group.items()}
+
+    def strip(group):
+        return {k: {kk: vv for kk, vv in v.items() if kk != "description"} for k, v in group.items()}
+
     raw = json.loads(official_path(shared, name).read_text())
     ours_raw = json.loads((REPO / "definitions" / name / "definition.json").read_text())
     for key in ("axes", "inputs", "outputs"):
@@ -57,7 +60,9 @@ def test_official_tolerances_are_the_defaults():
 
 
 def test_workloads_cover_the_contest_regimes():
-    wl = lambda n: load_workloads(REPO / "definitions" / n / "workloads.jsonl", ours(n)[0])
+    def wl(n):
+        return load_workloads(REPO / "definitions" / n / "workloads.jsonl", ours(n)[0])
+
     assert {w.axes["batch_size"] for w in wl(DECODE)} == {1, 4, 8, 16, 32, 48, 64}
     pre = wl(PREFILL)
     assert {w.inputs["cu_seqlens"].params["mix"] for w in pre} == {"equal", "random", "skewed"}

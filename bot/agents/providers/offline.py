@@ -160,7 +160,7 @@ class OfflineAgent(Agent):
                 score = votes.get(t.role, 0.0) * d
                 singles.append((-score, abs(j - t.index), rng.random(), t, v))
         singles.sort(key=lambda x: x[:3])
-        for neg, dist, _, t, v in singles:
+        for neg, _dist, _, t, v in singles:
             why = f"{t.key}: {t.value!r} -> {v!r}"
             if neg < 0 and fired:
                 why += " (profiler: " + "; ".join(fired) + ")"

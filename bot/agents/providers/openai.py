@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from ..base import AgentError
-from ..llm import Completion, LLMAgent, Retryable, parse_retry_after, place_params
 from ..catalog import register
+from ..llm import Completion, LLMAgent, Retryable, parse_retry_after, place_params
 
 
 @register("openai")

@@ -14,8 +14,8 @@ from typing import Any
 
 from ..base import AgentError
 from ..calllog import CallLog, CallRecord
-from ..llm import Completion, LLMAgent
 from ..catalog import register
+from ..llm import Completion, LLMAgent
 
 
 @register("replay")
