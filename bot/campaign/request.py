@@ -1,7 +1,7 @@
 """What a campaign is asked to do on the code host, and the one way it says no.
 
 ``/optimize`` builds an OptimizeRequest (``bot.commands.optimize``), so does the next round of a
-campaign (``bot.campaign.github.continue_after_results``); the campaign answers with the PRs it
+campaign (``bot.campaign.github_campaign.continue_after_results``); the campaign answers with the PRs it
 opened, or raises CampaignRefused with a sentence that is safe to show the person who asked.
 """
 

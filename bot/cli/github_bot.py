@@ -29,14 +29,14 @@ def _fail(msg: str) -> None:
 
 
 # /optimize without --campaign (or with an empty KBOT_CAMPAIGN): propose and open candidate PRs.
-DEFAULT_CAMPAIGN = "bot.campaign.github:campaign"
+DEFAULT_CAMPAIGN = "bot.campaign.github_campaign:campaign"
 
 
 def _campaign_for(fn: Callable[..., Any] | None, forge: Any) -> Callable[..., Any] | None:
     """The one-argument callable ForgeServices expects: ``fn`` with this forge bound when it takes one."""
     if fn is None:
         return None
-    from bot.campaign.github import bind
+    from bot.campaign.github_campaign import bind
 
     return bind(forge, fn)
 
@@ -112,7 +112,7 @@ def register(cli: click.Group) -> None:
                 forges[key] = _github_forge(name, inst)
             return forges[key]
 
-        from bot.campaign.github import continue_after_results
+        from bot.campaign.github_campaign import continue_after_results
 
         router = EventRouter(forge_for, lambda f: ForgeServices(f, _campaign_for(campaign_fn, f)),
                              RateLimiter(Path(state_dir) / "rate.sqlite3"), _load_callable(fetch_results),
@@ -173,7 +173,7 @@ def register(cli: click.Group) -> None:
                 click.echo(f"no open PR for {head_branch}; nothing to report")
                 return
             pr_number = pr.number
-        from bot.commands.policy import paused
+        from bot.commands.bot_policy import paused
 
         why = paused(forge, forge.get_pr(pr_number).labels)
         if why:
@@ -188,7 +188,7 @@ def register(cli: click.Group) -> None:
         next_round: list[int] | str = []
         if not no_rounds and out.state != "skipped":
             # The campaign's next round opens when this result completes the current one.
-            from bot.campaign.github import continue_after_results
+            from bot.campaign.github_campaign import continue_after_results
 
             try:
                 next_round = [p.number for p in continue_after_results(forge, pr_number)]
@@ -220,10 +220,10 @@ def register(cli: click.Group) -> None:
     def decide_cmd(report_path: str, policy_path: str | None, champion_hash: str | None, head_sha: str | None,
                    behind: bool) -> None:
         """Print the promotion decision for a report (no forge, no merge)."""
-        from bot.commands.policy import REPO_ROOT
+        from bot.commands.bot_policy import REPO_ROOT
         from bot.policy_file import PolicyError
         from bot.promotion.decision import decide
-        from bot.promotion.policy import PROMOTION_PATH, PromotionPolicy
+        from bot.promotion.promotion_policy import PROMOTION_PATH, PromotionPolicy
         from bot.review.evidence import Evidence
         from harness.report import load_report
 

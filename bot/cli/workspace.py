@@ -1,6 +1,6 @@
 """The local workspace commands of ``kbot`` (registered through the ``kbot.commands`` entry points).
 
-    kbot optimize DEFINITION       a campaign on the local forge (see bot/campaign/local.py)
+    kbot optimize DEFINITION       a campaign on the local forge (see bot/campaign/local_loop.py)
     kbot pr list | kbot pr show N  the local pull requests, their reviews, statuses and decisions
     kbot leaderboard [DEFINITION]  champion lineage from the workspace's main
     kbot report --html DIR         static site of the workspace (opens from disk)
@@ -28,7 +28,7 @@ def _fail(msg: str) -> None:
 
 
 def _workspace(path: str, *, must_exist: bool = True):
-    from bot.campaign.local import Workspace
+    from bot.campaign.local_loop import Workspace
 
     if must_exist and not (Path(path) / "forge" / "repo.git").exists():
         _fail(f"no kbot workspace at {path}; run `kbot optimize DEFINITION` first (or pass --workspace)")
@@ -128,7 +128,7 @@ def register(cli: click.Group) -> None:
         Re-running after an interruption resumes: finished evaluations and PRs are not repeated."""
         from rich.console import Console
 
-        from bot.campaign.local import LoopError, OptimizeOptions, optimize
+        from bot.campaign.local_loop import LoopError, OptimizeOptions, optimize
 
         err = Console(stderr=True, soft_wrap=True)  # one line per event, even in a log file
         opts = OptimizeOptions(definition=definition, agent=agent, rounds=rounds, candidates=candidates, device=device,

@@ -1,4 +1,4 @@
-"""Who may command the bot, and how often (the rules themselves are in ``bot.commands.policy``).
+"""Who may command the bot, and how often (the rules themselves are in ``bot.commands.bot_policy``).
 
 Security model (see docs/bot.md):
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from bot.commands.policy import BotPolicy
+from bot.commands.bot_policy import BotPolicy
 from bot.forge.base import Forge, ForgeError, Permission
 
 

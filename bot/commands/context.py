@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.campaign.request import OptimizeRequest
-from bot.commands.policy import BotPolicy
+from bot.commands.bot_policy import BotPolicy
 from bot.forge.base import Forge, PullRequest
 
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from bot.commands.auth import RateLimiter, authorize, is_bot_account
+from bot.commands.bot_policy import kill_switch, load_policy
 from bot.commands.context import CommandContext, CommandFailed, CommandResult, Services
 from bot.commands.help import help_text
 from bot.commands.parser import parse_comment
-from bot.commands.policy import kill_switch, load_policy
 from bot.commands.spec import specs
 from bot.forge.base import Forge, ForgeError
 from bot.forge.markers import sticky_marker

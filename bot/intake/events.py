@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from bot.commands.auth import RateLimiter
+from bot.commands.bot_policy import paused
 from bot.commands.context import Services
 from bot.commands.dispatch import CommandDispatcher
-from bot.commands.policy import paused
 from bot.forge.base import Forge
 from bot.names import BENCH_WORKFLOW, STATUS_CONTEXT, is_candidate_branch
 from bot.review.publish import publish_results

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bot.promotion.policy import PromotionPolicy
+from bot.promotion.promotion_policy import PromotionPolicy
 from bot.review.evidence import Evidence
 from harness.geomean import geomean, geomean_ci
 from harness.schema import Status

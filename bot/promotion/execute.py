@@ -22,7 +22,7 @@ from bot.names import definition_branch_prefix
 from bot.promotion.candidate_gate import candidate_problems, solution_folder
 from bot.promotion.champion import champion_mentions, champion_path, leaderboard_path, read_champion, render_leaderboard, updated_champion
 from bot.promotion.decision import Decision, Reason, decide, valid_ratio
-from bot.promotion.policy import PromotionPolicy, load_promotion_policy
+from bot.promotion.promotion_policy import PromotionPolicy, load_promotion_policy
 from bot.review.evidence import Evidence, find_evidence
 from bot.review.markdown import escape_inline
 from harness.geomean import geomean_ci

@@ -9,14 +9,14 @@ import json
 from eventkit import comment_event, example
 
 from bot.commands.auth import RateLimiter
-from bot.commands.policy import POLICY_PATH
+from bot.commands.bot_policy import POLICY_PATH
 from bot.commands.services import ForgeServices
 from bot.forge.github import GitHubForge
 from bot.forge.markers import with_meta
 from bot.intake.events import EventRouter
 from bot.intake.queue import JobQueue
 from bot.intake.server import JobRunner, WebhookApp, sign
-from bot.promotion.policy import PROMOTION_PATH
+from bot.promotion.promotion_policy import PROMOTION_PATH
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 SECRET = b"e2e-secret"

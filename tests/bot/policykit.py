@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.commands.policy import POLICY_PATH, REPO_ROOT, BotPolicy
+from bot.commands.bot_policy import POLICY_PATH, REPO_ROOT, BotPolicy
 
 
 def example_policy() -> BotPolicy:

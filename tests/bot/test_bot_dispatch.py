@@ -10,8 +10,8 @@ from memforge import BOT, MemForge
 from policykit import example_policy
 
 from bot.commands.auth import RateLimiter, authorize, is_bot_account
+from bot.commands.bot_policy import POLICY_PATH
 from bot.commands.dispatch import CommandDispatcher, reply_marker
-from bot.commands.policy import POLICY_PATH
 from bot.commands.services import ForgeServices
 from bot.forge.base import Permission
 from bot.forge.markers import with_meta
@@ -81,7 +81,7 @@ def test_authorize_uses_api_permission_and_teams(forge):
     assert not authorize(forge, pol, "alice", "promote").allowed
     assert authorize(forge, pol, "maint", "promote").allowed
     assert authorize(forge, pol, "nobody", "help").allowed
-    from bot.commands.policy import BotPolicy
+    from bot.commands.bot_policy import BotPolicy
     teamed = BotPolicy.model_validate({"commands": {"promote": {"permission": "admin", "teams": ["octo/kernel-leads"]}}})
     forge.teams[("octo", "kernel-leads")] = {"alice"}
     assert authorize(forge, teamed, "alice", "promote").allowed

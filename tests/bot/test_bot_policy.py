@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from policykit import example_policy
 
-from bot.commands.policy import BotPolicy, load_policy_text
+from bot.commands.bot_policy import BotPolicy, load_policy_text
 from bot.policy_file import PolicyError
 
 

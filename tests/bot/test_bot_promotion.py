@@ -9,7 +9,7 @@ from reportkit import FINDING, good, report, workload
 
 from bot.policy_file import PolicyError
 from bot.promotion.decision import decide
-from bot.promotion.policy import PromotionPolicy
+from bot.promotion.promotion_policy import PromotionPolicy
 from bot.review.evidence import Evidence, evidence, evidence_block, read_evidence
 from harness.geomean import geomean_ci
 from harness.schema import Status

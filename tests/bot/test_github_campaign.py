@@ -20,8 +20,8 @@ import pytest
 from e2ekit import Env
 
 from bot.campaign.attempts import ensure_attempt
-from bot.campaign.github import bind, champion_lineage, continue_after_results, read_snapshot, summary_from_evidence
-from bot.campaign.local import weak_start
+from bot.campaign.github_campaign import bind, champion_lineage, continue_after_results, read_snapshot, summary_from_evidence
+from bot.campaign.local_loop import weak_start
 from bot.commands.dispatch import CommandDispatcher
 from bot.commands.services import ForgeServices
 from bot.forge.base import BranchTouchedByHumansError

@@ -8,9 +8,9 @@ from candkit import candidate_meta
 from memforge import MemForge
 from reportkit import good
 
-import bot.campaign.github as gc
+import bot.campaign.github_campaign as gc
 from bot.campaign.attempts import ensure_attempt
-from bot.campaign.local import weak_start
+from bot.campaign.local_loop import weak_start
 from bot.forge.markers import decode_meta, with_meta
 from bot.forge.trusted_meta import META_KEY_ENV, MetaKeyError, meta_key, read_meta, write_meta
 from bot.review.publish import publish_results

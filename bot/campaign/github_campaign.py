@@ -50,7 +50,7 @@ from bot.agents.catalog import create_agent
 from bot.agents.tunables import config_key_or_none
 from bot.campaign.attempts import AttemptError, ensure_attempt, read_solution
 from bot.campaign.request import CampaignRefused, OptimizeRequest
-from bot.commands.policy import kill_switch, load_policy
+from bot.commands.bot_policy import kill_switch, load_policy
 from bot.controller.campaign import Campaign
 from bot.controller.tree import PENDING, ROOT
 from bot.forge.base import BranchTouchedByHumansError, PullRequest
