@@ -222,8 +222,7 @@ def register(cli: click.Group) -> None:
         """Print the promotion decision for a report (no forge, no merge)."""
         from bot.commands.bot_policy import REPO_ROOT
         from bot.policy_file import PolicyError
-        from bot.promotion.decision import decide
-        from bot.promotion.promotion_policy import PROMOTION_PATH, PromotionPolicy
+        from bot.promotion.decision import PROMOTION_PATH, PromotionPolicy, decide
         from bot.review.evidence import Evidence
         from harness.report import load_report
 

@@ -1,6 +1,6 @@
 """The promotion stage: does an evaluated candidate replace the champion, and if so, merge it safely.
 
-``promotion_policy`` (skills/promotion.yaml), ``decision`` (the pure rules: evidence + policy + today's facts ->
+``decision`` (the pure rules and their thresholds, skills/promotion.yaml: evidence + policy + facts ->
 promote / reject / rebenchmark), ``candidate_gate`` (only the bot's own, unmodified branches are
 merged), ``execute`` (sha-guarded merge, champion pointer, losers closed; resuming an interrupted one),
 ``champion`` (the pointer document and the generated LEADERBOARD.md).

@@ -4,6 +4,8 @@ up_to_date)`` -> a Decision (promote, reject or rebenchmark) with one Reason per
 Evidence comes from a Report or from the evidence block of our own review (``bot.review.evidence``),
 the policy from ``skills/promotion.yaml`` on the default branch, the facts from the repository now
 (current champion hash, whether the measured head is still the PR head and contains the default branch).
+The policy model (PromotionPolicy) is here, beside the rules it sets the thresholds of, so a rule and
+its threshold are one edit (and one line of ``skills/promotion.yaml``).
 
 Rule order matters: correctness and guard failures reject whatever else is true; a stale measurement
 (other champion, moved head, base behind the default branch) asks for a re-benchmark before any
@@ -16,10 +18,33 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from bot.promotion.promotion_policy import PromotionPolicy
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.policy_file import parse_policy
 from bot.review.evidence import Evidence
 from harness.geomean import geomean, geomean_ci
 from harness.schema import Status
+
+PROMOTION_PATH = "skills/promotion.yaml"
+
+
+class PromotionPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = 1
+    require_all_passed: Literal[True] = True
+    require_guard_clean: bool = True
+    min_speedup: float = Field(1.03, ge=1.0, le=100.0)
+    min_ci_lower: float = Field(1.0, ge=0.5, le=100.0)
+    max_regression: float = Field(0.02, ge=0.0, le=0.5)
+    first_champion_min_speedup_vs_reference: float = Field(1.0, ge=0.0, le=1000.0)
+    require_up_to_date: bool = True
+    merge_method: Literal["squash", "merge", "rebase"] = "squash"
+    close_losers: bool = True
+
+    @classmethod
+    def from_yaml(cls, text: str, where: str = PROMOTION_PATH) -> "PromotionPolicy":
+        return parse_policy(cls, text, where)
 
 
 @dataclass(frozen=True)

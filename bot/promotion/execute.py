@@ -19,14 +19,25 @@ from typing import Any, Mapping
 from bot.forge.base import BranchMovedError, Forge, ForgeError, HeadMovedError, PullRequest
 from bot.forge.trusted_meta import read_meta
 from bot.names import definition_branch_prefix
+from bot.policy_file import PolicyError
 from bot.promotion.candidate_gate import candidate_problems, solution_folder
 from bot.promotion.champion import champion_mentions, champion_path, leaderboard_path, read_champion, render_leaderboard, updated_champion
-from bot.promotion.decision import Decision, Reason, decide, valid_ratio
-from bot.promotion.promotion_policy import PromotionPolicy, load_promotion_policy
+from bot.promotion.decision import PROMOTION_PATH, Decision, PromotionPolicy, Reason, decide, valid_ratio
 from bot.review.evidence import Evidence, find_evidence
 from bot.review.markdown import escape_inline
 from harness.geomean import geomean_ci
 from harness.schema import Status
+
+
+def load_promotion_policy(forge: Forge) -> PromotionPolicy:
+    """The promotion policy on the default branch now (defaults when the file is absent; PolicyError if invalid)."""
+    raw = forge.read_file(PROMOTION_PATH, ref=forge.default_branch())
+    if raw is None:
+        return PromotionPolicy()
+    try:
+        return PromotionPolicy.from_yaml(raw.decode() if isinstance(raw, bytes) else raw)
+    except UnicodeDecodeError:
+        raise PolicyError(f"{PROMOTION_PATH}: not UTF-8") from None
 
 
 def is_up_to_date(forge: Forge, pr: PullRequest) -> bool:

@@ -16,7 +16,7 @@ from bot.forge.markers import with_meta
 from bot.intake.events import EventRouter
 from bot.intake.queue import JobQueue
 from bot.intake.server import JobRunner, WebhookApp, sign
-from bot.promotion.promotion_policy import PROMOTION_PATH
+from bot.promotion.decision import PROMOTION_PATH
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 SECRET = b"e2e-secret"

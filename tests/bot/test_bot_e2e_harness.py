@@ -18,7 +18,7 @@ from e2ekit import Env
 
 from bot.forge.markers import REVIEW_MARKER, with_meta
 from bot.promotion.champion import read_champion
-from bot.promotion.promotion_policy import PROMOTION_PATH
+from bot.promotion.decision import PROMOTION_PATH
 from harness.runner import RunConfig, evaluate
 from harness.schema import Solution, load_definition, load_workloads, parse_solution
 

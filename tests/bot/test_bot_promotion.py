@@ -8,8 +8,7 @@ import pytest
 from reportkit import FINDING, good, report, workload
 
 from bot.policy_file import PolicyError
-from bot.promotion.decision import decide
-from bot.promotion.promotion_policy import PromotionPolicy
+from bot.promotion.decision import PromotionPolicy, decide
 from bot.review.evidence import Evidence, evidence, evidence_block, read_evidence
 from harness.geomean import geomean_ci
 from harness.schema import Status

@@ -7,8 +7,7 @@ import re
 from reportkit import FB, FINDING, good, report, workload
 
 from bot.forge.markers import REVIEW_MARKER
-from bot.promotion.decision import decide
-from bot.promotion.promotion_policy import PromotionPolicy
+from bot.promotion.decision import PromotionPolicy, decide
 from bot.review.evidence import Evidence, read_evidence
 from bot.review.markdown import ZWSP, escape_inline
 from bot.review.sticky_review import render_review, status_line
