@@ -1,7 +1,7 @@
 """One optimization attempt = one branch + one commit + one pull request, through any ``Forge``.
 
-Shared by the local loop (``bot.local_loop``, evaluates at once) and the GitHub campaign
-(``bot.github_campaign``, the bench workflow evaluates later). Conventions:
+Shared by the local loop (``bot.campaign.local_loop``, evaluates at once) and the GitHub campaign
+(``bot.campaign.github_campaign``, the bench workflow evaluates later). Conventions:
 
 * branch ``kbot/<definition>/<node>``, where the node id is the first 12 hex digits of the
   solution's content hash: the same kernel always lands on the same branch, so a retried or repeated

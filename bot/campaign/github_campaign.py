@@ -1,22 +1,24 @@
 """``/optimize`` on GitHub: propose candidates and open one PR each; the GPU runners evaluate later.
 
-    kbot bot command --campaign bot.github_campaign:campaign      (the default; see bot/cli_bot.py)
+    kbot bot command --campaign bot.campaign.github_campaign:campaign   (the default; bot/cli/github_bot.py)
 
 GitHub is the database. Every call rebuilds the search tree from the repository:
 
 * nodes = the bot's PRs on ``kbot/<definition>/<node>`` branches (any state), read through their
-  ``kbot:meta`` block (``read_meta``: only PRs the bot opened are trusted, signed when a key is set), plus the champions of
-  ``kernels/<definition>/champion.json`` that have no PR (the shipped or starting kernel);
+  ``kbot:meta`` block (``read_meta``: only PRs the bot opened are trusted, signed when a key is set),
+  plus the champions of ``kernels/<definition>/champion.json`` that have no PR (the shipped or
+  starting kernel);
 * a PR is *evaluated* when our sticky review carries an evidence block for its solution
-  (``bot.review.find_evidence``), *pending* otherwise;
+  (``bot.review.evidence.find_evidence``), *pending* otherwise;
 * rewards: each review measured the candidate paired against the champion of that day; the champion
   lineage in ``champion.json`` (each promotion's ``speedup_vs_previous``) chains those ratios back to
   the oldest champion, which is the tree's baseline, so every node's speedup is in one frame;
 * the kernels of evaluated nodes are read back from the PRs (``solution_path`` in the meta block).
 
-Then the controller does what it does everywhere (``bot.controller.campaign.Campaign.propose_next``:
-UCT selection with widening, search memory, the agent's proposals, duplicate kernels dropped) in a
-throw-away store, and each new proposal becomes a PR through ``bot.attempts.ensure_attempt``
+Then the controller does what it does everywhere: ``Campaign.from_records`` builds the campaign from
+those node records (the path a local resume takes, here in memory: nothing is written or cached) and
+``propose_next`` selects (UCT with widening, search memory, the agent's proposals, duplicate kernels
+dropped); each new proposal becomes a PR through ``bot.campaign.attempts.ensure_attempt``
 (deterministic branch, one commit, meta block with definition, parent node, agent, model, prompt
 hash, campaign id, round, solution hash and path). The bench workflow starts on the PR's ``opened``
 event.

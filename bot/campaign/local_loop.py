@@ -4,7 +4,7 @@
 
 runs a campaign (``bot.controller.campaign``) whose evaluator opens one branch + one pull request per
 candidate on a ``LocalForge``, evaluates it with the real harness against the current champion
-(paired ratio), publishes the sticky review + status with ``bot.review.publish_results``, and lets
+(paired ratio), publishes the sticky review + status with ``bot.review.publish.publish_results``, and lets
 ``bot.promotion`` decide and carry out the decision (sha-guarded squash merge of the winner, champion
 pointer + LEADERBOARD.md commit, losers closed with a summary). The same code paths as on GitHub.
 

@@ -86,7 +86,7 @@ class ForgeServices:
         if pr.author.lower() != self.forge.info.bot_login.lower():
             raise CommandFailed("only candidate PRs opened by the bot can be promoted.")
         # The rest of the gate (bot-only commits, files only under the solution folder, report = meta)
-        # is checked by run_promotion right before the merge (bot.candidate_gate).
+        # is checked by run_promotion right before the merge (bot.promotion.candidate_gate).
         if pr.merged:
             # A promotion interrupted after its merge: write the champion pointer it never got.
             resumed = resume_pointer(self.forge, pr)

@@ -3,7 +3,7 @@
 This is what ``kbot optimize`` runs on when there is no GitHub. It implements the same ``Forge``
 protocol as ``GitHubForge`` and passes the same behaviour tests (``tests/forge/forge_contract.py``,
 run in ``tests/local/test_local_forge_contract.py``), so the promotion code (``bot.promotion``), the
-review publisher (``bot.review.publish_results``) and the leaderboard run unchanged on it.
+review publisher (``bot.review.publish.publish_results``) and the leaderboard run unchanged on it.
 
 * Code lives in a bare repository (``repo.git``): commits are written with git plumbing
   (``hash-object``, a private index, ``write-tree``, ``commit-tree``) and branches move with

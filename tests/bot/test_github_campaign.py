@@ -1,4 +1,4 @@
-"""The GitHub campaign (``bot.github_campaign``) end to end against the fake GitHub, through GitHubForge:
+"""The GitHub campaign (``bot.campaign.github_campaign``) end to end against the fake GitHub, through GitHubForge:
 
 signed `/optimize rmsnorm_h4096 --candidates 2` → the command handler with the REAL campaign (offline
 agent, tree rebuilt from the repository) → 2 PRs with meta blocks and one commit each; the same
