@@ -101,7 +101,8 @@ class Ceilings(BaseModel):
 # ------------------------------------------------------------------------------------------------ data
 
 # From ../shared/REFERENCES.md, "Hardware we measure on": device-to-device copy ~4.3 TB/s (read + write)
-# and bf16 8192^3 torch matmul ~770-800 TFLOP/s were measured on our H200 in an earlier session; fp16
+# and bf16 8192^3 torch matmul ~770-800 TFLOP/s were measured on our H200 (before the harness had its own
+# ceilings run); fp16
 # is assumed equal to bf16; fp8 and fp32 are datasheet values (dense fp8 ~1980, fp32 ~67 TFLOP/s).
 DOCUMENTED: dict[str, dict[str, Any]] = {
     "H200": {
@@ -111,7 +112,7 @@ DOCUMENTED: dict[str, dict[str, Any]] = {
         "l2_bytes": 60 * 1024 * 1024,  # REFERENCES.md: 60 MB L2
         "note": (
             f"{DOCUMENTED_LABEL}: copy ~4.3 TB/s and bf16 ~790 TFLOP/s were measured on an H200 in an "
-            "earlier session (REFERENCES.md); fp16 assumed = bf16; fp8 and fp32 are datasheet values. "
+            "earlier measurement (REFERENCES.md); fp16 assumed = bf16; fp8 and fp32 are datasheet values. "
             "Run `kbot ceilings --device cuda` on the runner to replace them."
         ),
     },

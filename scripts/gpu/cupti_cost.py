@@ -1,5 +1,5 @@
 """Where the kernel-time tracer's host seconds go (profile.cupti_s was 0.36-0.56 s per rmsnorm candidate
-on the H200, session 4 call 4): enabling/disabling the activity kinds, flushing, and reading records,
+on the H200, docs/measurements.md recording 17): enabling/disabling the activity kinds, flushing, and reading records,
 each timed alone in one process. Prints a short table; writes $OUT/cupti_cost.json."""
 
 import json

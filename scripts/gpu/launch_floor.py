@@ -1,6 +1,6 @@
 """Is the small-kernel per-process offset a per-process launch floor, and does CPU placement move it?
 
-The session-3 harness run read the SM clock from each hold (a fixed number of spin cycles between two
+The harness bench read the SM clock from each hold (a fixed number of spin cycles between two
 events): processes whose small kernels read ~0.5 µs slow also read their holds ~0.6 µs long, though the
 clock (nvidia-smi: 1980 MHz) is the same. So something adds a per-process constant to every interval
 between two events. Each child process here measures, with the harness's own protocol (L2 flush,

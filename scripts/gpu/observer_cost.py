@@ -1,4 +1,4 @@
-"""Where the CUPTI observer's seconds go, on the GPU (issue 2, overhead target).
+"""Where the CUPTI observer's seconds go, on the GPU (the 5 s overhead target).
 
 Each variant runs in a fresh process that prints marks (CLOCK_MONOTONIC, shared by all processes on
 Linux) as JSON lines; the parent adds when it spawned the child and when the child had exited, so

@@ -1,4 +1,4 @@
-"""Why do a few-µs kernel's medians move between processes? One process's evidence (issue 2, target 1).
+"""Why do a few-µs kernel's medians move between processes? One process's evidence (the 1% spread target).
 
 Run it several times as separate processes (see scripts/gpu/timing_spread.sh). In one process, for a
 few rmsnorm batch sizes, it times the shipped Triton kernel with the harness Timer:
