@@ -20,7 +20,9 @@ from bot.commands.context import CommandFailed
 from bot.forge.base import Forge, PullRequest
 from bot.forge.trusted_meta import read_meta
 from bot.names import BENCH_LABEL, BRANCH_PREFIX, PROFILE_LABEL, STATUS_CONTEXT, STOPPED_LABEL, is_candidate_pr
-from bot.review.evidence import find_evidence
+from bot.promotion.champion import read_champion
+from bot.promotion.execute import resume_pointer, run_promotion
+from bot.review.evidence import Evidence, find_evidence
 from bot.review.markdown import escape_inline
 
 CampaignFn = Callable[[OptimizeRequest], Any]
@@ -78,9 +80,6 @@ class ForgeServices:
         return f"{what} requested for `{pr.head_sha[:12]}`; the review will be updated when it finishes."
 
     def promote(self, pr: PullRequest, actor: str) -> str:
-        from bot.promotion.execute import resume_pointer, run_promotion
-        from bot.review.evidence import Evidence
-
         if not is_candidate_pr(pr):
             raise CommandFailed("only kbot candidate PRs of this repository can be promoted.")
         if pr.author.lower() != self.forge.info.bot_login.lower():
@@ -117,8 +116,6 @@ class ForgeServices:
         return "\n\n".join(lines)
 
     def status(self, thread: int, pr: PullRequest | None) -> str:
-        from bot.promotion.champion import read_champion
-
         lines: list[str] = []
         if pr is not None:
             st = self.forge.combined_status(pr.head_sha).get(STATUS_CONTEXT)
