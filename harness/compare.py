@@ -99,16 +99,8 @@ def elementwise(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance)
 
 
 @comparator("default")
-def compare_default(
-    outputs: dict[str, Any],
-    reference: dict[str, Any],
-    *,
-    definition: Definition,
-    axes: dict[str, int],
-    config: DefinitionConfig,
-    inputs: dict[str, Any] | None = None,
-    **_: Any,
-) -> CompareResult:
+def compare_default(outputs: dict[str, Any], reference: dict[str, Any], *, definition: Definition, axes: dict[str, int],
+                    config: DefinitionConfig, inputs: dict[str, Any] | None = None, **_: Any) -> CompareResult:
     worst = CompareResult(Status.PASSED, matched_ratio=1.0)
     for name, spec in definition.outputs.items():
         out = outputs.get(name)
@@ -132,15 +124,8 @@ def compare_default(
     return worst
 
 
-def compare(
-    outputs: dict[str, Any],
-    reference: dict[str, Any],
-    *,
-    definition: Definition,
-    axes: dict[str, int],
-    config: DefinitionConfig,
-    inputs: dict[str, Any] | None = None,
-) -> CompareResult:
+def compare(outputs: dict[str, Any], reference: dict[str, Any], *, definition: Definition, axes: dict[str, int],
+            config: DefinitionConfig, inputs: dict[str, Any] | None = None) -> CompareResult:
     fn = COMPARATORS.get(config.comparator)
     if fn is None:
         raise KeyError(f"unknown comparator '{config.comparator}' (known: {sorted(COMPARATORS)})")
