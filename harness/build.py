@@ -146,7 +146,9 @@ def build(solution: Solution, workdir: Path, *, device: str = "cpu") -> tuple[Ca
     except BaseException as e:  # noqa: BLE001 — any import-time failure is a build failure
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
-        return None, BuildResult(ok=False, language=lang.value, seconds=time.perf_counter() - t0, errors=python_error(e, src_root), log=traceback.format_exc()[-8000:])
+        return None, BuildResult(
+            ok=False, language=lang.value, seconds=time.perf_counter() - t0, errors=python_error(e, src_root), log=traceback.format_exc()[-8000:]
+        )
 
 
 def _cuda_sources(solution: Solution, src_root: Path) -> list[Path]:
@@ -181,25 +183,53 @@ def _build_cuda(solution: Solution, src_root: Path, workdir: Path, device: str) 
             if src.suffix != ".cu":
                 continue
             try:
-                r = subprocess.run([nvcc, "-arch=sm_90", "-std=c++17", "-c", str(src), "-o", str(workdir / (src.stem + ".o")), *includes], capture_output=True, text=True, timeout=NVCC_CHECK_TIMEOUT_S)
+                r = subprocess.run(
+                    [nvcc, "-arch=sm_90", "-std=c++17", "-c", str(src), "-o", str(workdir / (src.stem + ".o")), *includes],
+                    capture_output=True,
+                    text=True,
+                    timeout=NVCC_CHECK_TIMEOUT_S,
+                )
             except subprocess.TimeoutExpired:
-                log.append(f"nvcc on {src.name} did not finish within {NVCC_CHECK_TIMEOUT_S} s (torch headers are heavy on a small CPU); no compiler errors known")
+                log.append(
+                    f"nvcc on {src.name} did not finish within {NVCC_CHECK_TIMEOUT_S} s (torch headers are heavy on a small CPU); no compiler errors known"
+                )
                 continue
             log.append(r.stdout + r.stderr)
             if r.returncode != 0:
                 errors += parse_compiler_output(r.stdout + r.stderr, src_root) or [BuildError(file=src.name, message=(r.stderr or r.stdout)[-2000:])]
-        raise BuildFailed(BuildResult(ok=False, language="cuda", errors=errors or [BuildError(message="compiled with nvcc, but running a cuda solution needs a GPU (use --device cuda on a GPU runner)")], log="\n".join(log)[-8000:]))
+        raise BuildFailed(
+            BuildResult(
+                ok=False,
+                language="cuda",
+                errors=errors or [BuildError(message="compiled with nvcc, but running a cuda solution needs a GPU (use --device cuda on a GPU runner)")],
+                log="\n".join(log)[-8000:],
+            )
+        )
     from torch.utils import cpp_extension
 
     name = "kbot_cuda_" + hashlib.sha256("".join(p.read_text() for p in sources).encode()).hexdigest()[:12]
     build_dir = workdir / "build"
     build_dir.mkdir(exist_ok=True)
     try:
-        mod = cpp_extension.load(name=name, sources=[str(s) for s in sources], build_directory=str(build_dir), extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-lineinfo"], extra_cflags=["-O3"], verbose=False)
+        mod = cpp_extension.load(
+            name=name,
+            sources=[str(s) for s in sources],
+            build_directory=str(build_dir),
+            extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-lineinfo"],
+            extra_cflags=["-O3"],
+            verbose=False,
+        )
     except Exception as e:  # noqa: BLE001
         text = str(e)
         log_file = build_dir / "build.ninja"
-        raise BuildFailed(BuildResult(ok=False, language="cuda", errors=parse_compiler_output(text, src_root) or [BuildError(message=text[-4000:])], log=text[-8000:] + (f"\n(ninja file: {log_file})" if log_file.exists() else ""))) from None
+        raise BuildFailed(
+            BuildResult(
+                ok=False,
+                language="cuda",
+                errors=parse_compiler_output(text, src_root) or [BuildError(message=text[-4000:])],
+                log=text[-8000:] + (f"\n(ninja file: {log_file})" if log_file.exists() else ""),
+            )
+        ) from None
     fn = getattr(mod, fn_name, None)
     if fn is None:
         raise BuildFailed(BuildResult(ok=False, language="cuda", errors=[BuildError(message=f"compiled module has no function '{fn_name}'")]))
@@ -214,9 +244,5 @@ def _binding_source(all_text: str, fn_name: str) -> str:
     ret, args = m.group(1).strip().split("\n")[-1].strip(), m.group(2)
     # Named arguments, so the harness's keyword call (inputs and outputs by name) reaches the C++ function.
     names = [re.findall(r"[A-Za-z_]\w*", a.split("=")[0])[-1] for a in args.split(",") if a.strip()]
-    py_args = "".join(f", pybind11::arg(\"{n}\")" for n in names)
-    return (
-        "#include <torch/extension.h>\n"
-        f"{ret} {fn_name}({args});\n"
-        f"PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def(\"{fn_name}\", &{fn_name}{py_args}); }}\n"
-    )
+    py_args = "".join(f', pybind11::arg("{n}")' for n in names)
+    return f'#include <torch/extension.h>\n{ret} {fn_name}({args});\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {{ m.def("{fn_name}", &{fn_name}{py_args}); }}\n'

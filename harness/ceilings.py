@@ -101,7 +101,8 @@ class Ceilings(BaseModel):
 # ------------------------------------------------------------------------------------------------ data
 
 # From ../shared/REFERENCES.md, "Hardware we measure on": device-to-device copy ~4.3 TB/s (read + write)
-# and bf16 8192^3 torch matmul ~770-800 TFLOP/s were measured on our H200 in an earlier session; fp16
+# and bf16 8192^3 torch matmul ~770-800 TFLOP/s were measured on our H200 (before the harness had its own
+# ceilings run); fp16
 # is assumed equal to bf16; fp8 and fp32 are datasheet values (dense fp8 ~1980, fp32 ~67 TFLOP/s).
 DOCUMENTED: dict[str, dict[str, Any]] = {
     "H200": {
@@ -111,7 +112,7 @@ DOCUMENTED: dict[str, dict[str, Any]] = {
         "l2_bytes": 60 * 1024 * 1024,  # REFERENCES.md: 60 MB L2
         "note": (
             f"{DOCUMENTED_LABEL}: copy ~4.3 TB/s and bf16 ~790 TFLOP/s were measured on an H200 in an "
-            "earlier session (REFERENCES.md); fp16 assumed = bf16; fp8 and fp32 are datasheet values. "
+            "earlier measurement (REFERENCES.md); fp16 assumed = bf16; fp8 and fp32 are datasheet values. "
             "Run `kbot ceilings --device cuda` on the runner to replace them."
         ),
     },
@@ -251,17 +252,17 @@ def measure_ceilings(device: str = "cuda", *, quick: bool = False) -> Ceilings:
     t = timed(lambda: dst.copy_(src), 20)
     bw = 2 * nbytes / t / 1e9
     details["copy"] = {"bytes_each_way": nbytes, "median_s": t}
-    del src, dst
+    src = dst = None  # free the buffers before the next measurement
 
     peaks: dict[str, float] = {}
     n = 8192 if not quick else 2048
     for key, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
         a = torch.randn(n, n, device="cuda", dtype=dtype)
         b = torch.randn(n, n, device="cuda", dtype=dtype)
-        t = timed(lambda: a @ b, 10)
+        t = timed(lambda a=a, b=b: a @ b, 10)
         peaks[key] = 2 * n**3 / t / 1e12
         details[key] = {"n": n, "median_s": t}
-        del a, b
+        a = b = None
     # fp32 without TF32: the CUDA-core peak, which is what element-wise and reduction math runs on.
     prev = torch.backends.cuda.matmul.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -272,7 +273,7 @@ def measure_ceilings(device: str = "cuda", *, quick: bool = False) -> Ceilings:
         t = timed(lambda: a @ b, 5)
         peaks["fp32"] = 2 * m**3 / t / 1e12
         details["fp32"] = {"n": m, "median_s": t, "tf32": False}
-        del a, b
+        a = b = None
     finally:
         torch.backends.cuda.matmul.allow_tf32 = prev
     try:
@@ -283,7 +284,7 @@ def measure_ceilings(device: str = "cuda", *, quick: bool = False) -> Ceilings:
         t = timed(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), 10)
         peaks["fp8"] = 2 * n**3 / t / 1e12
         details["fp8"] = {"n": n, "median_s": t, "via": "torch._scaled_mm e4m3"}
-        del a, b
+        a = b = None
     except Exception as e:  # fp8 matmul needs sm_89+ and a recent torch; say why it is absent
         missing["fp8"] = f"{type(e).__name__}: {e}"[:300]
     torch.cuda.empty_cache()

@@ -57,23 +57,68 @@ def default_workloads_path(definition_path: Path, name: str) -> Path | None:
 @click.argument("solution_json", type=click.Path(dir_okay=False))
 @click.option("--definition", "-d", "definition_arg", required=True, help="Definition JSON file, or the name of one of ours (definitions/NAME).")
 @click.option("--workloads", "-w", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL (default: workloads.jsonl next to the definition).")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True, help="cpu runs python and triton solutions on the CPU (Triton through its interpreter), whatever target_hardware says.")
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+    help="cpu runs python and triton solutions on the CPU (Triton through its interpreter), whatever target_hardware says.",
+)
 @click.option("--trials", type=click.IntRange(1, 1000), help="Correctness trials per workload, each with fresh inputs (default: the definition's, usually 3).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=300, show_default=True, help="Seconds per workload before it ends as TIMEOUT.")
 @click.option("--total-timeout", "total_timeout_s", type=click.FloatRange(1, 7 * 86400), help="Seconds for the whole run.")
-@click.option("--baseline", "baseline_json", type=click.Path(dir_okay=False), help="A second solution measured interleaved with the candidate in one process; reports the paired ratio.")
+@click.option(
+    "--baseline",
+    "baseline_json",
+    type=click.Path(dir_okay=False),
+    help="A second solution measured interleaved with the candidate in one process; reports the paired ratio.",
+)
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Run folder (default: .kbot/runs/<definition>/<solution hash>/<run id>).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out: workloads with a trace line are not measured again.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed for inputs (each workload and trial derives its own).")
 @click.option("--workload", "workload_filter", multiple=True, help="Only these workload UUIDs (repeatable; a prefix is enough).")
-@click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), default=0.5, show_default=True, help="Timing budget per workload in seconds (sampling stops earlier once the median's 95% interval is within ±0.3%).")
-@click.option("--timing", "timing_pairs", multiple=True, metavar="NAME=VALUE", help="Advanced: override one timing-protocol setting (repeatable), e.g. --timing min_iters=200 --timing resolution_ms=0.000032. Names: see harness/timing_config.py.")
+@click.option(
+    "--budget",
+    "budget_s",
+    type=click.FloatRange(0.01, 600),
+    default=0.5,
+    show_default=True,
+    help="Timing budget per workload in seconds (sampling stops earlier once the median's 95% interval is within ±0.3%).",
+)
+@click.option(
+    "--timing",
+    "timing_pairs",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Advanced: override one timing-protocol setting (repeatable), e.g. --timing min_iters=200 "
+    "--timing resolution_ms=0.000032. Names: see harness/timing_config.py.",
+)
 @click.option("--atol", type=float, help="Override the definition's absolute tolerance.")
 @click.option("--rtol", type=float, help="Override the definition's relative tolerance.")
 @click.option("--dataset-root", type=click.Path(file_okay=False), help="Folder that safetensors inputs are relative to.")
 @click.option("--profile", "with_profile", is_flag=True, help="Also profile each passing workload and fold the feedback items into the report (GPU runner).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON instead of a table.")
-def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, timeout_s, total_timeout_s, baseline_json, out_dir, resume, seed, workload_filter, budget_s, timing_pairs, atol, rtol, dataset_root, with_profile, as_json):
+def eval_cmd(
+    solution_json,
+    definition_arg,
+    workloads_path,
+    device,
+    trials,
+    timeout_s,
+    total_timeout_s,
+    baseline_json,
+    out_dir,
+    resume,
+    seed,
+    workload_filter,
+    budget_s,
+    timing_pairs,
+    atol,
+    rtol,
+    dataset_root,
+    with_profile,
+    as_json,
+):
     """Build, guard, check and time SOLUTION_JSON on every workload of a definition.
 
     \b
@@ -109,7 +154,11 @@ def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, time
     else:
         out = Path(out_dir)
     try:
-        report = _run_with_progress(lambda progress: evaluate(definition, solution, workloads, out, cfg, baseline=baseline, definition_path=dpath, resume=resume, progress=progress), len(workloads), quiet=as_json)
+        report = _run_with_progress(
+            lambda progress: evaluate(definition, solution, workloads, out, cfg, baseline=baseline, definition_path=dpath, resume=resume, progress=progress),
+            len(workloads),
+            quiet=as_json,
+        )
     except SchemaError as e:
         _bad_input(str(e))
     except Exception as e:  # noqa: BLE001 — our failure, not the solution's: exit 3, not 1
@@ -122,7 +171,7 @@ def eval_cmd(solution_json, definition_arg, workloads_path, device, trials, time
     if as_json:
         click.echo((out / "report.json").read_text())
     else:
-        from .render import print_report
+        from .report_table import print_report
 
         print_report(report, out)
     sys.exit(EXIT_OK if report.all_passed else EXIT_FAILED)
@@ -172,7 +221,16 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
     overrides = {}
     if atol is not None or rtol is not None:
         overrides["tolerance"] = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
-    return RunConfig(device=dev, trials=trials, seed=seed, timeout_s=timeout_s, total_timeout_s=total_timeout_s, timing=timing, config_overrides=overrides, dataset_root=dataset_root)
+    return RunConfig(
+        device=dev,
+        trials=trials,
+        seed=seed,
+        timeout_s=timeout_s,
+        total_timeout_s=total_timeout_s,
+        timing=timing,
+        config_overrides=overrides,
+        dataset_root=dataset_root,
+    )
 
 
 @cli.command("eval-many")
@@ -182,7 +240,13 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--trials", type=click.IntRange(1, 1000), help="Correctness trials per workload (default: the definition's).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=300, show_default=True, help="Seconds per workload before it ends as TIMEOUT.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True, help="Folder for the runs: OUT/<n>-<solution name>/ holds each solution's traces.jsonl and report.json.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Folder for the runs: OUT/<n>-<solution name>/ holds each solution's traces.jsonl and report.json.",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--workload", "workload_filter", multiple=True, help="Only these workload UUIDs (repeatable; a prefix is enough).")
 @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), default=0.5, show_default=True, help="Timing budget per workload in seconds.")
@@ -224,7 +288,13 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
             run_dir = out / f"{i + 1:02d}-{_safe_name(sol.name)}"
             t0 = time.monotonic()
             try:
-                report = _run_with_progress(lambda progress, sol=sol, run_dir=run_dir: evaluate(definition, sol, workloads, run_dir, cfg, definition_path=dpath, progress=progress, spares=spares), len(workloads), quiet=as_json)
+                report = _run_with_progress(
+                    lambda progress, sol=sol, run_dir=run_dir, spares=spares: evaluate(
+                        definition, sol, workloads, run_dir, cfg, definition_path=dpath, progress=progress, spares=spares
+                    ),
+                    len(workloads),
+                    quiet=as_json,
+                )
             except SchemaError as e:
                 _write_summary(out, definition.name, rows)
                 _bad_input(f"{sol.name}: {e}")
@@ -236,10 +306,19 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
                 sys.exit(EXIT_HARNESS)
             wall = time.monotonic() - t0
             timed_s = sum(w.latency_ms.n * w.latency_ms.mean for w in report.workloads if w.latency_ms) / 1e3
-            rows.append({"solution": sol.name, "out": str(run_dir), "passed": sum(w.status is Status.PASSED for w in report.workloads),
-                         "workloads": len(report.workloads), "all_passed": report.all_passed, "wall_s": round(wall, 3), "timed_kernel_s": round(timed_s, 4)})
+            rows.append(
+                {
+                    "solution": sol.name,
+                    "out": str(run_dir),
+                    "passed": sum(w.status is Status.PASSED for w in report.workloads),
+                    "workloads": len(report.workloads),
+                    "all_passed": report.all_passed,
+                    "wall_s": round(wall, 3),
+                    "timed_kernel_s": round(timed_s, 4),
+                }
+            )
             if not as_json:
-                from .render import print_report
+                from .report_table import print_report
 
                 print_report(report, run_dir)
             ready.close()  # any it did not use (a retried observer takes a fresh process)
@@ -283,11 +362,21 @@ def _run_with_progress(fn, total: int, quiet: bool):
 
     console = Console(stderr=True)
     if quiet or not console.is_terminal:
+
         def plain(kind, r):
             if kind == "result" and not quiet:
                 console.print(f"  {r.uuid[:8]} {r.status.value}", highlight=False)
+
         return fn(plain)
-    with Progress(TextColumn("[bold]evaluating"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console, transient=True) as bar:
+    with Progress(
+        TextColumn("[bold]evaluating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("building", total=total)
 
         def update(kind, r):
@@ -317,7 +406,9 @@ def definitions_list(as_json):
     for p in sorted((REPO_ROOT / "definitions").glob("*/definition.json")):
         d = load_definition(p)
         wp = p.parent / "workloads.jsonl"
-        rows.append({"name": d.name, "op_type": d.op_type, "workloads": len(load_workloads(wp, d)) if wp.exists() else 0, "path": str(p.relative_to(REPO_ROOT))})
+        rows.append(
+            {"name": d.name, "op_type": d.op_type, "workloads": len(load_workloads(wp, d)) if wp.exists() else 0, "path": str(p.relative_to(REPO_ROOT))}
+        )
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -381,17 +472,23 @@ def export_cmd(run_dirs, dest, definition_arg):
     click.echo(f"exported {n} traces to {dest}")
 
 
+COMMANDS_GROUP = "kbot.commands"  # entry points: register(cli) functions of other packages (the bot's)
+
+
 def _register_plugins() -> None:
-    """Commands that live with their subsystems register themselves here."""
+    """Commands that live with their subsystems register themselves here: the harness's own profiling
+    commands, then every ``register(cli)`` in the ``kbot.commands`` entry-point group (the bot declares
+    its commands there, in pyproject.toml), so the harness never imports the bot."""
+    from importlib.metadata import entry_points
+
     from . import cli_profile
 
     cli_profile.register(cli)
-    try:
-        from bot import cli_bot, cli_local
-    except ImportError:  # the harness alone, on a runner installed without the bot extra
-        return
-    cli_bot.register(cli)
-    cli_local.register(cli)
+    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            ep.load()(cli)
+        except ImportError as e:  # a plugin whose dependencies are not installed on this machine
+            click.echo(f"warning: the {ep.name} commands are unavailable: {e}", err=True)
 
 
 def main() -> None:

@@ -14,7 +14,8 @@ from typing import Any, Callable
 import torch
 
 from .defconfig import DefinitionConfig, Tolerance
-from .registry import registrar
+from .dtypes import torch_dtype
+from .registrar import registrar
 from .schema import Definition, Status
 
 
@@ -80,12 +81,17 @@ def elementwise(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance)
     # A NaN/Inf where the reference is finite fails whatever the matched ratio: the poison written into
     # destination outputs is NaN, and skipped work must never hide inside the tolerated fraction.
     if int(bad_nonfinite.sum()):
-        return CompareResult(Status.INCORRECT_NUMERICAL, max_abs, max_rel, matched, f"{name}: {int(bad_nonfinite.sum())} NaN/Inf values where the reference is finite")
+        return CompareResult(
+            Status.INCORRECT_NUMERICAL, max_abs, max_rel, matched, f"{name}: {int(bad_nonfinite.sum())} NaN/Inf values where the reference is finite"
+        )
     if matched + 1e-12 < tol.required_matched_ratio:
         idx = int(fail.flatten().nonzero()[0])
         where = tuple(int(i) for i in torch.unravel_index(torch.tensor(idx), tuple(a.shape)))
         return CompareResult(
-            Status.INCORRECT_NUMERICAL, max_abs, max_rel, matched,
+            Status.INCORRECT_NUMERICAL,
+            max_abs,
+            max_rel,
+            matched,
             f"{name}: {nfail}/{n} elements outside atol={tol.atol}, rtol={tol.rtol} "
             f"(first at {where}: got {float(a.flatten()[idx]):.6g}, expected {float(b.flatten()[idx]):.6g})",
         )
@@ -93,9 +99,8 @@ def elementwise(name: str, out: torch.Tensor, ref: torch.Tensor, tol: Tolerance)
 
 
 @comparator("default")
-def compare_default(outputs: dict[str, Any], reference: dict[str, Any], *, definition: Definition, axes: dict[str, int], config: DefinitionConfig, inputs: dict[str, Any] | None = None, **_: Any) -> CompareResult:
-    from .inputs import torch_dtype
-
+def compare_default(outputs: dict[str, Any], reference: dict[str, Any], *, definition: Definition, axes: dict[str, int],
+                    config: DefinitionConfig, inputs: dict[str, Any] | None = None, **_: Any) -> CompareResult:
     worst = CompareResult(Status.PASSED, matched_ratio=1.0)
     for name, spec in definition.outputs.items():
         out = outputs.get(name)
@@ -119,7 +124,8 @@ def compare_default(outputs: dict[str, Any], reference: dict[str, Any], *, defin
     return worst
 
 
-def compare(outputs: dict[str, Any], reference: dict[str, Any], *, definition: Definition, axes: dict[str, int], config: DefinitionConfig, inputs: dict[str, Any] | None = None) -> CompareResult:
+def compare(outputs: dict[str, Any], reference: dict[str, Any], *, definition: Definition, axes: dict[str, int],
+            config: DefinitionConfig, inputs: dict[str, Any] | None = None) -> CompareResult:
     fn = COMPARATORS.get(config.comparator)
     if fn is None:
         raise KeyError(f"unknown comparator '{config.comparator}' (known: {sorted(COMPARATORS)})")

@@ -5,7 +5,7 @@ Why: an event-timed median carries a per-process offset of a few hundred ns. On 
 kernel between two events reads ~3.36 or ~3.50 µs depending on the process (scripts/gpu/launch_floor.py),
 so a 5 µs kernel's event median moves 3-20 % between processes. CUPTI stamps each kernel's own start
 and end on the GPU; the shipped rmsnorm kernel's CUPTI medians agreed across processes within 0-2 ticks
-of the 32 ns clock, and within 0.85 % from 512 rows up (docs/measurements.md, session 4).
+of the 32 ns clock, and within 0.85 % from 512 rows up (docs/measurements.md, recordings 16-20).
 
 How a record finds its call: by time, between two kernels of the harness's own. Every timed call sits
 on the GPU between its hold (a spin kernel of many cycles, already there for the event protocol) and a
@@ -14,7 +14,7 @@ in that order. A call's GPU time is the span from the first start to the last en
 (kernels, copies, fills) that start inside its window, gaps included. Only kernel, memcpy and memset
 records are enabled: H200 runs with these alone left event times where they were, while adding
 driver/runtime API records and external correlation ids (the first design) slowed every timed
-iteration ~3x and moved few-µs event medians by 5-8 % (docs/measurements.md, session 4).
+iteration ~3x and moved few-µs event medians by 5-8 % (docs/measurements.md, recording 15).
 
 What withholds the figure instead of letting it come out small: spin kernels that do not pair up one
 hold and one marker per call (a candidate launching the same spin kernel), a call whose window holds no

@@ -104,12 +104,27 @@ def hardware_name(device: str) -> str:
 def environment(device: str) -> dict[str, Any]:
     import torch
 
-    libs = {k: v for k, v in {"torch": torch.__version__, "triton": _version("triton"), "cupy": _version("cupy-cuda12x") or _version("cupy-cuda13x") or _version("cupy"), "numpy": _version("numpy"), "python": sys.version.split()[0]}.items() if v}
+    libs = {
+        k: v
+        for k, v in {
+            "torch": torch.__version__,
+            "triton": _version("triton"),
+            "cupy": _version("cupy-cuda12x") or _version("cupy-cuda13x") or _version("cupy"),
+            "numpy": _version("numpy"),
+            "python": sys.version.split()[0],
+        }.items()
+        if v
+    }
     env: dict[str, Any] = {"hardware": hardware_name(device).replace(" ", "_"), "libs": libs, "platform": platform.platform()}
     if device == "cuda":
         libs["cuda"] = str(torch.version.cuda)
         props = torch.cuda.get_device_properties(0)
-        env["gpu"] = {"name": props.name, "sm_count": props.multi_processor_count, "memory_bytes": props.total_memory, "capability": f"{props.major}.{props.minor}"}
+        env["gpu"] = {
+            "name": props.name,
+            "sm_count": props.multi_processor_count,
+            "memory_bytes": props.total_memory,
+            "capability": f"{props.major}.{props.minor}",
+        }
         smi = _run(_SMI)
         if smi:
             keys = ["driver", "clock_sm_mhz", "clock_sm_max_mhz", "clock_mem_mhz", "power_w", "temperature_c", "persistence"]

@@ -38,7 +38,11 @@ def export_runs(run_dirs: list[Path], dest: Path, definition_arg: str | None = N
     count = 0
     for run in run_dirs:
         sol = load_solution(run / "solution.json")
-        dpath = Path(definition_arg) if definition_arg and Path(definition_arg).exists() else REPO_ROOT / "definitions" / (definition_arg or sol.definition) / "definition.json"
+        dpath = (
+            Path(definition_arg)
+            if definition_arg and Path(definition_arg).exists()
+            else REPO_ROOT / "definitions" / (definition_arg or sol.definition) / "definition.json"
+        )
         if not dpath.exists():
             raise SchemaError(f"definition '{sol.definition}' not found; pass --definition")
         d = load_definition(dpath)

@@ -12,7 +12,7 @@ from .report import Finding
 from .schema import Definition, Language, Solution
 
 # The harness modules whose functions a candidate must not replace.
-_OWN_MODULES = ("harness.measure", "harness.cupti_activity", "harness.compare", "harness.inputs", "harness.stats", "harness.worker", "harness.guard_hooks")
+_OWN_MODULES = ("harness.measure", "harness.cupti_activity", "harness.compare", "harness.dtypes", "harness.generators", "harness.inputs", "harness.stats", "harness.worker", "harness.guard_hooks")
 
 
 class Runtime:

@@ -212,7 +212,8 @@ class Timer:
         self._flush = torch.empty(cfg.flush_l2_bytes // 4, dtype=torch.int32, device=device) if self.cuda else None
         self._hold_enqueued_ns = 0
 
-    def _prepare(self, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None, keep: bool = False, hold_start: Any = None, hold_cycles: int | None = None) -> dict[str, Any] | None:
+    def _prepare(self, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None, keep: bool = False,
+                 hold_start: Any = None, hold_cycles: int | None = None) -> dict[str, Any] | None:
         """New input values, poisoned outputs, then (last) the L2 flush and the GPU hold. With ``keep``,
         a copy of the inputs is taken before the flush, so the timed call still starts cold. With
         ``hold_start`` (an event), the hold's start is recorded, so its length gives the SM clock."""
@@ -237,7 +238,17 @@ class Timer:
                     _event_record(hold_start)
                 _gpu_sleep(self.cfg.hold_cycles if cycles is None else cycles)
 
-    def run(self, fns: list[Callable[[], dict[str, Any]]], inputs: dict[str, Any], outputs: list[dict[str, torch.Tensor] | None], *, budget_s: float | None = None, min_iters: int | None = None, recheck: int | None = None, warmup: int | None = None) -> list[Samples]:
+    def run(
+        self,
+        fns: list[Callable[[], dict[str, Any]]],
+        inputs: dict[str, Any],
+        outputs: list[dict[str, torch.Tensor] | None],
+        *,
+        budget_s: float | None = None,
+        min_iters: int | None = None,
+        recheck: int | None = None,
+        warmup: int | None = None,
+    ) -> list[Samples]:
         """Time each ``fns[k]`` (a closure calling the solution on ``inputs``/``outputs[k]``).
 
         With several callables the order alternates every iteration (ABBA), so drift and ordering
@@ -258,7 +269,9 @@ class Timer:
         samples[0].sets = rot.k
         return samples
 
-    def _run(self, fns: list[Callable[[], dict[str, Any]]], rot: Rotation, samples: list[Samples], budget: float, min_n: int, n_recheck: int, warmup: int | None) -> None:
+    def _run(
+        self, fns: list[Callable[[], dict[str, Any]]], rot: Rotation, samples: list[Samples], budget: float, min_n: int, n_recheck: int, warmup: int | None
+    ) -> None:
         cfg = self.cfg
         k = len(fns)
         inputs, outputs = rot.inputs, rot.outputs
@@ -361,8 +374,17 @@ class Timer:
                 if win.over[c] or g > 1.02 * smp.times_ms[pos] + 0.001:
                     smp.gpu_over += 1
 
-    def _timed_loop(self, fns: list[Callable[[], dict[str, Any]]], rot: Rotation, samples: list[Samples], budget: float, min_n: int, n_recheck: int,
-                    kept: list[tuple[dict[str, Any], dict[str, Any]]], tracer: Any) -> int:
+    def _timed_loop(
+        self,
+        fns: list[Callable[[], dict[str, Any]]],
+        rot: Rotation,
+        samples: list[Samples],
+        budget: float,
+        min_n: int,
+        n_recheck: int,
+        kept: list[tuple[dict[str, Any], dict[str, Any]]],
+        tracer: Any,
+    ) -> int:
         """The timed iterations; returns how many timed calls were enqueued."""
         cfg = self.cfg
         k = len(fns)
@@ -411,7 +433,9 @@ class Timer:
             hold = self._collect(pending, samples, hold, pending_calls)
             n = len(samples[0].times_ms)
             elapsed = _monotonic() - t_start
-            if n >= cfg.max_iters or (n >= min_n and (elapsed > budget or all(precise_enough(s.times_ms, cfg.target_rsem, cfg.resolution_ms) for s in samples))):
+            if n >= cfg.max_iters or (
+                n >= min_n and (elapsed > budget or all(precise_enough(s.times_ms, cfg.target_rsem, cfg.resolution_ms) for s in samples))
+            ):
                 break
             if elapsed > 4 * budget and n >= 3:  # a very slow callable (a reference taking seconds)
                 break

@@ -7,12 +7,12 @@ object; nothing re-measures to render. Times are milliseconds. ``ci95`` is a two
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .geomean import geomean
 from .schema import Status
 
 REPORT_VERSION = 1
@@ -80,11 +80,20 @@ class Finding(_M):
     severity: Literal["error", "warning"] = "error"
 
 
+Severity = Literal["critical", "high", "medium", "low", "info"]
+SEVERITIES: tuple[str, ...] = get_args(Severity)  # most severe first: the order every list of items is sorted in
+
+
+def severity_rank(severity: str) -> int:
+    """0 for the most severe; an unknown severity sorts after every known one."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES)
+
+
 class FeedbackItem(_M):
     """A semantic-feedback item from the profiling rule engine."""
 
     rule: str
-    severity: Literal["critical", "high", "medium", "low", "info"]
+    severity: Severity
     title: str
     evidence: dict[str, Any] = Field(default_factory=dict)
     cause: str = ""
@@ -180,19 +189,14 @@ class Report(_M):
             "statuses": counts,
             # Contest score: mean per-workload speedup, zero if any workload fails.
             "mean_speedup_vs_reference": (sum(sp) / len(sp)) if sp and self.all_passed else 0.0,
-            "geomean_speedup_vs_reference": _geomean(sp) if sp and self.all_passed else None,
-            "geomean_speedup_vs_baseline": _geomean(pr) if pr and len(pr) == len(self.workloads) else None,
+            "geomean_speedup_vs_reference": geomean(sp) if sp and self.all_passed else None,
+            "geomean_speedup_vs_baseline": geomean(pr) if pr and len(pr) == len(self.workloads) else None,
         }
 
     def dump(self, path: str | Path) -> None:
         data = self.model_dump(mode="json")
         data["summary"] = self.summary()
         Path(path).write_text(json.dumps(data, indent=2, allow_nan=True) + "\n")
-
-
-def _geomean(xs: list[float]) -> float:
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
 
 
 def load_report(path: str | Path) -> Report:

@@ -115,7 +115,10 @@ def _parse_spec_file(path: str, _mtime: int, _size: int) -> _SpecFile:
                      *[(f" definition {k}", v) for k, v in definitions.items()]]:
         for key in ("flops", "bytes"):
             if isinstance(d.get(key), str) and d[key] != "default":
-                compile_expr(d[key])
+                try:
+                    compile_expr(d[key])
+                except ExprError as e:
+                    raise ExprError(f"{p}{where}: {key}: {e}") from None
     for v in variants:
         if "match" not in v:
             raise ValueError(f"{p}: every variant needs a 'match' pattern")

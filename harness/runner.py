@@ -307,8 +307,8 @@ def _secret(name: str) -> bool:
 
 def make_trace(definition: Definition, solution: Solution, workload: Workload, r: WorkloadResult, env: dict[str, Any]) -> Trace:
     """An official-shaped Trace for one workload result; our extras go under evaluation.kbot."""
-    from .schema import Correctness as TC
     from .schema import Environment, Performance
+    from .schema import TraceCorrectness as TC
 
     status = r.status
     correctness = None

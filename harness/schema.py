@@ -203,7 +203,7 @@ class SafetensorsInput(_Model):
 class GeneratedInput(_Model):
     """Our extension: a named structured generator (page tables, index tensors, lengths...).
 
-    ``generator`` names an entry of harness.inputs.GENERATORS; ``params`` are its keyword arguments.
+    ``generator`` names an entry of harness.generators.GENERATORS; ``params`` are its keyword arguments.
     Kept as its own type so an official workload never has its meaning changed.
     """
 
@@ -340,10 +340,9 @@ class Status(str, Enum):
     REJECTED = "REJECTED"
 
 
-OFFICIAL_STATUSES = {s for s in Status if s is not Status.REJECTED}
+class TraceCorrectness(_Model):
+    """A Trace's ``evaluation.correctness`` (the official field); our per-trial result is harness.report.Correctness."""
 
-
-class Correctness(_Model):
     # NaN errors (a NaN output) must survive a JSON round trip: written as "NaN", not null.
     model_config = ConfigDict(extra="allow", populate_by_name=True, ser_json_inf_nan="strings")
     max_relative_error: float = 0.0
@@ -375,7 +374,7 @@ class Evaluation(_Model):
     environment: Environment
     timestamp: NonEmpty
     log: str = ""
-    correctness: Correctness | None = None
+    correctness: TraceCorrectness | None = None
     performance: Performance | None = None
     # Our extensions: timing statistics, roofline, guard findings, profile, feedback. See harness/report.py.
     kbot: dict[str, Any] | None = None
@@ -461,35 +460,40 @@ def parse_definition(data: Any, where: str = "definition") -> Definition:
     return _parse(Definition, data, where)
 
 
-def _jsonl_records(path: str | Path):
+def _jsonl_records(text: str, where: str):
     """(where, parsed JSON) for every non-blank line, with file:line in every error."""
-    p = Path(path)
-    if not p.is_file():
-        raise SchemaError(f"{path}: no such file")
-    for i, line in enumerate(p.read_text().splitlines(), 1):
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            yield f"{path}:{i}", json.loads(line)
+            yield f"{where}:{i}", json.loads(line)
         except json.JSONDecodeError as e:
-            raise SchemaError(f"{path}:{i}: not valid JSON: {e.msg}") from None
+            raise SchemaError(f"{where}:{i}: not valid JSON: {e.msg}") from None
 
 
 def load_workloads(path: str | Path, definition: Definition | None = None) -> list[Workload]:
     """Workloads from a JSONL file of workload traces (the official layout) or of bare workloads."""
+    p = Path(path)
+    if not p.is_file():
+        raise SchemaError(f"{path}: no such file")
+    return parse_workloads(p.read_text(), definition, str(path))
+
+
+def parse_workloads(text: str, definition: Definition | None = None, where: str = "<workloads>") -> list[Workload]:
+    """``load_workloads`` for JSONL text already in hand (e.g. read from the code host); ``where`` names it in errors."""
     workloads: list[Workload] = []
-    for where, data in _jsonl_records(path):
+    for at, data in _jsonl_records(text, where):
         if isinstance(data, dict) and "workload" in data:
-            t = _parse(Trace, data, where)
+            t = _parse(Trace, data, at)
             if definition is not None and t.definition != definition.name:
-                raise SchemaError(f"{where}: workload is for '{t.definition}', not '{definition.name}'")
+                raise SchemaError(f"{at}: workload is for '{t.definition}', not '{definition.name}'")
             workloads.append(t.workload)
         else:
-            workloads.append(_parse(Workload, data, where))
+            workloads.append(_parse(Workload, data, at))
     if definition is not None:
         for w in workloads:
             definition.resolve_axes(w.axes)
             unknown = set(w.inputs) - set(definition.inputs)
             if unknown:
-                raise SchemaError(f"{path}: workload {w.uuid} names inputs {sorted(unknown)} not in {definition.name}")
+                raise SchemaError(f"{where}: workload {w.uuid} names inputs {sorted(unknown)} not in {definition.name}")
     return workloads

@@ -75,25 +75,12 @@ def median_halfwidth(samples: Sequence[float]) -> tuple[float, float]:
     return (xs[hi] - xs[lo]) / 2, statistics.median(xs)
 
 
-def relative_median_halfwidth(samples: Sequence[float]) -> float:
-    half, med = median_halfwidth(samples)
-    return half / med if med and med > 0 else float("inf")
-
-
 def precise_enough(samples: Sequence[float], rel: float, resolution: float) -> bool:
     """The median is known to ±``rel`` of itself, or to within the timer's ``resolution`` (a few ticks
     of the event clock, 32 ns each on the H200: an interval cannot shrink below that, however long it
     is sampled)."""
     half, med = median_halfwidth(samples)
     return med == med and half <= max(rel * med, resolution)
-
-
-def relative_sem(samples: Sequence[float]) -> float:
-    n = len(samples)
-    if n < 3:
-        return float("inf")
-    m = statistics.fmean(samples)
-    return (statistics.stdev(samples) / math.sqrt(n)) / m if m > 0 else float("inf")
 
 
 def paired_ratio(baseline: Sequence[float], candidate: Sequence[float]) -> PairedRatio:

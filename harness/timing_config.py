@@ -32,7 +32,7 @@ class TimingConfig:
     rotate_sets: int = 16
     # At most this much memory for the extra sets: large workloads get fewer (a 16384-row rmsnorm set is
     # 256 MiB). With 256 MiB they got 2 sets and their medians still moved ~1 % between processes; with
-    # 2 GiB (9 sets) 0.15-0.5 % (H200, session 4 call 4, docs/measurements.md).
+    # 2 GiB (9 sets) 0.15-0.5 % (H200, docs/measurements.md, recording 17).
     rotate_bytes: int = 2 << 30
     # Also read each timed call's GPU time from CUPTI activity records (harness.cupti_activity) and
     # report it beside the event latency: it leaves out the per-process launch floor that spreads

@@ -121,9 +121,9 @@ _isnan = torch.isnan
 
 def load_reference(definition: Definition, config: DefinitionConfig):
     if config.reference_fn:
-        from .inputs import _load_trusted_fn
+        from .inputs import load_trusted_fn
 
-        return _load_trusted_fn(config.reference_fn, config.root)
+        return load_trusted_fn(config.reference_fn, config.root)
     ns: dict[str, Any] = {"__name__": f"kbot_reference_{definition.name}"}
     exec(compile(definition.reference, f"<reference {definition.name}>", "exec"), ns)  # noqa: S102 — trusted definition
     return ns["run"]

@@ -36,12 +36,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.schema import Solution, parse_definition  # noqa: E402
-
-from bot.agents.offline import OfflineAgent  # noqa: E402
+from bot.agents.providers.offline import OfflineAgent  # noqa: E402
 from bot.agents.tunables import apply, configuration, solution_tunables  # noqa: E402
 from bot.controller.campaign import Campaign  # noqa: E402
-from bot.controller.synthetic import LatencyTable, TableEvaluator, canonical  # noqa: E402
+from harness.schema import Solution, parse_definition  # noqa: E402
+from tests.controller.synthetic import LatencyTable, TableEvaluator, canonical  # noqa: E402
 
 METHODS = ("mcts", "greedy", "random")
 
@@ -156,7 +155,7 @@ def bench_table(table_json: dict[str, Any], seeds: int, within: float, search: d
 def synthetic_tables() -> list[dict[str, Any]]:
     """A made-up but GEMM-like surface over the real gemm seed space: a broad basin plus a narrow,
     better basin (large tiles, more stages) and a band of out-of-resources failures."""
-    from bot.agents.offline import load_seeds
+    from bot.agents.providers.offline import load_seeds
 
     [seed] = load_seeds("gemm_n4096_k4096")
     ts = solution_tunables(seed)

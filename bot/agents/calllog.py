@@ -61,14 +61,20 @@ class CallRecord:
 
 
 class CallLog:
-    """Append-only JSONL file of CallRecords; each append is flushed and fsynced (a crash loses nothing)."""
+    """Append-only JSONL file of CallRecords; each append is flushed and fsynced (a crash loses nothing).
+    Without a path the records are kept in memory (a campaign that writes nothing)."""
 
-    def __init__(self, path: str | Path, fsync: bool = True) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | Path | None, fsync: bool = True) -> None:
+        self.path = Path(path) if path is not None else None
         self.fsync = fsync
         self._lock = threading.Lock()
+        self._kept: list[CallRecord] = []
 
     def append(self, rec: CallRecord) -> None:
+        if self.path is None:
+            with self._lock:
+                self._kept.append(rec)
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps(rec.to_dict(), sort_keys=True, ensure_ascii=False)
         with self._lock, open(self.path, "a", encoding="utf-8") as f:
@@ -78,6 +84,8 @@ class CallLog:
                 os.fsync(f.fileno())
 
     def __iter__(self) -> Iterator[CallRecord]:
+        if self.path is None:
+            return iter(list(self._kept))
         if not self.path.exists():
             return iter(())
         lines = self.path.read_text(encoding="utf-8").splitlines()

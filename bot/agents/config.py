@@ -81,7 +81,7 @@ def price_for(prices: dict[str, dict[str, float]], model: str) -> dict[str, floa
 
 def build_agent(config: dict[str, Any], **kwargs: Any):
     """The agent named in a config's ``agent:`` section, built through the registry."""
-    from .registry import create_agent
+    from .catalog import create_agent
 
     name, section = agent_section(config)
     return create_agent(name, section, **kwargs)

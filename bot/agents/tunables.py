@@ -179,6 +179,14 @@ def config_key(solution: Solution) -> str:
     return f"{structure_hash(solution, ts)}:{json.dumps(configuration(ts), sort_keys=True)}"
 
 
+def config_key_or_none(solution: Solution) -> str | None:
+    """``config_key`` of a solution that declares tunables; None for one without (or with broken ones)."""
+    try:
+        return config_key(solution) if solution_tunables(solution) else None
+    except TunableError:
+        return None
+
+
 def apply(solution: Solution, changes: dict[str, Any], name: str | None = None) -> Solution:
     """A copy of ``solution`` with the given tunables set; every value must be one of its options."""
     ts = {t.key: t for t in solution_tunables(solution)}

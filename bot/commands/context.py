@@ -9,27 +9,15 @@ campaign function instead of a real agent).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
+from bot.campaign.request import OptimizeRequest
+from bot.commands.bot_policy import BotPolicy
 from bot.forge.base import Forge, PullRequest
-from bot.policy import BotPolicy
 
 
 class CommandFailed(Exception):
     """A handler could not do what was asked; the message is shown to the user (trusted text only)."""
-
-
-@dataclass(frozen=True)
-class OptimizeRequest:
-    definition: str
-    candidates: int
-    agent: str
-    rounds: int
-    requested_by: str
-    thread: int                      # issue or PR number the command came from
-    parent_pr: int | None = None     # when /optimize was asked on a candidate PR: iterate on it
-    parent_meta: Mapping[str, Any] | None = None  # that PR's kbot:meta block
-    comment_id: int | None = None    # the comment that asked: a redelivery of it is the same request
 
 
 @dataclass(frozen=True)

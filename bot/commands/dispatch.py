@@ -18,16 +18,16 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from bot.auth import RateLimiter, authorize, is_bot_account, kill_switch, load_policy
+from bot.commands.auth import RateLimiter, authorize, is_bot_account
+from bot.commands.bot_policy import kill_switch, load_policy
 from bot.commands.context import CommandContext, CommandFailed, CommandResult, Services
 from bot.commands.help import help_text
 from bot.commands.parser import parse_comment
-from bot.commands.registry import specs
-from bot.commands.services import STOPPED_LABEL
+from bot.commands.spec import specs
 from bot.forge.base import Forge, ForgeError
 from bot.forge.markers import sticky_marker
-from bot.policy import PolicyError
-from bot.review import escape_inline
+from bot.policy_file import PolicyError
+from bot.review.markdown import escape_inline
 
 log = logging.getLogger(__name__)
 
@@ -129,15 +129,13 @@ class CommandDispatcher:
     def _run_one(self, spec, inv, policy, actor, number, is_pr, comment_id, labels) -> CommandResult:
         if spec.pr_only and not is_pr:
             return CommandResult(False, f"/{spec.name} works on pull requests only.")
-        if self.limiter is not None and spec.name != "help":
+        if self.limiter is not None and spec.rate_limited:
             rl = self.limiter.take(actor, spec.name, policy)
             if not rl.allowed:
                 return CommandResult(False, rl.reason)
         auth = authorize(self.forge, policy, actor, spec.name)
         if not auth.allowed:
             return CommandResult(False, f"not allowed: {auth.reason}.")
-        if spec.name == "optimize" and STOPPED_LABEL in labels:
-            return CommandResult(False, f"this thread was stopped (`{STOPPED_LABEL}` label); remove the label to resume.")
         ctx = CommandContext(self.forge, policy, self.services, actor, number, is_pr, comment_id, labels)
         try:
             return spec.handler(ctx, inv)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.commands.context import CommandContext, CommandResult
 from bot.commands.parser import Invocation
-from bot.commands.registry import CommandSpec, register, specs
+from bot.commands.spec import CommandSpec, specs
 
 
 def help_text(policy=None) -> str:
@@ -17,7 +17,7 @@ def help_text(policy=None) -> str:
             if rule.teams:
                 who += f" or team {', '.join(f'`{t}`' for t in rule.teams)}"
         where = " (on a kbot PR)" if spec.pr_only else ""
-        lines.append(f"- `{spec.usage}` — {spec.summary}{where}{who}")
+        lines.append(f"- `{spec.usage_for(policy)}` — {spec.summary}{where}{who}")
     lines += ["", "Commands inside code blocks or quotes are ignored."]
     return "\n".join(lines)
 
@@ -26,4 +26,11 @@ def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
     return CommandResult(True, help_text(ctx.policy))
 
 
-SPEC = register(CommandSpec(name="help", summary="show this help", handler=run))
+SPEC = CommandSpec(
+    name="help",
+    summary="show this help",
+    handler=run,
+    permission="none",
+    rate_limited=False,
+    rank=10,
+)

@@ -6,16 +6,20 @@ and the PR becomes the parent node (iterate on this kernel with its feedback).
 
 from __future__ import annotations
 
-from bot.commands.context import CommandContext, CommandFailed, CommandResult, OptimizeRequest
+from bot.agents.catalog import available as available_agents
+from bot.campaign.request import OptimizeRequest
+from bot.commands.context import CommandContext, CommandFailed, CommandResult
 from bot.commands.parser import Flag, Invocation, Positional
-from bot.commands.registry import CommandSpec, register
-from bot.meta_key import read_meta
-from bot.policy import AGENTS
+from bot.commands.spec import CommandSpec
+from bot.forge.trusted_meta import read_meta
+from bot.names import STOPPED_LABEL, is_candidate_pr
 
 DEFINITION_RE = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
 
 
 def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
+    if STOPPED_LABEL in ctx.labels:
+        raise CommandFailed(f"this thread was stopped (`{STOPPED_LABEL}` label); remove the label to resume.")
     bounds = ctx.policy.optimize
     definition = inv.args.get("definition")
     parent_pr = None
@@ -24,7 +28,7 @@ def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
         pr = ctx.forge.get_pr(ctx.number)
         # Only a PR the bot opened carries trusted metadata (a person's kbot/ PR is a plain thread).
         meta = (read_meta(pr, ctx.forge.info.bot_login)
-                if pr.head_branch.startswith("kbot/") and not pr.from_fork else None)
+                if is_candidate_pr(pr) else None)
         if meta:
             parent_pr = pr.number
             meta_def = meta.get("definition")
@@ -47,14 +51,17 @@ def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
     return CommandResult(True, ctx.services.start_campaign(req))
 
 
-SPEC = register(CommandSpec(
+SPEC = CommandSpec(
     name="optimize",
     summary="generate candidate kernels, one PR each",
     handler=run,
     positionals=(Positional("definition", "a definition name: letters, digits, _ . -", DEFINITION_RE),),
     flags={
         "candidates": Flag("candidates", "int", "candidates per round", lo=1, hi=64),
-        "agent": Flag("agent", "choice", "which agent writes them", choices=AGENTS),
+        # any agent the catalog offers (plugins included); the policy says which ones are enabled
+        "agent": Flag("agent", "choice", "which agent writes them", choices=available_agents,
+                      listed=lambda policy: policy.optimize.agents),
         "rounds": Flag("rounds", "int", "rounds of search", lo=1, hi=100),
     },
-))
+    permission="write", rate_limit=4, rank=30,
+)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 MAX_BODY_CHARS = 65_536  # GitHub's own limit on a comment body
 MAX_LINE_CHARS = 200
@@ -45,7 +45,16 @@ class Flag:
     help: str
     lo: int = 0
     hi: int = 0
-    choices: tuple[str, ...] = ()
+    # the values a "choice" accepts, or a function that lists them when asked (a table that plugins extend)
+    choices: tuple[str, ...] | Callable[[], Sequence[str]] = ()
+    # what /help lists for a "choice", given the policy (default: every accepted value)
+    listed: Callable[[Any], Sequence[str]] | None = None
+
+    def allowed(self) -> tuple[str, ...]:
+        return tuple(self.choices() if callable(self.choices) else self.choices)
+
+    def shown(self, policy: Any = None) -> tuple[str, ...]:
+        return tuple(self.listed(policy)) if self.listed is not None and policy is not None else self.allowed()
 
     def convert(self, raw: str | None) -> Any:
         if self.kind == "flag":
@@ -62,8 +71,9 @@ class Flag:
                 raise ArgError(f"--{self.name} must be between {self.lo} and {self.hi}, got {n}")
             return n
         if self.kind == "choice":
-            if raw not in self.choices:
-                raise ArgError(f"--{self.name} must be one of {', '.join(self.choices)}; got {_quote(raw)}")
+            allowed = self.allowed()
+            if raw not in allowed:
+                raise ArgError(f"--{self.name} must be one of {', '.join(allowed)}; got {_quote(raw)}")
             return raw
         raise AssertionError(f"unknown flag kind {self.kind}")
 
@@ -231,5 +241,3 @@ def parse_args(spec: Any, rest: str) -> dict[str, Any]:
             raise ArgError(f"missing {p.name}")
     return args
 
-
-HandlerFn = Callable[..., Any]

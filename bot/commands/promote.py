@@ -7,11 +7,18 @@ from __future__ import annotations
 
 from bot.commands.context import CommandContext, CommandResult
 from bot.commands.parser import Invocation
-from bot.commands.registry import CommandSpec, register
+from bot.commands.spec import CommandSpec
 
 
 def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
     return CommandResult(True, ctx.services.promote(ctx.pr(), ctx.actor))
 
 
-SPEC = register(CommandSpec(name="promote", summary="apply the promotion rules now and merge a winner", handler=run, pr_only=True))
+SPEC = CommandSpec(
+    name="promote",
+    summary="apply the promotion rules now and merge a winner",
+    handler=run,
+    pr_only=True,
+    permission="maintain",
+    rank=60,
+)

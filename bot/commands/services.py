@@ -15,22 +15,18 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from bot.commands.context import CommandFailed, OptimizeRequest
+from bot.campaign.request import CampaignRefused, OptimizeRequest
+from bot.commands.context import CommandFailed
 from bot.forge.base import Forge, PullRequest
-from bot.meta_key import read_meta
-from bot.review import escape_inline, find_evidence
-
-BENCH_LABEL = "kbot:bench"
-PROFILE_LABEL = "kbot:profile"
-STOPPED_LABEL = "kbot:stopped"
-BOT_BRANCH_PREFIX = "kbot/"
+from bot.forge.trusted_meta import read_meta
+from bot.names import BENCH_LABEL, BRANCH_PREFIX, PROFILE_LABEL, STATUS_CONTEXT, STOPPED_LABEL, is_candidate_pr
+from bot.promotion.champion import read_champion
+from bot.promotion.execute import resume_pointer, run_promotion
+from bot.review.evidence import Evidence, find_evidence
+from bot.review.markdown import escape_inline
 
 CampaignFn = Callable[[OptimizeRequest], Any]
 StopFn = Callable[[int, str], Any]
-
-
-def is_bot_candidate(pr: PullRequest) -> bool:
-    return pr.head_branch.startswith(BOT_BRANCH_PREFIX) and not pr.from_fork
 
 
 def _pr_list(prs: Iterable[Any]) -> str:
@@ -51,7 +47,10 @@ class ForgeServices:
     def start_campaign(self, request: OptimizeRequest) -> str:
         if self.campaign is None:
             raise CommandFailed("no campaign runner is configured for this bot instance (see docs/bot.md, 'App mode').")
-        result = self.campaign(request)
+        try:
+            result = self.campaign(request)
+        except CampaignRefused as e:
+            raise CommandFailed(str(e)) from None
         prs = getattr(result, "prs", result)
         opened = _pr_list(prs if isinstance(prs, (list, tuple)) else [])
         head = (f"Started {request.candidates} candidate(s) × {request.rounds} round(s) for "
@@ -67,7 +66,7 @@ class ForgeServices:
         return f"Stopped: no new candidates for this thread (label `{STOPPED_LABEL}`; remove it to resume)."
 
     def request_evaluation(self, pr: PullRequest, *, profile: bool = False) -> str:
-        if not is_bot_candidate(pr):
+        if not is_candidate_pr(pr):
             raise CommandFailed("only kbot candidate branches (`kbot/...`) of this repository are benchmarked.")
         if not pr.is_open:
             raise CommandFailed("the PR is closed.")
@@ -75,20 +74,18 @@ class ForgeServices:
         # Remove first: adding a label that is already there sends no event.
         self.forge.remove_label(pr.number, label)
         self.forge.add_labels(pr.number, [label])
-        self.forge.set_status(pr.head_sha, "pending", context="kbot/harness",
+        self.forge.set_status(pr.head_sha, "pending", context=STATUS_CONTEXT,
                               description="profile requested" if profile else "benchmark requested")
         what = "Benchmark with profiling" if profile else "Benchmark"
         return f"{what} requested for `{pr.head_sha[:12]}`; the review will be updated when it finishes."
 
     def promote(self, pr: PullRequest, actor: str) -> str:
-        from bot.promotion import Evidence, resume_pointer, run_promotion
-
-        if not is_bot_candidate(pr):
+        if not is_candidate_pr(pr):
             raise CommandFailed("only kbot candidate PRs of this repository can be promoted.")
         if pr.author.lower() != self.forge.info.bot_login.lower():
             raise CommandFailed("only candidate PRs opened by the bot can be promoted.")
         # The rest of the gate (bot-only commits, files only under the solution folder, report = meta)
-        # is checked by run_promotion right before the merge (bot.candidate_gate).
+        # is checked by run_promotion right before the merge (bot.promotion.candidate_gate).
         if pr.merged:
             # A promotion interrupted after its merge: write the champion pointer it never got.
             resumed = resume_pointer(self.forge, pr)
@@ -119,11 +116,9 @@ class ForgeServices:
         return "\n\n".join(lines)
 
     def status(self, thread: int, pr: PullRequest | None) -> str:
-        from bot.promotion import read_champion
-
         lines: list[str] = []
         if pr is not None:
-            st = self.forge.combined_status(pr.head_sha).get("kbot/harness")
+            st = self.forge.combined_status(pr.head_sha).get(STATUS_CONTEXT)
             lines.append(f"PR head `{pr.head_sha[:12]}`: kbot/harness is **{st.state if st else 'not reported'}**"
                          + (f" ({escape_inline(st.description, 140)})" if st and st.description else ""))
             data = find_evidence(self.forge, pr.number)
@@ -132,13 +127,13 @@ class ForgeServices:
                 passed = sum(1 for x in w if isinstance(x, list) and len(x) > 1 and x[1] == "PASSED")
                 lines.append(f"Last evaluation: {passed}/{len(w)} workloads passed, measured at "
                              f"`{escape_inline(str(data.get('head_sha'))[:12], 12)}`.")
-            meta = read_meta(pr, self.forge.info.bot_login) if is_bot_candidate(pr) else None
+            meta = read_meta(pr, self.forge.info.bot_login) if is_candidate_pr(pr) else None
             definition = meta.get("definition") if meta else None
             if isinstance(definition, str):
                 champ = read_champion(self.forge, definition)
                 lines.append(f"Champion of `{escape_inline(definition, 128)}`: "
                              + (f"{escape_inline(champ.get('solution'), 100)} (#{champ.get('pr')})" if champ else "none yet") + ".")
         else:
-            open_prs = [p for p in self.forge.list_prs(state="open", head_prefix=BOT_BRANCH_PREFIX)][:30]
+            open_prs = [p for p in self.forge.list_prs(state="open", head_prefix=BRANCH_PREFIX)][:30]
             lines.append(f"Open kbot candidate PRs: {_pr_list(open_prs) or 'none'}.")
         return "\n\n".join(lines)

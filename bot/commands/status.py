@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bot.commands.context import CommandContext, CommandResult
 from bot.commands.parser import Invocation
-from bot.commands.registry import CommandSpec, register
+from bot.commands.spec import CommandSpec
 
 
 def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
@@ -12,4 +12,10 @@ def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
     return CommandResult(True, ctx.services.status(ctx.number, pr))
 
 
-SPEC = register(CommandSpec(name="status", summary="show the evaluation and campaign status", handler=run))
+SPEC = CommandSpec(
+    name="status",
+    summary="show the evaluation and campaign status",
+    handler=run,
+    permission="read",
+    rank=20,
+)

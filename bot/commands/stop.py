@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from bot.commands.context import CommandContext, CommandResult
 from bot.commands.parser import Invocation
-from bot.commands.registry import CommandSpec, register
+from bot.commands.spec import CommandSpec
 
 
 def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
     return CommandResult(True, ctx.services.stop_campaign(ctx.number, ctx.actor))
 
 
-SPEC = register(CommandSpec(name="stop", summary="stop the optimization campaign of this thread", handler=run))
+SPEC = CommandSpec(
+    name="stop",
+    summary="stop the optimization campaign of this thread",
+    handler=run,
+    permission="maintain",
+    rank=70,
+)

@@ -11,6 +11,12 @@ rewritten when evaluated, before the next evaluation starts, so ``Campaign.resum
 rebuilds the tree from those records, never re-evaluates a finished node, and evaluates the pending
 ones first.
 
+Node records are the one way back to a campaign: ``resume`` reads them from the store,
+``from_records`` takes them from elsewhere (the GitHub campaign reads them from the PRs), and both go
+through ``_rebuilt``. Without a store a campaign lives in memory and writes nothing (on GitHub the
+repository is the database); without an evaluator it only proposes (``propose_next``), and its
+candidates are evaluated elsewhere.
+
 Store layout::
 
     campaign.json     definition name, config, agent description, baseline node
@@ -39,6 +45,7 @@ from harness.schema import Definition, Solution, Workload, parse_definition
 
 from ..agents.base import Agent, AgentContext, Mode, Proposal, StructuredError
 from ..agents.calllog import CallLog
+from ..agents.tunables import config_key_or_none
 from .budget import Budget, Usage, converged, exceeded
 from .memory import SearchMemory
 from .summary import feedback_items, summarize
@@ -46,6 +53,8 @@ from .tree import EVALUATED, FAILED, PENDING, ROOT, Node, SearchConfig, Tree, fa
 
 
 class Evaluator(Protocol):
+    """Measures a candidate, paired with ``baseline`` when one is given."""
+
     def evaluate(self, solution: Solution, baseline: Solution | None) -> Report: ...
 
 
@@ -130,9 +139,9 @@ class Campaign:
         self,
         definition: Definition,
         agent: Agent,
-        evaluator: Evaluator,
+        evaluator: Evaluator | None,
         config: CampaignConfig,
-        store_dir: Path,
+        store_dir: Path | None,
         workloads: list[Workload],
         tree: Tree,
         memory: SearchMemory,
@@ -142,12 +151,12 @@ class Campaign:
         self.agent = agent
         self.evaluator = evaluator
         self.config = config
-        self.store = Path(store_dir)
+        self.store = Path(store_dir) if store_dir is not None else None
         self.workloads = workloads
         self.tree = tree
         self.memory = memory
         self.usage = usage
-        self.calls = CallLog(self.store / "calls.jsonl", fsync=config.fsync)
+        self.calls = CallLog(self.store / "calls.jsonl" if self.store else None, fsync=config.fsync)
         self.memory.fsync = config.fsync
         self.rng = random.Random(config.seed * 1_000_003 + usage.steps)
         self.stopped_reason: str | None = None
@@ -186,7 +195,7 @@ class Campaign:
                 continue  # the same seed twice
             node = Node(id=nid, parent=ROOT, solution=s, agent="seed", rationale=s.description or "seed",
                         mode="seed", is_baseline=(i == 0))
-            camp._add_node(node, config_key=_maybe_config_key(s))
+            camp._add_node(node, config_key=config_key_or_none(s))
         _write_json(store / "campaign.json", {
             "definition": definition.name,
             "config": cfg.to_dict(),
@@ -198,7 +207,7 @@ class Campaign:
         return camp
 
     @classmethod
-    def resume(cls, store_dir: str | Path, agent: Agent, evaluator: Evaluator, evaluate_pending: bool = True) -> "Campaign":
+    def resume(cls, store_dir: str | Path, agent: Agent, evaluator: Evaluator | None, evaluate_pending: bool = True) -> "Campaign":
         """Reopen a campaign from its store: the tree comes from the node records; nodes that were
         proposed but not evaluated are evaluated now (finished ones never again)."""
         store = Path(store_dir)
@@ -213,15 +222,71 @@ class Campaign:
         records = [json.loads(p.read_text()) for p in sorted((store / "nodes").glob("*.json"))]
         tree = Tree.from_records(records, cfg.search)
         state = json.loads((store / "state.json").read_text()) if (store / "state.json").exists() else {}
-        usage = Usage.from_dict(state.get("usage", {}))
         for nid in state.get("exhausted", []):
             if nid in tree:
                 tree.nodes[nid].exhausted = True
-        mem_path = Path(cfg.memory_path) if cfg.memory_path else store / "memory.json"
-        memory = SearchMemory.load(definition.name, mem_path)
+        camp = cls._rebuilt(definition, agent, evaluator, cfg, store, workloads, tree, Usage.from_dict(state.get("usage", {})))
+        if evaluate_pending:
+            camp._evaluate_pending()
+        return camp
+
+    @classmethod
+    def from_records(
+        cls,
+        records: list[dict[str, Any]],
+        definition: Definition,
+        agent: Agent,
+        evaluator: Evaluator | None,
+        config: CampaignConfig | dict[str, Any] | None,
+        store_dir: str | Path | None = None,
+        workloads: list[Workload] | None = None,
+    ) -> "Campaign":
+        """A campaign continued from node records kept elsewhere (the bot: its PRs).
+
+        The records are checked by ``Tree.from_records`` first. Nodes whose record carries no solution
+        (compact records) keep their place and their results but cannot be expanded: fill
+        ``record["solution"]`` from the PR's files to let the search continue below them. Pending nodes
+        stay pending (their PRs may still be benchmarked; feed the reports with ``record_report``).
+        With ``store_dir`` (which must not hold a campaign yet) the campaign is written there and
+        resumes like any other; without one it lives in memory and writes nothing.
+        """
+        cfg = config if isinstance(config, CampaignConfig) else CampaignConfig.from_dict(config)
+        tree = Tree.from_records(records, cfg.search)  # validates before anything is written
+        for n in tree.nodes.values():
+            if n.id != ROOT and n.solution is None:
+                n.exhausted = True
+        store = Path(store_dir) if store_dir is not None else None
+        if store is not None:
+            if (store / "campaign.json").exists():
+                raise CampaignError(f"{store} already holds a campaign; use Campaign.resume")
+            store.mkdir(parents=True, exist_ok=True)
+            _write_json(store / "definition.json", definition.to_dict())
+            (store / "workloads.jsonl").write_text("".join(w.to_json() + "\n" for w in workloads or []))
+        camp = cls._rebuilt(definition, agent, evaluator, cfg, store, list(workloads or []), tree, Usage())
+        if store is not None:
+            for n in tree.nodes.values():
+                if n.id != ROOT:
+                    camp._write_node(n)
+            _write_json(store / "campaign.json", {
+                "definition": definition.name,
+                "config": cfg.to_dict(),
+                "agent": agent.describe(),
+                "created": _now(),
+                "baseline": tree.baseline.id if tree.baseline else None,
+                "restored_from_records": len(tree),
+            })
+            camp._save_state()
+        return camp
+
+    @classmethod
+    def _rebuilt(cls, definition: Definition, agent: Agent, evaluator: Evaluator | None, cfg: CampaignConfig,
+                 store: Path | None, workloads: list[Workload], tree: Tree, usage: Usage) -> "Campaign":
+        """A campaign around a tree rebuilt from node records. The records are the truth: counters and
+        memory are brought in line with them (a crash may have fallen between writing a node and
+        writing the state; records from PRs come with no state at all)."""
+        mem_path = Path(cfg.memory_path) if cfg.memory_path else store / "memory.json" if store else None
+        memory = SearchMemory.load(definition.name, mem_path) if mem_path else SearchMemory(definition.name)
         camp = cls(definition, agent, evaluator, cfg, store, workloads, tree, memory, usage)
-        # The records are the truth: counters and memory are brought in line with them (a crash may
-        # have fallen between writing a node and writing the state).
         camp.usage.candidates = len(tree)
         camp.usage.eval_seconds = sum((n.summary or {}).get("eval_seconds", 0.0) for n in tree.nodes.values())
         totals = camp.calls.totals()
@@ -234,53 +299,7 @@ class Campaign:
             if n.status == EVALUATED and not any(a["node"] == n.id for a in camp.memory.attempts):
                 camp._note_result(n)
         camp.memory.save()
-        if evaluate_pending:
-            camp._evaluate_pending()
         return camp
-
-    @classmethod
-    def from_records(
-        cls,
-        records: list[dict[str, Any]],
-        definition: Definition,
-        agent: Agent,
-        evaluator: Evaluator,
-        config: CampaignConfig | dict[str, Any] | None,
-        store_dir: str | Path,
-        workloads: list[Workload] | None = None,
-    ) -> "Campaign":
-        """Rebuild a campaign from node records kept elsewhere (the bot: PR bodies), into a fresh store.
-
-        The records are checked by ``Tree.from_records`` first. Nodes whose record carries no solution
-        (compact records) keep their place and their results but cannot be expanded: fill
-        ``record["solution"]`` from the PR's files to let the search continue below them. Pending nodes
-        stay pending (their PRs may still be benchmarked; feed the reports with ``record_report``).
-        """
-        cfg = config if isinstance(config, CampaignConfig) else CampaignConfig.from_dict(config)
-        tree = Tree.from_records(records, cfg.search)  # validates before anything is written
-        store = Path(store_dir)
-        if (store / "campaign.json").exists():
-            raise CampaignError(f"{store} already holds a campaign; use Campaign.resume")
-        store.mkdir(parents=True, exist_ok=True)
-        _write_json(store / "definition.json", definition.to_dict())
-        (store / "workloads.jsonl").write_text("".join(w.to_json() + "\n" for w in workloads or []))
-        for n in tree.nodes.values():
-            if n.id != ROOT:
-                _write_json(store / "nodes" / f"{n.id}.json", n.to_record(), cfg.fsync)
-        _write_json(store / "campaign.json", {
-            "definition": definition.name,
-            "config": cfg.to_dict(),
-            "agent": agent.describe(),
-            "created": _now(),
-            "baseline": tree.baseline.id if tree.baseline else None,
-            "restored_from_records": len(tree),
-        })
-        _write_json(store / "state.json", {
-            "usage": Usage().to_dict(),
-            "exhausted": sorted(n.id for n in tree.nodes.values() if n.id != ROOT and n.solution is None),
-            "updated": _now(),
-        }, cfg.fsync)
-        return cls.resume(store, agent, evaluator, evaluate_pending=False)
 
     # -- the loop ----------------------------------------------------------------------------------
     def step(self) -> StepResult:
@@ -301,16 +320,21 @@ class Campaign:
         r.step = self.usage.steps
         return r
 
-    def propose_next(self) -> StepResult:
+    def propose_next(self, at: Node | None = None) -> StepResult:
         """Select a node and ask the agent, writing the new nodes as ``pending`` without evaluating them.
 
         For callers that evaluate elsewhere (the bot: one PR per pending node, benchmarked by a GPU
         runner); feed each report back with ``record_report``. Failed proposals are recorded at once.
+        ``at``: expand this node instead of the one selection would pick (``/optimize`` on a
+        candidate PR), or stop when it cannot be expanded.
         """
         reason = self.stop_reason()
         if reason:
             return self._result(kind="stop", stopped=True, reason=reason)
-        node = self.tree.select(self.rng)
+        if at is not None:
+            node = at if self.tree.expandable(at) else None
+        else:
+            node = self.tree.select(self.rng)
         if node is None:
             self.stopped_reason = "nothing left to expand (every node is closed or exhausted)"
             return self._result(kind="stop", stopped=True, reason=self.stopped_reason)
@@ -419,7 +443,7 @@ class Campaign:
                          rationale=p.rationale, calls=p.calls, agent=p.agent, model=p.model)
             return self._add_proposal(parent, p, mode)
         nid = solution_node_id(p.solution)
-        key = p.config_key or _maybe_config_key(p.solution)
+        key = p.config_key or config_key_or_none(p.solution)
         if nid in self.tree or (key and self.memory.has_tried(key) and self.memory.tried[key].get("node") in self.tree):
             return None  # the same kernel again: never evaluated twice
         node = Node(id=nid, parent=parent.id, solution=p.solution, config_key=key, **common)
@@ -435,7 +459,8 @@ class Campaign:
         self.memory.note_proposed(node.config_key, node.id)
 
     def _write_node(self, node: Node) -> None:
-        _write_json(self.store / "nodes" / f"{node.id}.json", node.to_record(), self.config.fsync)
+        if self.store is not None:
+            _write_json(self.store / "nodes" / f"{node.id}.json", node.to_record(), self.config.fsync)
 
     def _evaluate_pending(self) -> list[str]:
         done = []
@@ -446,6 +471,8 @@ class Campaign:
 
     def _evaluate(self, node: Node) -> None:
         assert node.status == PENDING and node.solution is not None
+        if self.evaluator is None:
+            raise CampaignError("this campaign only proposes: its candidates are evaluated elsewhere (record_report)")
         base = self.tree.baseline
         baseline = None if base is None or base.id == node.id or not base.solution else base.solution
         report = self.evaluator.evaluate(node.solution, baseline)
@@ -454,8 +481,9 @@ class Campaign:
         self._store_report(node, report)
 
     def _store_report(self, node: Node, report: Report) -> None:
-        (self.store / "reports").mkdir(parents=True, exist_ok=True)
-        report.dump(self.store / "reports" / f"{node.id}.json")
+        if self.store is not None:
+            (self.store / "reports").mkdir(parents=True, exist_ok=True)
+            report.dump(self.store / "reports" / f"{node.id}.json")
         summary = summarize(report)
         self.tree.record(node.id, summary)
         self.usage.eval_seconds += summary["eval_seconds"]
@@ -488,6 +516,8 @@ class Campaign:
         self._save_state()
 
     def _save_state(self) -> None:
+        if self.store is None:
+            return
         _write_json(self.store / "state.json", {
             "usage": self.usage.to_dict(),
             "exhausted": sorted(n.id for n in self.tree.nodes.values() if n.exhausted),
@@ -526,7 +556,7 @@ class Campaign:
             })
         return {
             "definition": self.definition.name,
-            "store": str(self.store),
+            "store": str(self.store) if self.store is not None else None,
             "agent": self.agent.describe(),
             "best": None if best is None else {
                 "node": best.id,
@@ -544,18 +574,6 @@ class Campaign:
             "stop_reason": self.stop_reason(),
         }
 
-    def best_solution(self) -> Solution | None:
-        best = self.tree.best()
-        return best.solution if best else None
-
-
-def _maybe_config_key(solution: Solution) -> str | None:
-    from ..agents.tunables import TunableError, config_key, solution_tunables
-
-    try:
-        return config_key(solution) if solution_tunables(solution) else None
-    except TunableError:
-        return None
 
 
 def load_campaign_config(source: str | Path | dict[str, Any]) -> tuple[CampaignConfig, dict[str, Any] | None]:

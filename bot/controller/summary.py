@@ -6,19 +6,13 @@ node records alone (the bot stores them in PR bodies, where a full report does n
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from harness.report import FeedbackItem, Report
+from harness.geomean import geomean
+from harness.report import FeedbackItem, Report, severity_rank
 from harness.schema import Status
 
-SEVERITY_ORDER = {"critical": 0, "high": 1, "medium": 2, "low": 3, "info": 4}
 MAX_FEEDBACK = 8
-
-
-def geomean(xs: list[float]) -> float | None:
-    xs = [x for x in xs if x is not None and x > 0 and math.isfinite(x)]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
 def summarize(report: Report) -> dict[str, Any]:
@@ -41,7 +35,7 @@ def summarize(report: Report) -> dict[str, Any]:
     for w in ws:
         for item in w.feedback:
             fb.setdefault((item.rule, item.title), item)
-    feedback = sorted(fb.values(), key=lambda i: (SEVERITY_ORDER.get(i.severity, 9), i.rule))[:MAX_FEEDBACK]
+    feedback = sorted(fb.values(), key=lambda i: (severity_rank(i.severity), i.rule))[:MAX_FEEDBACK]
     return {
         "passed": passed,
         "status": _overall_status(report),

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Iterator, Literal, Mapping, Protocol, runtime_checkable
 
+from bot.names import STATUS_CONTEXT
+
 # --------------------------------------------------------------------------------------------------
 # Errors
 # --------------------------------------------------------------------------------------------------
@@ -94,14 +96,11 @@ class Permission(str, enum.Enum):
 
     @property
     def rank(self) -> int:
-        return _PERMISSION_ORDER.index(self)
+        return list(Permission).index(self)  # definition order is the order of rights
 
     def at_least(self, other: "Permission | str") -> bool:
         return self.rank >= Permission(other).rank
 
-
-_PERMISSION_ORDER = [Permission.NONE, Permission.READ, Permission.TRIAGE, Permission.WRITE,
-                     Permission.MAINTAIN, Permission.ADMIN]
 
 StatusState = Literal["pending", "success", "failure", "error"]
 CheckStatus = Literal["queued", "in_progress", "completed"]
@@ -383,7 +382,7 @@ class Forge(Protocol):
     def list_reviews(self, number: int) -> Iterator[Review]: ...
 
     # -- statuses and checks ---------------------------------------------------------------------
-    def set_status(self, sha: str, state: StatusState, *, context: str = "kbot/harness",
+    def set_status(self, sha: str, state: StatusState, *, context: str = STATUS_CONTEXT,
                    description: str = "", target_url: str | None = None) -> CommitStatus: ...
 
     def combined_status(self, ref: str) -> CombinedStatus: ...

@@ -32,6 +32,7 @@ from bot.forge.base import (
     Comment,
     CommitInfo,
     CommitStatus,
+    FilesArg,
     ForgeError,
     ForgeInfo,
     ForgePermissionError,
@@ -47,6 +48,7 @@ from bot.forge.base import (
     normalize_files,
 )
 from bot.forge.markers import has_marker, sticky_marker
+from bot.names import STATUS_CONTEXT
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -668,7 +670,7 @@ class GitHubForge:
     # ------------------------------------------------------------------------------------------
     # Statuses and check runs
     # ------------------------------------------------------------------------------------------
-    def set_status(self, sha: str, state: str, *, context: str = "kbot/harness", description: str = "",
+    def set_status(self, sha: str, state: str, *, context: str = STATUS_CONTEXT, description: str = "",
                    target_url: str | None = None) -> CommitStatus:
         if state not in ("pending", "success", "failure", "error"):
             raise ForgeError(f"status state must be pending, success, failure or error, not {state!r}")

@@ -3,7 +3,7 @@
 This is what ``kbot optimize`` runs on when there is no GitHub. It implements the same ``Forge``
 protocol as ``GitHubForge`` and passes the same behaviour tests (``tests/forge/forge_contract.py``,
 run in ``tests/local/test_local_forge_contract.py``), so the promotion code (``bot.promotion``), the
-review publisher (``bot.review.publish_results``) and the leaderboard run unchanged on it.
+review publisher (``bot.review.publish.publish_results``) and the leaderboard run unchanged on it.
 
 * Code lives in a bare repository (``repo.git``): commits are written with git plumbing
   (``hash-object``, a private index, ``write-tree``, ``commit-tree``) and branches move with
@@ -60,6 +60,7 @@ from bot.forge.base import (
     normalize_files,
 )
 from bot.forge.markers import has_marker
+from bot.names import STATUS_CONTEXT
 
 BOT_LOGIN = "kbot"
 BOT_EMAIL = "kbot@localhost"
@@ -417,10 +418,6 @@ class LocalForge:
     def get_pr(self, number: int) -> PullRequest:
         return self._pr(self._get(self._load(), number), full=True)
 
-    def pr_record(self, number: int) -> dict[str, Any]:
-        """The stored record (timestamps included) for display."""
-        return dict(self._get(self._load(), number))
-
     def update_pr(self, number: int, *, title: str | None = None, body: str | None = None) -> PullRequest:
         _check_body(body, "PR")
         if title == "":
@@ -626,7 +623,7 @@ class LocalForge:
                 yield self._review(r)
 
     # -- statuses and checks -----------------------------------------------------------------------
-    def set_status(self, sha: str, state: str, *, context: str = "kbot/harness",
+    def set_status(self, sha: str, state: str, *, context: str = STATUS_CONTEXT,
                    description: str = "", target_url: str | None = None) -> CommitStatus:
         if state not in ("pending", "success", "failure", "error"):
             raise ForgeError(f"status state must be pending, success, failure or error, not {state!r}")

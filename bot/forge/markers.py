@@ -165,12 +165,3 @@ def _live_lines(body: str):
     for line, live in _lines_with_state(body):
         if live:
             yield line.rstrip()
-
-
-def pr_meta(body: str | None, author: str, bot_login: str, *, key: bytes | None = None,
-            context: str = "") -> dict[str, Any] | None:
-    """Metadata of a PR the bot opened: None unless ``author`` is the bot (a person's PR carries no
-    trusted metadata, whatever its body says), then ``decode_meta`` with the optional HMAC check."""
-    if author != bot_login:
-        return None
-    return decode_meta(body, key=key, context=context)

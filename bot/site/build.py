@@ -20,9 +20,10 @@ from typing import Any
 import jinja2
 
 from bot.controller.tree import ROOT, SearchConfig, Tree
-from bot.meta_key import read_meta
-from bot.promotion import read_champion
-from bot.review import find_bot_review
+from bot.forge.trusted_meta import read_meta
+from bot.names import STATUS_CONTEXT
+from bot.promotion.champion import read_champion
+from bot.review.evidence import find_bot_review
 from harness.report import Report, load_report
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -91,7 +92,7 @@ def speedup_chart(points: list[tuple[int, float | None, str]], width: int = 640,
     out.append(f'<line x1="{pad_l}" y1="{py(1.0):.1f}" x2="{pad_l + w}" y2="{py(1.0):.1f}" stroke="#999" stroke-dasharray="4 3"/>')
     best = None
     steps = []
-    for i, (seq, y, decision) in enumerate(points):
+    for i, (_seq, y, _decision) in enumerate(points):
         if y is not None and math.isfinite(y) and y > 0:
             best = y if best is None else max(best, y)
         if best is not None:
@@ -180,7 +181,7 @@ def build_site(ws: Any, out: str | Path) -> list[Path]:
         meta = read_meta(pr, forge.info.bot_login) or {}
         report = _report_for(ws, meta)
         review = find_bot_review(forge, pr.number)
-        status = forge.combined_status(pr.head_sha).get("kbot/harness")
+        status = forge.combined_status(pr.head_sha).get(STATUS_CONTEXT)
         comments = list(forge.list_comments(pr.number))
         # hidden machine blocks (marker, evidence) are for the bot, not for people reading the page
         review_text = "\n".join(line for line in review.body.splitlines() if not line.startswith("<!-- kbot:")).strip() if review else None

@@ -25,12 +25,11 @@ from typing import Any, Iterable
 
 import yaml
 
-from ..report import FeedbackItem, Roofline
+from ..report import SEVERITIES, FeedbackItem, Roofline
 from .expr import Expr, ExprError, MissingName, compile_expr
 
 __all__ = [
     "RULES_DIR",
-    "SEVERITIES",
     "FeedbackResult",
     "NotEvaluated",
     "Rule",
@@ -45,7 +44,6 @@ __all__ = [
 
 REPO = Path(__file__).resolve().parents[2]
 RULES_DIR = REPO / "skills" / "profiling" / "rules"
-SEVERITIES = ("critical", "high", "medium", "low", "info")
 CLASSES = ("memory", "compute", "latency")
 _RULE_KEYS = {"name", "title", "applies_to", "requires", "optional", "thresholds", "trigger", "analysis",
               "recommendation", "severity", "impact", "group", "stop", "description"}
@@ -172,7 +170,7 @@ def _parse_rule(d: dict[str, Any], file: str) -> Rule:
         if isinstance(raw_sev, str):
             sev.append(_Severity(None, raw_sev))
         else:
-            for i, s in enumerate(_as_list(raw_sev)):
+            for s in _as_list(raw_sev):
                 if not isinstance(s, dict) or "level" not in s:
                     raise RuleError(f"{where}: severity entries need a 'level' (and optionally 'when')")
                 sev.append(_Severity(compile_expr(str(s["when"])) if s.get("when") else None, s["level"]))
@@ -279,7 +277,7 @@ def derived_evidence(evidence: dict[str, Any], roofline: Roofline | None) -> dic
 # ------------------------------------------------------------------------------------------ running
 
 
-def _fmt(v: Any, spec: str) -> str:
+def format_value(v: Any, spec: str) -> str:
     if spec:
         try:
             return format(v, spec)
@@ -307,7 +305,7 @@ def _render(template: str, env: dict[str, Any]) -> str:
         if fname is None:
             continue
         try:
-            out.append(_fmt(compile_expr(fname)(env), spec or ""))
+            out.append(format_value(compile_expr(fname)(env), spec or ""))
         except ExprError:
             out.append("n/a")
     return "".join(out)

@@ -32,7 +32,8 @@ import torch
 
 from ..compare import CompareResult, check_structure, comparator, compare_default, elementwise
 from ..defconfig import DefinitionConfig
-from ..inputs import GenContext, generator, torch_dtype
+from ..dtypes import torch_dtype
+from ..generators import GenContext, generator
 from ..schema import Definition, SchemaError, Status
 from .common import ceil_div, quantize_fp8_rows
 

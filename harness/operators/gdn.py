@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from ..inputs import GenContext, generator
+from ..generators import GenContext, generator
 from ..schema import SchemaError
 from .common import log_uniform, split_lengths
 

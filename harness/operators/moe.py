@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from ..inputs import GenContext, generator
+from ..generators import GenContext, generator
 from ..schema import GeneratedInput, SafetensorsInput, ScalarInput, SchemaError, Workload
 from .common import quantize_fp8_blocks_1d, random_fp8_bytes
 

@@ -312,15 +312,15 @@ def parse_ncu_csv(text: str) -> dict[str, dict[str, Any]]:
         groups.setdefault(launch.name, []).append(launch)
     for name, ls in groups.items():
         merged: dict[str, Any] = {}
-        keys = {k for l in ls for k in l.metrics}
+        keys = {k for launch in ls for k in launch.metrics}
         for k in sorted(keys):
-            vals = [l.metrics.get(k) for l in ls]
+            vals = [launch.metrics.get(k) for launch in ls]
             nums = [v for v in vals if isinstance(v, float)]
             if nums:
                 merged[k] = sum(nums) / len(nums)
             else:
                 merged[k] = next((v for v in vals if v is not None), None)
-        durations = [l.duration_s for l in ls if l.duration_s is not None]
+        durations = [launch.duration_s for launch in ls if launch.duration_s is not None]
         merged["launch_count"] = len(ls)
         merged["total_duration_s"] = sum(durations) if durations else None
         merged["library"] = is_library_kernel(name)

@@ -20,13 +20,13 @@ from typing import Any, Iterable
 
 from ..ceilings import Ceilings, ceilings_for, documented_ceilings
 from ..feedback.engine import FeedbackResult, kernel_level, load_rules, merge_results, run_rules
-from ..feedback.render import render_markdown, to_json
+from ..feedback.output import render_markdown, to_json
 from ..report import Report, Roofline, WorkloadResult
 from ..roofline import roofline as compute_roofline
 from ..schema import Definition, Solution, Status, Workload
 from . import Collected
 from .ncu import METRICS, command_text, find_ncu, ncu_evidence, run_ncu
-from .sass import _facts_evidence, find_tool, parse_sass, pick_function
+from .sass import facts_evidence, find_tool, parse_sass, pick_function
 
 __all__ = ["ProfileOutcome", "analyze", "explain_csv", "profile_report", "profile_workload", "sass_from_dirs"]
 
@@ -126,7 +126,7 @@ def sass_from_dirs(dirs: Iterable[Path], function: str | None = None) -> Collect
         return Collected.unavailable("sass", "no device code found in the Triton cache or the build folder")
     name = pick_function(funcs, function) or pick_function(funcs, None)
     assert name is not None
-    ev = _facts_evidence(funcs[name])
+    ev = facts_evidence(funcs[name])
     ev["sass_function"] = name
     return Collected(source="sass", evidence=ev, raw={"functions": sorted(funcs)})
 

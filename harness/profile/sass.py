@@ -121,7 +121,7 @@ def parse_sass(text: str) -> dict[str, dict[str, Any]]:
     return funcs
 
 
-def _facts_evidence(f: dict[str, Any], prefix: str = "sass") -> dict[str, Any]:
+def facts_evidence(f: dict[str, Any], prefix: str = "sass") -> dict[str, Any]:
     ev: dict[str, Any] = {}
     ldg_total = sum(f["ldg_widths"].values())
     stg_total = sum(f["stg_widths"].values())
@@ -171,6 +171,6 @@ def sass_evidence(cubin: str | Path, function: str | None = None) -> Collected:
     name = pick_function(funcs, function)
     if name is None:
         return Collected.unavailable("sass", f"no function matching {function!r} in {sorted(funcs)[:10]}")
-    ev = _facts_evidence(funcs[name])
+    ev = facts_evidence(funcs[name])
     ev["sass_function"] = name
     return Collected(source="sass", evidence=ev, raw={"functions": sorted(funcs)})

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import Collected
-from .sass import _facts_evidence, find_tool, parse_resource_usage, parse_sass
+from .sass import facts_evidence, find_tool, parse_resource_usage, parse_sass
 
 __all__ = [
     "TRITON_DTYPES",
@@ -258,7 +258,7 @@ def triton_evidence(fn: Any, signature: dict[str, str] | None = None, constexprs
     if "spill_store_bytes" in st.ptxas:
         ev["triton_spill_bytes"] = st.ptxas["spill_store_bytes"] + st.ptxas["spill_load_bytes"]
     if st.sass:
-        ev.update(_facts_evidence(st.sass))
+        ev.update(facts_evidence(st.sass))
         ev["sass_function"] = st.name
     ev = {k: v for k, v in ev.items() if v is not None}
     return Collected(source="triton", evidence=ev,

@@ -1,5 +1,5 @@
 """Where the kernel-time tracer's host seconds go (profile.cupti_s was 0.36-0.56 s per rmsnorm candidate
-on the H200, session 4 call 4): enabling/disabling the activity kinds, flushing, and reading records,
+on the H200, docs/measurements.md recording 17): enabling/disabling the activity kinds, flushing, and reading records,
 each timed alone in one process. Prints a short table; writes $OUT/cupti_cost.json."""
 
 import json
@@ -35,7 +35,7 @@ res["start_stop_ms"] = timed(lambda: (t.start(), t.stop()))
 t.start()
 res["flush_empty_ms"] = timed(lambda: t.collect())
 for n in (100, 1000, 5000):
-    def run():
+    def run(n=n):
         for _ in range(n):
             x.mul_(1.0)
         torch.cuda.synchronize()

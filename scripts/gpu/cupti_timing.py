@@ -1,7 +1,7 @@
-"""The experiment behind harness/cupti_activity.py (session 4, call 1; docs/measurements.md): do CUPTI
+"""The experiment behind harness/cupti_activity.py (docs/measurements.md, recording 14): do CUPTI
 kernel durations reproduce across processes where event times do not? (They did.)
 
-Session 3 found that a few-µs kernel's event-timed median carries a per-process offset: an empty
+The launch-floor probe found that a few-µs kernel's event-timed median carries a per-process offset: an empty
 kernel between two events reads ~3.36 or ~3.50 µs depending on the process (scripts/gpu/launch_floor.py),
 so three processes disagree by 5-20%. CUPTI's activity records give each kernel's own start and end on
 the GPU, without the launch processing between two events. Each child process here times the shipped

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import math
 import os
 import sys
 import time
@@ -162,7 +161,7 @@ def main() -> int:
                     res = compare(outs, ref_d, definition=d, axes=axes, config=cfg, inputs=inputs)
                     rec.update(status=res.status.value, max_abs=res.max_absolute_error, msg=res.message[:200])
 
-                    def call(outs=outs, fn=fn):
+                    def call(outs=outs, fn=fn, inputs=inputs):
                         fn(**inputs, **outs)
 
                     if args.dry:
@@ -202,7 +201,8 @@ def main() -> int:
         for r in rows:
             if r.get("kernels"):
                 print(f"   {r['variant']:8s} {','.join(f'{k}={v}' for k, v in r['axes'].items())}: {r['kernels']}")
-        print("mean GPU".ljust(44) + "       " + "  ".join((f"{sum(m) / len(m):.2f}" if len(m) == len(wl) else f"({len(m)} ok)").rjust(14) for m in means.values()))
+        cells = ((f"{sum(m) / len(m):.2f}" if len(m) == len(wl) else f"({len(m)} ok)").rjust(14) for m in means.values())
+        print("mean GPU".ljust(44) + "       " + "  ".join(cells))
     return 0
 
 

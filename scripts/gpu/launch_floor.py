@@ -1,6 +1,6 @@
 """Is the small-kernel per-process offset a per-process launch floor, and does CPU placement move it?
 
-The session-3 harness run read the SM clock from each hold (a fixed number of spin cycles between two
+The harness bench read the SM clock from each hold (a fixed number of spin cycles between two
 events): processes whose small kernels read ~0.5 µs slow also read their holds ~0.6 µs long, though the
 clock (nvidia-smi: 1980 MHz) is the same. So something adds a per-process constant to every interval
 between two events. Each child process here measures, with the harness's own protocol (L2 flush,
@@ -80,9 +80,14 @@ def sh(cmd: str) -> str:
 def main() -> int:
     n = os.cpu_count() or 2
     halves = [list(range(n // 2)), list(range(n // 2, n)), []]
-    info = {"lscpu_numa": sh("lscpu | grep -i numa"), "gpu_numa_node": sh("cat /sys/bus/pci/devices/*/numa_node 2>/dev/null | sort | uniq -c"),
-            "gpu_local_cpus": sh("for d in /sys/bus/pci/devices/*; do [ \"$(cat $d/vendor 2>/dev/null)\" = 0x10de ] && echo $d $(cat $d/local_cpulist) $(cat $d/numa_node); done"),
-            "topo": sh("nvidia-smi topo -m 2>&1 | head -8")}
+    info = {
+        "lscpu_numa": sh("lscpu | grep -i numa"),
+        "gpu_numa_node": sh("cat /sys/bus/pci/devices/*/numa_node 2>/dev/null | sort | uniq -c"),
+        "gpu_local_cpus": sh(
+            'for d in /sys/bus/pci/devices/*; do [ "$(cat $d/vendor 2>/dev/null)" = 0x10de ] && echo $d $(cat $d/local_cpulist) $(cat $d/numa_node); done'
+        ),
+        "topo": sh("nvidia-smi topo -m 2>&1 | head -8"),
+    }
     rows = []
     script = OUT / "launch_floor_child.py"
     script.write_text(CHILD)
@@ -98,13 +103,22 @@ def main() -> int:
         print(json.dumps(r), flush=True)
     # Does anything under our control remove the per-process floor? Six processes each: a non-default
     # stream, one hardware connection, and (as a disturbance check) nvidia-smi querying in a loop.
-    variants = {"side_stream": ([], "stream", {}), "max_connections_1": ([], "default", {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}),
-                "smi_running": ([], "default", {})}
+    variants = {
+        "side_stream": ([], "stream", {}),
+        "max_connections_1": ([], "default", {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}),
+        "smi_running": ([], "default", {}),
+    }
     for name, (cpus, stream, extra_env) in variants.items():
         for _ in range(6):
             smi = subprocess.Popen(["bash", "-c", "while true; do nvidia-smi -q > /dev/null; done"], start_new_session=True) if name == "smi_running" else None
             try:
-                p = subprocess.run([sys.executable, str(script), json.dumps(cpus), stream, "fresh-only"], capture_output=True, text=True, timeout=120, env={**os.environ, **extra_env})
+                p = subprocess.run(
+                    [sys.executable, str(script), json.dumps(cpus), stream, "fresh-only"],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                    env={**os.environ, **extra_env},
+                )
             finally:
                 if smi is not None:  # the loop and the nvidia-smi it is running: a process group
                     os.killpg(smi.pid, 9)
@@ -123,7 +137,10 @@ def main() -> int:
         if "error" in r:
             print(r["placement"], r["error"][-300:])
             continue
-        print(f"{r['placement']:<17} {r['cpu_now']:>4}  {r['floor_fresh']['median_us']:>10.3f} {r['floor_fresh']['hold_us']:>10.3f} {r['add_fresh']['median_us']:>10.3f}")
+        print(
+            f"{r['placement']:<17} {r['cpu_now']:>4}  {r['floor_fresh']['median_us']:>10.3f} {r['floor_fresh']['hold_us']:>10.3f}"
+            f" {r['add_fresh']['median_us']:>10.3f}"
+        )
     groups: dict[str, list] = {}
     for r in rows:
         if "error" not in r:
@@ -131,7 +148,9 @@ def main() -> int:
     for g, rs in groups.items():
         for key in ("floor_fresh", "add_fresh"):
             ms = [r[key]["median_us"] for r in rs]
-            print(f"{g:<17} spread {key}: {100 * (max(ms) - min(ms)) / statistics.median(ms):.1f}%  range {min(ms):.3f}-{max(ms):.3f} µs over {len(ms)} processes")
+            print(
+                f"{g:<17} spread {key}: {100 * (max(ms) - min(ms)) / statistics.median(ms):.1f}%  range {min(ms):.3f}-{max(ms):.3f} µs over {len(ms)} processes"
+            )
     return 0
 
 

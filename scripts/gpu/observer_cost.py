@@ -1,4 +1,4 @@
-"""Where the CUPTI observer's seconds go, on the GPU (issue 2, overhead target).
+"""Where the CUPTI observer's seconds go, on the GPU (the 5 s overhead target).
 
 Each variant runs in a fresh process that prints marks (CLOCK_MONOTONIC, shared by all processes on
 Linux) as JSON lines; the parent adds when it spawned the child and when the child had exited, so
@@ -145,15 +145,19 @@ mark("before_exit")
 PROBE = r"""
 import glob, os, subprocess
 hits = []
-for p in ["/usr/local/cuda*/extras/CUPTI/include/cupti_activity.h", "/usr/local/lib/python3*/*-packages/nvidia/**/cupti_activity.h", "/usr/lib/python3*/*-packages/nvidia/**/cupti_activity.h"]:
+for p in ["/usr/local/cuda*/extras/CUPTI/include/cupti_activity.h",
+          "/usr/local/lib/python3*/*-packages/nvidia/**/cupti_activity.h",
+          "/usr/lib/python3*/*-packages/nvidia/**/cupti_activity.h"]:
     hits += glob.glob(p, recursive=True)
 print(json.dumps({"mark": "headers", "t": time.monotonic(), "cupti_activity_h": hits[:6]}))
 for h in hits[:1]:
-    out = subprocess.run(["grep", "-n", "typedef struct PACKED_ALIGNMENT\\|} CUpti_ActivityKernel\\|} CUpti_ActivityMemcpy\\|} CUpti_ActivityMemset\\|CUPTI_API_VERSION", h], capture_output=True, text=True).stdout
+    pattern = "typedef struct PACKED_ALIGNMENT\\|} CUpti_ActivityKernel\\|} CUpti_ActivityMemcpy\\|} CUpti_ActivityMemset\\|CUPTI_API_VERSION"
+    out = subprocess.run(["grep", "-n", pattern, h], capture_output=True, text=True).stdout
     print(json.dumps({"mark": "structs", "t": time.monotonic(), "grep": out[-3000:]}))
     ver = os.path.join(os.path.dirname(h), "cupti_version.h")
     if os.path.exists(ver):
-        print(json.dumps({"mark": "version", "t": time.monotonic(), "grep": subprocess.run(["grep", "-n", "define CUPTI_API_VERSION", ver], capture_output=True, text=True).stdout}))
+        found = subprocess.run(["grep", "-n", "define CUPTI_API_VERSION", ver], capture_output=True, text=True).stdout
+        print(json.dumps({"mark": "version", "t": time.monotonic(), "grep": found}))
 """
 
 VARIANTS = {"import": COMMON + "\nmark('before_exit')\n", "kineto": KINETO, "cupti_cb": CUPTI_CB, "probe": "import json, time\n" + PROBE}
@@ -172,9 +176,15 @@ def run(name: str, code: str) -> dict:
         except ValueError:
             pass
     rel = [(m["mark"], round(m["t"] - t0, 3)) for m in marks]
-    return {"variant": name, "rc": p.returncode, "wall_s": round(t_end - t0, 3), "marks": rel,
-            "details": [{k: v for k, v in m.items() if k not in ("t",)} for m in marks if len(m) > 2],
-            "exit_after_last_mark_s": round(t_end - marks[-1]["t"], 3) if marks else None, "stderr": p.stderr[-2500:]}
+    return {
+        "variant": name,
+        "rc": p.returncode,
+        "wall_s": round(t_end - t0, 3),
+        "marks": rel,
+        "details": [{k: v for k, v in m.items() if k not in ("t",)} for m in marks if len(m) > 2],
+        "exit_after_last_mark_s": round(t_end - marks[-1]["t"], 3) if marks else None,
+        "stderr": p.stderr[-2500:],
+    }
 
 
 def main() -> int:

@@ -17,8 +17,8 @@ stays under ``--budget-s`` (default 270 s) of measuring time plus start-up.
     python scripts/gpu/operators_full.py --device cpu --only gdn_decode_qk4_v8_d128_k_last --max-per-op 1   # smoke test
 
 With ``--eval`` it also runs each reference as a solution of itself through ``kbot eval`` on two of its
-workloads (needs harness/worker.py to import harness.operators, which registers the generators and
-comparators in the worker process); otherwise it prints those commands.
+workloads (the worker imports harness.inputs, which registers the operators' generators and
+comparators); otherwise it prints those commands.
 """
 
 from __future__ import annotations
@@ -39,15 +39,13 @@ sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
 
-import harness.operators  # noqa: E402,F401  (registers the generators and comparators)
 from harness.compare import compare, normalize_outputs  # noqa: E402
 from harness.defconfig import load_config  # noqa: E402
-from harness.inputs import _load_trusted_fn, make_inputs, seed_for  # noqa: E402
-from harness.operators import CONTEST_DEFINITIONS  # noqa: E402
+from harness.inputs import load_trusted_fn, make_inputs, seed_for  # noqa: E402
+from harness.operators import CONTEST_DEFINITIONS, official_definition_path  # noqa: E402
 from harness.operators.moe import official_workloads  # noqa: E402
 from harness.schema import Workload, load_definition, load_workloads  # noqa: E402
 
-OFFICIAL_SUBDIR = {"moe": "moe", "dsa": "dsa_paged", "gdn": "gdn"}
 # Share of the measuring budget per operator (MoE has the most and the largest workloads).
 BUDGET_SHARE = {"moe": 0.34, "dsa_topk": 0.12, "dsa_sparse": 0.16, "gdn_decode": 0.12, "gdn_prefill": 0.26}
 # Workloads on which the official reference is affordable (it loops in Python per token/head/expert).
@@ -142,7 +140,7 @@ def run_operator(name: str, args, shared: Path | None, clock: Clock, budget_s: f
     fam = family(name)
     dpath = REPO / "definitions" / name / "definition.json"
     defn, cfg = load_definition(dpath), load_config(name, dpath)
-    ours = _load_trusted_fn(cfg.reference_fn, cfg.root)
+    ours = load_trusted_fn(cfg.reference_fn, cfg.root)
     workloads: list[tuple[str, Workload]] = [("ours", w) for w in load_workloads(REPO / "definitions" / name / "workloads.jsonl", defn)]
     if fam == "moe" and shared is not None:
         wpath = shared / "flashinfer-trace" / "workloads" / "moe" / f"{name}.jsonl"
@@ -157,7 +155,7 @@ def run_operator(name: str, args, shared: Path | None, clock: Clock, budget_s: f
     official = None
     if args.official_refs and shared is not None:
         ns: dict[str, Any] = {}
-        off = load_definition(shared / "flashinfer-trace" / "definitions" / OFFICIAL_SUBDIR[name.split("_")[0]] / f"{name}.json")
+        off = load_definition(official_definition_path(shared, name, defn.op_type))
         exec(compile(off.reference, f"<official {name}>", "exec"), ns)  # noqa: S102 (the shared official file)
         official = ns["run"]
     n_official = 0
@@ -177,13 +175,13 @@ def run_operator(name: str, args, shared: Path | None, clock: Clock, budget_s: f
             if args.device == "cuda":
                 torch.cuda.synchronize()
             row["gen_s"] = round(time.perf_counter() - t0, 3)
-            ms, n, out = timed(clock, lambda: ours(**clone(x)), 10, 3.0)
+            ms, n, out = timed(clock, lambda x=x: ours(**clone(x)), 10, 3.0)
             row.update(ours_ms=ms, ours_calls=n)
             mine = normalize_outputs(out, defn)
             row["roofline"] = roofline_of(defn, axes, ms, args.device)
             if official is not None and n_official < args.official_cap and OFFICIAL_AFFORDABLE[fam](axes):
                 n_official += 1
-                oms, on, oout = timed(clock, lambda: official(**clone(x)), 2, 2.0)
+                oms, on, oout = timed(clock, lambda x=x: official(**clone(x)), 2, 2.0)
                 theirs = normalize_outputs(oout, defn)
                 r = compare(mine, theirs, definition=defn, axes=axes, config=cfg, inputs=x)
                 row.update(official_ms=oms, official_calls=on, agrees=r.ok, compare=r.message or r.status.value,

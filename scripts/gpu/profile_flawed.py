@@ -113,7 +113,7 @@ def main() -> int:
         d = load_definition(FIXTURE_DEFS / f"{case.definition}.json")
         axes = d.resolve_axes(case.axes)
 
-        def judge(items):
+        def judge(items, case=case):
             top = items[0].rule if items else None
             if case.expect_top:
                 return top, top in (case.expect_top, *case.accept_top)

@@ -36,12 +36,15 @@ class PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
+WRITES = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_BLOCK | MAKE_SYM
+
+
 def abi() -> int:
     return libc.syscall(SYS_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
 
 
 def all_fs(v: int) -> int:
-    bits = EXECUTE | WRITE_FILE | READ_FILE | READ_DIR | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_BLOCK | MAKE_SYM
+    bits = EXECUTE | READ_FILE | READ_DIR | WRITES
     if v >= 2:
         bits |= REFER
     if v >= 3:
@@ -51,7 +54,6 @@ def all_fs(v: int) -> int:
     return bits
 
 
-WRITES = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_CHAR | MAKE_DIR | MAKE_REG | MAKE_SOCK | MAKE_FIFO | MAKE_BLOCK | MAKE_SYM
 
 
 def restrict(scratch: str, readable: list[str], mode: str = "full") -> str:
@@ -79,7 +81,8 @@ def restrict(scratch: str, readable: list[str], mode: str = "full") -> str:
         extra = [(f"/proc/{os.getpid()}", write)]
     if mode == "writes_procdriver":
         extra = [("/proc/driver", write)]
-    dev = handled if mode in ("full_devall", "full_tmpdev", "writes_devall") else (read | WRITE_FILE | (IOCTL_DEV if v >= 5 else 0) | (TRUNCATE if v >= 3 else 0)) & handled
+    dev_rights = read | WRITE_FILE | (IOCTL_DEV if v >= 5 else 0) | (TRUNCATE if v >= 3 else 0)
+    dev = handled if mode in ("full_devall", "full_tmpdev", "writes_devall") else dev_rights & handled
     rules = ([(p, read) for p in readable] if read else []) + [(scratch, write), ("/dev", dev)] + [(p, a) for p, a in extra if os.path.exists(p)]
     for path, access in rules:
         pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)

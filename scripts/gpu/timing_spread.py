@@ -1,4 +1,4 @@
-"""Why do a few-µs kernel's medians move between processes? One process's evidence (issue 2, target 1).
+"""Why do a few-µs kernel's medians move between processes? One process's evidence (the 1% spread target).
 
 Run it several times as separate processes (see scripts/gpu/timing_spread.sh). In one process, for a
 few rmsnorm batch sizes, it times the shipped Triton kernel with the harness Timer:
@@ -65,8 +65,12 @@ def main():
                "drift_pct": 100 * (again["median_us"] - allocs[0]["median_us"]) / allocs[0]["median_us"],
                "seconds_since_start": time.perf_counter() - t_start}
         result["batches"][b] = row
-        print(f"pid {os.getpid()} batch {b:>5}: alloc medians {[round(m, 3) for m in meds]} (n {[a['n'] for a in allocs]}) spread {row['alloc_spread_pct']:.2f}% | "
-              f"n50 medians {min(n50):.3f}..{max(n50):.3f} spread {row['n50_spread_pct']:.2f}% | again {again['median_us']:.3f} drift {row['drift_pct']:+.2f}%", flush=True)
+        print(
+            f"pid {os.getpid()} batch {b:>5}: alloc medians {[round(m, 3) for m in meds]} (n {[a['n'] for a in allocs]})"
+            f" spread {row['alloc_spread_pct']:.2f}% | "
+            f"n50 medians {min(n50):.3f}..{max(n50):.3f} spread {row['n50_spread_pct']:.2f}% | again {again['median_us']:.3f} drift {row['drift_pct']:+.2f}%",
+            flush=True,
+        )
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"timing_spread_{os.getpid()}.json").write_text(json.dumps(result, indent=2))
 

@@ -39,10 +39,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from harness.schema import Solution  # noqa: E402
-
-from bot.agents.offline import load_seeds  # noqa: E402
+from bot.agents.providers.offline import load_seeds  # noqa: E402
 from bot.agents.tunables import apply, configuration, solution_tunables  # noqa: E402
+from harness.schema import Solution  # noqa: E402
 
 SMOKE = "--smoke" in sys.argv  # decided before triton is imported: the interpreter is chosen at import
 if SMOKE:
@@ -193,7 +192,7 @@ def measure(kind: str, space: dict, deadline: float, workers: int) -> list[dict]
                     frac = bad.float().mean().item()
                     if frac > (0.0 if kind == "rmsnorm" else 1e-4):
                         raise AssertionError(f"wrong result: {frac:.2%} of elements outside tolerance")
-                    lat.append(bench(lambda a=a: mod.run(**a)))
+                    lat.append(bench(lambda a=a, mod=mod: mod.run(**a)))
                 rows.append({"config": cfg, "latency_ms": lat, "error": None})
             except Exception as e:
                 rows.append({"config": cfg, "latency_ms": None, "error": f"{type(e).__name__}: {str(e)[:300]}"})

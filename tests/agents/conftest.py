@@ -12,9 +12,9 @@ for _p in (str(HERE), str(HERE.parent), str(HERE.parents[1])):
         sys.path.remove(_p)
     sys.path.insert(0, _p)
 
-import pytest
+import pytest  # noqa: E402  (after the sys.path set-up above)
 
-from harness.schema import parse_definition
+from harness.schema import parse_definition  # noqa: E402
 
 RMSNORM = {
     "name": "rmsnorm_h4096",

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from bot.agents import AgentError, build_agent, load_config_file
-from bot.agents.offline import OfflineAgent
+from bot.agents.providers.offline import OfflineAgent
 from bot.controller import load_campaign_config
 
 YAML = """
@@ -58,8 +58,8 @@ def test_provider_defaults_need_no_config():
 def test_composite_agent_tunes_first_then_asks_the_model(rmsnorm_def, monkeypatch):
     from bot.agents import AgentContext, Mode, create_agent
     from bot.agents.base import Agent, Proposal
-    from bot.agents.offline import load_seeds
-    from bot.agents.registry import _REGISTRY
+    from bot.agents.catalog import _REGISTRY
+    from bot.agents.providers.offline import load_seeds
 
     asked = []
 

@@ -6,7 +6,7 @@ import pytest
 
 from bot.agents.base import AgentContext, Mode
 from bot.agents.extract import ExtractionError, build_solution, extract_files
-from bot.agents.offline import load_seeds
+from bot.agents.providers.offline import load_seeds
 
 RUN = "def run(hidden_states, weight, output):\n    return output\n"
 

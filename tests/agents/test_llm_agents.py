@@ -12,9 +12,9 @@ from fakes.llm_servers import Fail, FakeAnthropic, FakeOpenAI, Reply
 
 from bot.agents.base import AgentContext, AgentError, Mode
 from bot.agents.calllog import CallLog, prompt_hash
-from bot.agents.registry import create_agent
+from bot.agents.catalog import create_agent
 from bot.controller.campaign import Campaign
-from bot.controller.synthetic import FunctionEvaluator
+from tests.controller.synthetic import FunctionEvaluator
 
 GOOD = (
     "Here is the kernel.\n"
@@ -132,7 +132,7 @@ def test_malformed_twice_is_a_failed_proposal_with_reason(provider, rmsnorm_def,
 
 
 def test_failed_node_is_recorded_by_the_campaign(rmsnorm_def, tmp_path):
-    from bot.agents.offline import load_seeds
+    from bot.agents.providers.offline import load_seeds
 
     seed = load_seeds("rmsnorm_h4096")[0]
     ev = FunctionEvaluator(lambda s: [{"axes": {"batch_size": 8}, "latency_ms": 1.0, "reference_ms": 2.0}])
@@ -242,7 +242,7 @@ def test_replay_reproduces_a_run_without_network(rmsnorm_def, tmp_path):
 
 def test_a_whole_campaign_replays_offline_from_its_call_log(rmsnorm_def, tmp_path):
     """Run a campaign against the fake server, then again from calls.jsonl alone: same nodes, same order."""
-    from bot.agents.offline import load_seeds
+    from bot.agents.providers.offline import load_seeds
 
     seed = load_seeds("rmsnorm_h4096")[0]
 

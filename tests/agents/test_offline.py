@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bot.agents.base import AgentContext, Mode
-from bot.agents.offline import OfflineAgent, load_seeds
-from bot.agents.registry import AgentError, available, create_agent, get_agent_class, register
+from bot.agents.catalog import AgentError, available, create_agent, get_agent_class, register
+from bot.agents.providers.offline import OfflineAgent, load_seeds
 from bot.agents.tunables import TunableError, apply, config_key, configuration, find_tunables, solution_tunables, space_size
 from bot.controller.memory import SearchMemory
 from harness.report import FeedbackItem
@@ -180,7 +180,7 @@ def test_registry_builtin_unknown_and_plugin(monkeypatch):
 
             return Plug
 
-    import bot.agents.registry as reg
+    import bot.agents.catalog as reg
 
     monkeypatch.setattr(reg, "entry_points", lambda group: [EP()] if group == "kbot.agents" else [])
     a = create_agent("myplug", {"x": 1})

@@ -8,8 +8,8 @@ import pytest
 
 from bot.agents.base import AgentContext, Mode, StructuredError
 from bot.agents.calllog import prompt_hash
-from bot.agents.offline import load_seeds
 from bot.agents.prompts import PromptBuilder
+from bot.agents.providers.offline import load_seeds
 from bot.controller.memory import SearchMemory
 from harness.report import FeedbackItem
 from harness.schema import Workload

@@ -10,7 +10,7 @@ import importlib.util
 import pytest
 
 from bot.agents.base import AgentContext, Mode
-from bot.agents.offline import OfflineAgent
+from bot.agents.providers.offline import OfflineAgent
 from harness.schema import parse_definition
 
 pytestmark = pytest.mark.gpu

@@ -1,6 +1,6 @@
-"""A candidate PR made the way the bot makes one (bot/attempts.py): a ``kbot/<definition>/<node>``
+"""A candidate PR made the way the bot makes one (bot/campaign/attempts.py): a ``kbot/<definition>/<node>``
 branch with one bot commit under ``kernels/<definition>/<name>/`` and a meta block naming the
-solution, its hash and ``solution_path``. Promotion refuses anything less (bot/candidate_gate.py)."""
+solution, its hash and ``solution_path``. Promotion refuses anything less (bot/promotion/candidate_gate.py)."""
 
 from __future__ import annotations
 

@@ -8,15 +8,15 @@ import json
 
 from eventkit import comment_event, example
 
-from bot.app import WebhookApp, Worker, sign
-from bot.auth import RateLimiter
-from bot.commands.events import EventRouter
+from bot.commands.auth import RateLimiter
+from bot.commands.bot_policy import POLICY_PATH
 from bot.commands.services import ForgeServices
 from bot.forge.github import GitHubForge
 from bot.forge.markers import with_meta
-from bot.policy import POLICY_PATH
-from bot.promotion import PROMOTION_PATH
-from bot.queue import JobQueue
+from bot.intake.events import EventRouter
+from bot.intake.queue import JobQueue
+from bot.intake.server import JobRunner, WebhookApp, sign
+from bot.promotion.decision import PROMOTION_PATH
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 SECRET = b"e2e-secret"
@@ -69,7 +69,7 @@ class Env:
         self.results: dict[str, object] = {}  # head sha -> Report the "bench" produced
         router = EventRouter(lambda p: self.forge, lambda f: ForgeServices(f, self.generator),
                              RateLimiter(tmp_path / "rate.sqlite3"), fetch or self.fetch)
-        self.worker = Worker(self.queue, router.handle, lease_seconds=60)
+        self.worker = JobRunner(self.queue, router.handle, lease_seconds=60)
         self.n = 0
 
     def fetch(self, forge, run, dest):

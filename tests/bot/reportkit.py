@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from harness.report import (Correctness, DeviceInfo, FeedbackItem, Finding, LatencyStats, PairedRatio, Report,
-                            Roofline, WorkloadResult)
+from harness.report import Correctness, DeviceInfo, FeedbackItem, Finding, LatencyStats, PairedRatio, Report, Roofline, WorkloadResult
 from harness.schema import Status
 
 

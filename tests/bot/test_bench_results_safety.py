@@ -8,7 +8,8 @@ from memforge import MemForge
 from reportkit import good
 from test_bot_events import DEF, router, run_event
 
-from bot.review import find_evidence, publish_results
+from bot.review.evidence import find_evidence
+from bot.review.publish import publish_results
 
 
 @pytest.fixture
@@ -57,7 +58,7 @@ def test_no_usable_report_without_earlier_evaluation_writes_the_review(forge):
 @pytest.mark.parametrize("content", ['["kernels/d/x.json"]', '"text"', "42", "null",
                                      '{"solution": "cand_v2", "solution_path": 5}', '{"solution": ["cand_v2"]}'])
 def test_bench_sidecar_of_the_wrong_shape_is_ignored(tmp_path, content):
-    from bot.review import bench_solution_path
+    from bot.review.results import bench_solution_path
 
     (tmp_path / "kbot-bench.json").write_text(content)
     assert bench_solution_path(tmp_path, "cand_v2") is None

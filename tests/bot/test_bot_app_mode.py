@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 
+from candkit import bot_candidate
 from click.testing import CliRunner
 from reportkit import good
 
 from bot.forge.github import GitHubForge
-from bot.forge.markers import with_meta
-from candkit import bot_candidate
-from bot.review import publish_results
+from bot.review.publish import publish_results
 
 APP_ID = 4711
 INSTALLATION = 99
@@ -38,7 +37,7 @@ def test_publish_as_app_creates_check_run(github_server, github_app_key):
 def cli():
     import click
 
-    from bot.cli_bot import register
+    from bot.cli.github_bot import register
 
     @click.group()
     def root() -> None:

@@ -4,16 +4,17 @@ kill switch, rate limits, the reaction protocol, sticky replies."""
 from __future__ import annotations
 
 import pytest
+from candkit import bot_candidate
 from eventkit import comment_event
 from memforge import BOT, MemForge
+from policykit import example_policy
 
-from bot.auth import RateLimiter, authorize, is_bot_account
+from bot.commands.auth import RateLimiter, authorize, is_bot_account
+from bot.commands.bot_policy import POLICY_PATH
 from bot.commands.dispatch import CommandDispatcher, reply_marker
 from bot.commands.services import ForgeServices
 from bot.forge.base import Permission
 from bot.forge.markers import with_meta
-from candkit import bot_candidate
-from bot.policy import POLICY_PATH, example_policy
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 
@@ -80,7 +81,7 @@ def test_authorize_uses_api_permission_and_teams(forge):
     assert not authorize(forge, pol, "alice", "promote").allowed
     assert authorize(forge, pol, "maint", "promote").allowed
     assert authorize(forge, pol, "nobody", "help").allowed
-    from bot.policy import BotPolicy
+    from bot.commands.bot_policy import BotPolicy
     teamed = BotPolicy.model_validate({"commands": {"promote": {"permission": "admin", "teams": ["octo/kernel-leads"]}}})
     forge.teams[("octo", "kernel-leads")] = {"alice"}
     assert authorize(forge, teamed, "alice", "promote").allowed
@@ -241,7 +242,7 @@ def test_no_campaign_configured(shared, forge):
 def _evaluated_candidate(forge, ratio=(1.2, 1.15, 1.25)):
     from reportkit import good
 
-    from bot.review import publish_results
+    from bot.review.publish import publish_results
 
     base = forge.branches["main"]
     forge.commit_files("main", base, {f"kernels/{DEF}/champion.json": '{"solution": "champ_v1", "solution_hash": "' + "b" * 64 + '"}'}, "champ")

@@ -17,10 +17,10 @@ import pytest
 from e2ekit import Env
 
 from bot.forge.markers import REVIEW_MARKER, with_meta
-from harness.schema import Solution
-from bot.promotion import PROMOTION_PATH, read_champion
+from bot.promotion.champion import read_champion
+from bot.promotion.decision import PROMOTION_PATH
 from harness.runner import RunConfig, evaluate
-from harness.schema import load_definition, load_workloads, parse_solution
+from harness.schema import Solution, load_definition, load_workloads, parse_solution
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ class TunableGenerator:
     def __call__(self, req):
         seed = json.loads(self.forge.read_file(SEED))
         prs = []
-        for i, warps in enumerate((4, 16)[: req.candidates]):
+        for warps in (4, 16)[: req.candidates]:
             sol = json.loads(json.dumps(seed))
             sol["name"] = f"rmsnorm_h4096_triton_rows_w{warps}"
             src = sol["sources"][0]

@@ -6,16 +6,15 @@ import json
 import os
 
 import pytest
+from candkit import bot_candidate
 from eventkit import example
 from memforge import MemForge
 from reportkit import good
-from candkit import bot_candidate
 
-from bot.commands.events import EventRouter
 from bot.commands.services import ForgeServices
-from bot.forge.markers import with_meta
-from bot.review import (MAX_REPORT_BYTES, ResultsError, bench_solution_path, load_results, pick_reports,
-                        publish_results)
+from bot.intake.events import EventRouter
+from bot.review.publish import publish_results
+from bot.review.results import MAX_REPORT_BYTES, ResultsError, bench_solution_path, load_results, pick_reports
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 
@@ -172,7 +171,7 @@ def _zip(members: dict[str, bytes], *, symlink: str | None = None) -> bytes:
 
 
 def test_safe_extract_zip(tmp_path):
-    from bot.app import ArtifactError, safe_extract_zip
+    from bot.intake.artifacts import ArtifactError, safe_extract_zip
 
     good_zip = _zip({"run/report.json": b"{}", "kbot-bench.json": b"{}"})
     assert sorted(safe_extract_zip(good_zip, tmp_path / "a")) == ["kbot-bench.json", "run/report.json"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.leaderboard import render_leaderboard, updated_champion
+from bot.promotion.champion import render_leaderboard, updated_champion
 
 
 def entry(name, pr, sp=None, h="1"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.commands.parser import MAX_BODY_CHARS, MAX_COMMANDS, parse_comment
-from bot.commands.registry import specs
+from bot.commands.spec import specs
 
 S = specs()
 

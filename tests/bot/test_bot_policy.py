@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from policykit import example_policy
 
-from bot.policy import BotPolicy, PolicyError, example_policy, load_policy_text
+from bot.commands.bot_policy import BotPolicy, load_policy_text
+from bot.policy_file import PolicyError
 
 
 def test_example_equals_defaults():

@@ -7,9 +7,10 @@ import math
 import pytest
 from reportkit import FINDING, good, report, workload
 
-from bot.policy import PolicyError
-from bot.promotion import Evidence, PromotionPolicy, decide, geomean_ci
-from bot.review import evidence, read_evidence, evidence_block
+from bot.policy_file import PolicyError
+from bot.promotion.decision import PromotionPolicy, decide
+from bot.review.evidence import Evidence, evidence, evidence_block, read_evidence
+from harness.geomean import geomean_ci
 from harness.schema import Status
 
 P = PromotionPolicy()

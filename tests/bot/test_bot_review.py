@@ -7,8 +7,10 @@ import re
 from reportkit import FB, FINDING, good, report, workload
 
 from bot.forge.markers import REVIEW_MARKER
-from bot.promotion import Evidence, PromotionPolicy, decide
-from bot.review import ZWSP, escape_inline, read_evidence, render_review, status_line
+from bot.promotion.decision import PromotionPolicy, decide
+from bot.review.evidence import Evidence, read_evidence
+from bot.review.markdown import ZWSP, escape_inline
+from bot.review.sticky_review import render_review, status_line
 from harness.schema import Status
 
 HEAD = "a" * 40

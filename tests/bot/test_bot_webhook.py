@@ -10,8 +10,8 @@ import urllib.request
 import pytest
 from eventkit import comment_event, example
 
-from bot.app import WebhookApp, Worker, make_server, secrets_from_env, sign, verify_signature
-from bot.queue import JobQueue
+from bot.intake.queue import JobQueue
+from bot.intake.server import JobRunner, WebhookApp, make_server, secrets_from_env, sign, verify_signature
 
 NEW, OLD = b"new-secret", b"old-secret"
 
@@ -167,7 +167,7 @@ def test_worker_runs_and_retries(queue, clock):
             raise RuntimeError("transient")
 
     queue.enqueue("k", "test", {"event": "issue_comment", "payload": {}})
-    w = Worker(queue, handle, lease_seconds=30)
+    w = JobRunner(queue, handle, lease_seconds=30)
     assert w.run_once() is True
     clock.t += 100
     assert w.run_once() is True

@@ -11,11 +11,11 @@ from eventkit import comment_event
 from memforge import MemForge
 from reportkit import good
 
-from bot.candidate_gate import candidate_problems, solution_folder
 from bot.commands.services import ForgeServices
 from bot.forge.base import Permission
 from bot.forge.markers import with_meta
-from bot.review import publish_results
+from bot.promotion.candidate_gate import candidate_problems, solution_folder
+from bot.review.publish import publish_results
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 

@@ -6,7 +6,7 @@ from candkit import bot_candidate
 from memforge import MemForge
 from reportkit import good
 
-from bot.review import publish_results
+from bot.review.publish import publish_results
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 

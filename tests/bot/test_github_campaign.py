@@ -1,4 +1,4 @@
-"""The GitHub campaign (``bot.github_campaign``) end to end against the fake GitHub, through GitHubForge:
+"""The GitHub campaign (``bot.campaign.github_campaign``) end to end against the fake GitHub, through GitHubForge:
 
 signed `/optimize rmsnorm_h4096 --candidates 2` → the command handler with the REAL campaign (offline
 agent, tree rebuilt from the repository) → 2 PRs with meta blocks and one commit each; the same
@@ -19,15 +19,16 @@ import json
 import pytest
 from e2ekit import Env
 
-from bot.attempts import attempt_branch, ensure_attempt
+from bot.campaign.attempts import ensure_attempt
+from bot.campaign.github_campaign import bind, champion_lineage, continue_after_results, read_snapshot, summary_from_evidence
+from bot.campaign.local_loop import weak_start
 from bot.commands.dispatch import CommandDispatcher
 from bot.commands.services import ForgeServices
 from bot.forge.base import BranchTouchedByHumansError
 from bot.forge.markers import REVIEW_MARKER, decode_meta
-from bot.github_campaign import bind, champion_lineage, continue_after_results, read_snapshot, summary_from_evidence
-from bot.leaderboard import render_leaderboard, updated_champion
-from bot.local_loop import weak_start
-from bot.promotion import Evidence, WorkloadEvidence, champion_path, leaderboard_path, read_champion
+from bot.names import attempt_branch
+from bot.promotion.champion import champion_path, leaderboard_path, read_champion, render_leaderboard, updated_champion
+from bot.review.evidence import Evidence, WorkloadEvidence
 from harness.runner import RunConfig, evaluate
 from harness.schema import load_definition, load_workloads, parse_solution
 
@@ -97,7 +98,7 @@ def test_optimize_opens_real_candidates_then_iterates_on_the_winner(github_serve
     first = env.pulls()
     assert len(first) == 2 and env.reactions(c1) == ["eyes", "rocket"]
     got = candidates(env, first)
-    for n, (pr, meta, sol) in got.items():
+    for pr, meta, sol in got.values():
         assert pr.head_branch == attempt_branch(DEF, meta["node"]) and pr.author == env.server.bot_login
         assert meta["parent"] == start_node and meta["agent"] == "offline" and meta["campaign"].startswith(f"{DEF}#{issue}-c")
         assert meta["solution_hash"] == sol.content_hash() and meta["node"] == sol.content_hash()[:12]
@@ -139,7 +140,7 @@ def test_optimize_opens_real_candidates_then_iterates_on_the_winner(github_serve
     assert len(second) == 2 and env.reactions(c2) == ["eyes", "rocket"]
     new = candidates(env, second)
     old_nodes = {m["node"] for _, m, _ in got.values()} | {start_node}
-    for pr, meta, sol in new.values():
+    for _pr, meta, sol in new.values():
         assert meta["parent"] == win_node and meta["parent_pr"] == win
         assert meta["node"] not in old_nodes and meta["campaign"] != got[win][1]["campaign"]
         assert "BLOCK = 512" in sol.sources[0].content or "NUM_WARPS = 1 " in sol.sources[0].content
@@ -168,8 +169,9 @@ def test_branch_rules_and_round_continuation(github_server, shared, tmp_path, re
     assert env.pulls() == [pr1]
 
     # A constructed review for round 1 (evaluated, slower): round 2 opens one more PR, once.
-    from bot.review import publish_results
     from reportkit import good
+
+    from bot.review.publish import publish_results
     rep = good(ratio=(0.9, 0.85, 0.95), solution=meta["solution"], solution_hash=meta["solution_hash"],
                baseline_hash=start.content_hash(), definition=DEF)
     publish_results(env.forge, pr1, env.forge.get_pr(pr1).head_sha, reports=[rep])
@@ -207,20 +209,20 @@ def test_cli_uses_the_github_campaign_by_default_and_report_opens_the_next_round
     from click.testing import CliRunner
     from reportkit import good
 
-    import bot.cli_bot
+    import bot.cli.github_bot
 
     def cli():
         @click.group()
         def root() -> None:
             pass
 
-        bot.cli_bot.register(root)
+        bot.cli.github_bot.register(root)
         return root
 
     files, start = seed_files(repo)
     env = Env(github_server, shared, tmp_path, repo, files=files)
     # The CLI builds its forge from the environment with GitHub's pacing; the test's forge is unpaced.
-    monkeypatch.setattr(bot.cli_bot, "_github_forge", lambda repo_name, installation_id=None: env.forge)
+    monkeypatch.setattr(bot.cli.github_bot, "_github_forge", lambda repo_name, installation_id=None: env.forge)
     issue = env.server.create_issue("rounds from the CLI", author="alice")
     _, payload = env.comment(issue, f"/optimize {DEF} --candidates 1 --rounds 2")
     event = tmp_path / "event.json"
@@ -261,8 +263,9 @@ def test_optimize_on_a_candidate_pr_iterates_on_it(github_server, shared, tmp_pa
     env.deliver("issue_comment", p)
     assert env.reactions(c) == ["eyes", "confused"] and env.pulls() == [pr1]
 
-    from bot.review import publish_results
     from reportkit import good
+
+    from bot.review.publish import publish_results
     rep = good(ratio=(0.97, 0.95, 0.99), solution=meta["solution"], solution_hash=meta["solution_hash"],
                baseline_hash=start.content_hash(), definition=DEF)
     publish_results(env.forge, pr1, env.forge.get_pr(pr1).head_sha, reports=[rep])

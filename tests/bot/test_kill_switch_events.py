@@ -3,18 +3,16 @@ and an invalid policy file stop events, promotion and campaign rounds, not only 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from candkit import bot_candidate, candidate_meta
 from memforge import MemForge
 from reportkit import good
 from test_bot_events import DEF, pr_event, router, run_event
 
-import bot.github_campaign as gc
+import bot.campaign.github_campaign as gc
 from bot.forge.base import Permission
 from bot.forge.markers import with_meta
-from bot.review import publish_results
+from bot.review.publish import publish_results
 
 POLICY = "skills/bot-policy.yaml"
 SWITCHES = {
@@ -147,7 +145,7 @@ def test_malformed_round_fields_stop(rounds, over):
 
 
 def test_clamp_bools_and_missing_candidates():
-    from bot.policy import BotPolicy
+    from bot.commands.bot_policy import BotPolicy
 
     p = BotPolicy()
     assert gc.clamp_to_policy({"rounds": 3, "candidates": True}, p, 0) == (p.optimize.default_candidates, 3, "offline")

@@ -3,18 +3,17 @@ verify: an edited, typed or copied block gives the PR no metadata (no promotion,
 
 from __future__ import annotations
 
-
 import pytest
 from candkit import candidate_meta
 from memforge import MemForge
 from reportkit import good
 
-import bot.github_campaign as gc
-from bot.attempts import ensure_attempt
+import bot.campaign.github_campaign as gc
+from bot.campaign.attempts import ensure_attempt
+from bot.campaign.local_loop import weak_start
 from bot.forge.markers import decode_meta, with_meta
-from bot.local_loop import weak_start
-from bot.meta_key import META_KEY_ENV, MetaKeyError, meta_key, read_meta, write_meta
-from bot.review import publish_results
+from bot.forge.trusted_meta import META_KEY_ENV, MetaKeyError, meta_key, read_meta, write_meta
+from bot.review.publish import publish_results
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 KEY = "s3cret-" * 6

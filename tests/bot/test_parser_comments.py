@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.commands.parser import parse_comment, visible_lines
-from bot.commands.registry import specs
+from bot.commands.spec import specs
 
 
 def parse(body):

@@ -14,8 +14,8 @@ from reportkit import good
 from bot.commands.dispatch import CommandDispatcher
 from bot.commands.services import ForgeServices
 from bot.forge.base import ForgeError, Permission
-from bot.promotion import resume_pointer
-from bot.review import publish_results
+from bot.promotion.execute import resume_pointer
+from bot.review.publish import publish_results
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 CHAMP = f"kernels/{DEF}/champion.json"

@@ -11,10 +11,9 @@ import random
 import re
 from typing import Any, Callable
 
-from harness.schema import Solution, parse_definition
-
 from bot.agents.base import Agent, AgentContext, Proposal
-from bot.controller.synthetic import FunctionEvaluator
+from harness.schema import Solution, parse_definition
+from tests.controller.synthetic import FunctionEvaluator
 
 DEFINITION = parse_definition({
     "name": "toy_scale",

@@ -12,14 +12,14 @@ from landscapes import DEFINITION, MoveAgent, landscape_evaluator, state_of, sta
 
 from bot.agents.base import Agent, Proposal
 from bot.agents.calllog import CallRecord
-from bot.agents.offline import OfflineAgent, load_seeds
+from bot.agents.providers.offline import OfflineAgent, load_seeds
 from bot.agents.tunables import configuration, solution_tunables
 from bot.controller.budget import Budget, Usage, converged, exceeded
 from bot.controller.campaign import Campaign, CampaignConfig, CampaignError
 from bot.controller.memory import SearchMemory
-from bot.controller.synthetic import FunctionEvaluator, LatencyTable, TableEvaluator, canonical
 from bot.controller.tree import ROOT, SearchConfig, Tree
 from harness.schema import parse_definition
+from tests.controller.synthetic import FunctionEvaluator, LatencyTable, TableEvaluator, canonical
 
 
 def smooth(state: str) -> float:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.agents.offline import OfflineAgent, load_seeds
+from bot.agents.providers.offline import OfflineAgent, load_seeds
 from bot.controller.campaign import Campaign
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.agents.offline import load_seeds
+from bot.agents.providers.offline import load_seeds
 from bot.agents.tunables import solution_tunables
 
 REPO = Path(__file__).resolve().parents[2]

@@ -26,5 +26,5 @@ from bot.forge.github import GitHubForge  # noqa: E402
 
 
 @pytest.fixture
-def forge(github_server) -> GitHubForge:
+def forge(github_server) -> GitHubForge:  # noqa: F811  (the fixture, by name)
     return make_forge(github_server)

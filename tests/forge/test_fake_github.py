@@ -10,10 +10,9 @@ import subprocess
 
 import github
 import pytest
-from forge_helpers import make_client
-
 from fakes.github.openapi import load_spec
 from fakes.github_server import spec_path
+from forge_helpers import make_client
 
 
 def _repo(server, token=None, **kwargs):

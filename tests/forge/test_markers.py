@@ -101,9 +101,16 @@ def test_sticky_markers():
             sticky_marker(bad)
 
 
-def test_pr_meta_only_from_the_bot():
-    from bot.forge.markers import pr_meta
+def test_pr_meta_only_from_the_bot(monkeypatch):
+    from types import SimpleNamespace
 
+    from bot.forge.trusted_meta import read_meta
+
+    monkeypatch.delenv("KBOT_META_KEY", raising=False)
     body = encode_meta(META)
+
+    def pr_meta(body, author, bot_login):  # the PR-level reader: author check, then the block
+        return read_meta(SimpleNamespace(body=body, author=author, head_branch="kbot/d/n"), bot_login)
+
     assert pr_meta(body, "kbot[bot]", "kbot[bot]") == META
     assert pr_meta(body, "mallory", "kbot[bot]") is None

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from harness.ceilings import documented_ceilings
-from harness.inputs import make_inputs
 from harness.defconfig import load_config
+from harness.inputs import make_inputs
 from harness.roofline import roofline
 from harness.schema import SchemaError, Workload, load_definition
 

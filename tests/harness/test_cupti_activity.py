@@ -16,7 +16,6 @@ from harness.measure import Refresher, Samples, Timer
 from harness.timing_config import TimingConfig
 from harness.worker import kernel_time
 
-
 _NAMES: list = []  # kernel names the synthetic records point at, kept alive
 
 
@@ -102,7 +101,9 @@ def test_spin_kernels_that_do_not_pair_up_withhold_everything():
     assert "more than one stream" in attribute(spins((0, 100)) + [K(150, 151, "spin", stream=9)], "spin", 1).problem
 
 
-@pytest.mark.parametrize("bad", [GpuOp(ca.KIND_KERNEL, 0, 0, 7, 0, "rms"), GpuOp(ca.KIND_KERNEL, T0 + 120, 0, 7, 0, "rms"), GpuOp(ca.KIND_MEMSET, 0, T0 + 130, 7, 0)])
+@pytest.mark.parametrize(
+    "bad", [GpuOp(ca.KIND_KERNEL, 0, 0, 7, 0, "rms"), GpuOp(ca.KIND_KERNEL, T0 + 120, 0, 7, 0, "rms"), GpuOp(ca.KIND_MEMSET, 0, T0 + 130, 7, 0)]
+)
 def test_an_operation_without_both_stamps_withholds_everything(bad):
     w = attribute(spins((0, 100), (150, 151)) + [K(110, 120), bad], "spin", 1)
     assert "could not time" in w.problem and w.spans == []
@@ -119,6 +120,7 @@ def test_side_stream_work_outside_the_windows_withholds_everything():
 
 
 # ---- the tracer against a stand-in CUPTI ----------------------------------------------------------
+
 
 class FakeCupti:
     """The C entry points the tracer calls, in Python: buffers come from the tracer's request callback
@@ -237,6 +239,7 @@ def test_a_refused_registration_or_enable_is_an_error():
 
 
 # ---- the timer with a stand-in GPU and tracer ---------------------------------------------------
+
 
 class FakeTracer:
     """A stand-in GPU: every launch (the timer's spin kernels included) becomes an operation on a clock
@@ -439,6 +442,7 @@ def test_kernel_time_off_means_no_tracer():
 
 # ---- the report's figures -------------------------------------------------------------------------
 
+
 def _samples(times, gpu=None, **counts):
     s = Samples(times_ms=list(times), gpu_ms=list(gpu if gpu is not None else times))
     for k, v in counts.items():
@@ -468,15 +472,30 @@ def test_the_table_shows_gpu_time_and_says_why_it_is_withheld(tmp_path):
 
     from rich.console import Console
 
-    from harness.render import print_report
     from harness.report import DeviceInfo, KernelTime, Report, WorkloadResult
+    from harness.report_table import print_report
     from harness.schema import Status
     from harness.stats import summarize
 
-    rep = Report(run_id="r", definition="d", solution="s", solution_hash="h", started="2026-11-29T00:00:00Z", device=DeviceInfo(kind="cuda", name="H200", timer="cuda_events"))
+    rep = Report(
+        run_id="r",
+        definition="d",
+        solution="s",
+        solution_hash="h",
+        started="2026-11-29T00:00:00Z",
+        device=DeviceInfo(kind="cuda", name="H200", timer="cuda_events"),
+    )
     rep.workloads = [
-        WorkloadResult(uuid="aaaa1111", axes={"b": 1}, status=Status.PASSED, latency_ms=summarize([0.0071] * 9), kernel_time=KernelTime(latency_ms=summarize([0.0042] * 9))),
-        WorkloadResult(uuid="bbbb2222", axes={"b": 2}, status=Status.PASSED, latency_ms=summarize([0.0075] * 9), kernel_time=KernelTime(withheld="3 spin kernels for 1 timed calls")),
+        WorkloadResult(
+            uuid="aaaa1111", axes={"b": 1}, status=Status.PASSED, latency_ms=summarize([0.0071] * 9), kernel_time=KernelTime(latency_ms=summarize([0.0042] * 9))
+        ),
+        WorkloadResult(
+            uuid="bbbb2222",
+            axes={"b": 2},
+            status=Status.PASSED,
+            latency_ms=summarize([0.0075] * 9),
+            kernel_time=KernelTime(withheld="3 spin kernels for 1 timed calls"),
+        ),
     ]
     buf = StringIO()
     print_report(rep, tmp_path, Console(file=buf, width=220))

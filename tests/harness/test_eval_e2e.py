@@ -120,7 +120,11 @@ HOSTILE = {
     "segfault": ("import ctypes\n\ndef run(hidden_states, weight):\n    ctypes.string_at(0)\n", Status.RUNTIME_ERROR),
     "raise": ("def run(hidden_states, weight):\n    raise MemoryError('CUDA out of memory (simulated)')\n", Status.RUNTIME_ERROR),
     "hang": ("def run(hidden_states, weight):\n    while True:\n        pass\n", Status.TIMEOUT),
-    "flood": ("import sys\n\ndef run(hidden_states, weight):\n    for _ in range(20000):\n        sys.stdout.write('x' * 1000 + '\\n')\n    raise RuntimeError('after the flood')\n", Status.RUNTIME_ERROR),
+    "flood": (
+        "import sys\n\ndef run(hidden_states, weight):\n    for _ in range(20000):\n"
+        "        sys.stdout.write('x' * 1000 + '\\n')\n    raise RuntimeError('after the flood')\n",
+        Status.RUNTIME_ERROR,
+    ),
 }
 
 
@@ -155,7 +159,9 @@ def test_resume_keeps_finished_workloads(definition, workloads, tmp_path):
 
 
 def test_baseline_is_measured_interleaved(definition, workloads, tmp_path):
-    slow = GOOD_RET.replace("def run(hidden_states, weight):", "def run(hidden_states, weight):\n    for _ in range(400):\n        (hidden_states.float() * 2).sum()")
+    slow = GOOD_RET.replace(
+        "def run(hidden_states, weight):", "def run(hidden_states, weight):\n    for _ in range(400):\n        (hidden_states.float() * 2).sum()"
+    )
     rep = run(definition, workloads[-1:], sol(GOOD_RET), tmp_path, baseline=sol(slow, name="slow"))
     w = rep.workloads[0]
     assert w.speedup_vs_baseline is not None and w.speedup_vs_baseline.median > 1.5
@@ -176,7 +182,12 @@ def test_cli_exit_codes_and_official_export(tmp_path):
     assert r.returncode == 1
     r = subprocess.run(base + [str(tmp_path / "missing.json")], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 2 and "no such file" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "export", str(tmp_path / "r1"), str(tmp_path / "r2"), "--to", str(tmp_path / "ts")], cwd=REPO, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "export", str(tmp_path / "r1"), str(tmp_path / "r2"), "--to", str(tmp_path / "ts")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     from flashinfer_bench.data import TraceSet
 
@@ -187,7 +198,7 @@ def test_cli_exit_codes_and_official_export(tmp_path):
     assert statuses.count("PASSED") == 3 and statuses.count("RUNTIME_ERROR") == 3  # REJECTED exported as RUNTIME_ERROR
 
 
-LATE_CHEAT = '''import torch
+LATE_CHEAT = """import torch
 
 _calls = torch.zeros(1)
 
@@ -198,9 +209,9 @@ def run(hidden_states, weight):
     x = hidden_states.float()
     inv = torch.rsqrt((x * x).mean(dim=1, keepdim=True) + 1e-5)
     return (x * inv * weight.float()).to(hidden_states.dtype)
-'''
+"""
 
-FORGER = '''import json, os
+FORGER = """import json, os
 
 def run(hidden_states, weight):
     fake = {"type": "result", "result": {"uuid": "x", "axes": {}, "status": "PASSED"}}
@@ -211,7 +222,7 @@ def run(hidden_states, weight):
         except OSError:
             pass
     return hidden_states * 0
-'''
+"""
 
 
 def test_timed_outputs_are_rechecked_over_all_timed_calls(definition, workloads, tmp_path):

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from bot.harness_evaluator import HarnessEvaluator
+from bot.campaign.harness_evaluator import HarnessEvaluator
 from harness.schema import Status, load_definition, load_workloads, parse_solution
 
 REPO = Path(__file__).resolve().parents[2]

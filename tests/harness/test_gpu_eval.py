@@ -9,12 +9,20 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+SMALL = "definitions/rmsnorm_h4096/workloads.small.jsonl"
 pytestmark = pytest.mark.gpu
+
+
+def kbot_eval(solution, out, *extra, **run):
+    """``kbot eval SOLUTION -d rmsnorm_h4096 --device cuda --out OUT ...`` as a separate process."""
+    cmd = [sys.executable, "-m", "harness.cli", "eval", str(solution), "-d", "rmsnorm_h4096", "--device", "cuda",
+           "--out", str(out), *extra]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, **run)
 
 
 def test_shipped_rmsnorm_passes_near_bandwidth(tmp_path):
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "eval", "kernels/rmsnorm_h4096/triton_rows/solution.json", "-d", "rmsnorm_h4096", "--device", "cuda", "--out", str(out), "--json"], cwd=REPO, capture_output=True, text=True)
+    r = kbot_eval("kernels/rmsnorm_h4096/triton_rows/solution.json", out, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     rep = json.loads((out / "report.json").read_text())
     assert rep["device"]["timer"] == "cuda_events"
@@ -63,7 +71,7 @@ def test_cuda_solution_builds_and_passes(tmp_path):
     sol = tmp_path / "cuda.json"
     sol.write_text(json.dumps(CUDA_SOLUTION))
     out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "harness.cli", "eval", str(sol), "-d", "rmsnorm_h4096", "-w", "definitions/rmsnorm_h4096/workloads.small.jsonl", "--device", "cuda", "--out", str(out), "--json"], cwd=REPO, capture_output=True, text=True, timeout=900)
+    r = kbot_eval(sol, out, "-w", SMALL, "--json", timeout=900)
     rep = json.loads((out / "report.json").read_text())
     assert r.returncode == 0, [(w["status"], w["message"]) for w in rep["workloads"]] + [r.stderr[-2000:]]
     assert rep["build"]["ok"] and rep["build"]["language"] == "cuda"
@@ -75,7 +83,7 @@ def test_cuda_compile_error_is_structured(tmp_path):
     sol = tmp_path / "bad.json"
     sol.write_text(json.dumps(bad))
     out = tmp_path / "run"
-    subprocess.run([sys.executable, "-m", "harness.cli", "eval", str(sol), "-d", "rmsnorm_h4096", "-w", "definitions/rmsnorm_h4096/workloads.small.jsonl", "--device", "cuda", "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=900)
+    kbot_eval(sol, out, "-w", SMALL, timeout=900)
     rep = json.loads((out / "report.json").read_text())
     assert {w["status"] for w in rep["workloads"]} == {"COMPILE_ERROR"}
     errs = rep["build"]["errors"]

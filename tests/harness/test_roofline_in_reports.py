@@ -1,11 +1,11 @@
 """Every passing workload is placed on the roofline by the parent; impossible times are rejected."""
 
+from pathlib import Path
+
 from harness.ceilings import Ceilings
 from harness.report import DeviceInfo, LatencyStats, Report, WorkloadResult
 from harness.runner import apply_roofline
 from harness.schema import Status, load_definition, load_workloads
-
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -14,7 +14,15 @@ def _setup(median_ms, kind="cuda"):
     d = load_definition(REPO / "definitions/rmsnorm_h4096/definition.json")
     w = load_workloads(REPO / "definitions/rmsnorm_h4096/workloads.jsonl", d)[-1]  # 16384 rows
     c = Ceilings(gpu_name="NVIDIA H200", device="cuda", source="measured", copy_bandwidth_gbs=4000.0, matmul_tflops={"bf16": 790.0, "fp32": 60.0})
-    rep = Report(run_id="r", definition=d.name, solution="s", solution_hash="h", device=DeviceInfo(kind=kind, name="x", timer="cuda_events"), started="t", config={"ceilings": c.model_dump(mode="json")})
+    rep = Report(
+        run_id="r",
+        definition=d.name,
+        solution="s",
+        solution_hash="h",
+        device=DeviceInfo(kind=kind, name="x", timer="cuda_events"),
+        started="t",
+        config={"ceilings": c.model_dump(mode="json")},
+    )
     lat = LatencyStats(median=median_ms, mean=median_ms, ci95=(median_ms, median_ms), stdev=0, sem=0, n=50, min=median_ms, max=median_ms)
     r = WorkloadResult(uuid=w.uuid, axes=w.axes, status=Status.PASSED, latency_ms=lat)
     return r, rep, d, w
@@ -39,7 +47,9 @@ def test_time_below_the_floor_is_rejected():
 def _kt(median_ms):
     from harness.report import KernelTime
 
-    return KernelTime(latency_ms=LatencyStats(median=median_ms, mean=median_ms, ci95=(median_ms, median_ms), stdev=0, sem=0, n=50, min=median_ms, max=median_ms))
+    return KernelTime(
+        latency_ms=LatencyStats(median=median_ms, mean=median_ms, ci95=(median_ms, median_ms), stdev=0, sem=0, n=50, min=median_ms, max=median_ms)
+    )
 
 
 def test_a_kernel_time_inside_the_event_time_and_above_the_floor_stays():

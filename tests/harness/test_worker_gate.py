@@ -170,7 +170,7 @@ def test_the_table_ends_with_where_the_time_went(tmp_path):
 
     from rich.console import Console
 
-    from harness.render import print_report, time_breakdown
+    from harness.report_table import print_report, time_breakdown
 
     d = load_definition(DEF)
     ws = load_workloads(SMALL, d)[:1]

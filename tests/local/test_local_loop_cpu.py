@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bot.forge.local import LocalForge
-from bot.promotion import read_champion
+from bot.promotion.champion import read_champion
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # one CPU campaign: ~1-3 min
 

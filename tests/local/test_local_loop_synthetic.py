@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from bot.agents.tunables import configuration, solution_tunables
-from bot.controller.synthetic import make_report
+from bot.campaign.local_loop import OptimizeOptions, Workspace, optimize
 from bot.forge.markers import decode_meta
-from bot.local_loop import OptimizeOptions, Workspace, optimize
-from bot.promotion import read_champion
-from bot.review import find_evidence
+from bot.promotion.champion import read_champion
+from bot.review.evidence import find_evidence
 from harness.schema import load_workloads
+from tests.controller.synthetic import make_report
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -129,7 +129,7 @@ def test_finished_campaign_is_not_resumed_and_bad_input_is_refused(tmp_path):
     optimize(_opts(tmp_path, rounds=1, candidates=1), harness=SyntheticHarness({}))
     s = optimize(_opts(tmp_path, rounds=1, candidates=1), harness=SyntheticHarness({}))
     assert s["campaign"].endswith("/002")
-    from bot.local_loop import LoopError
+    from bot.campaign.local_loop import LoopError
 
     with pytest.raises(LoopError, match="no definition"):
         optimize(OptimizeOptions(definition="nope", workspace=tmp_path / "ws", device="cpu"), harness=SyntheticHarness({}))
@@ -141,7 +141,7 @@ def test_finished_campaign_is_not_resumed_and_bad_input_is_refused(tmp_path):
 
 
 def test_default_agent_follows_the_keys_in_the_environment():
-    from bot.local_loop import default_agent
+    from bot.campaign.local_loop import default_agent
 
     assert default_agent({}) == "offline"
     assert default_agent({"OPENAI_API_KEY": "k"}) == "openai"

@@ -8,21 +8,14 @@ from typing import Any, Callable
 
 import torch
 
-import harness.operators  # noqa: F401  (registers generators and comparators)
 from harness.compare import CompareResult, compare, normalize_outputs
 from harness.defconfig import DefinitionConfig, load_config
-from harness.inputs import _load_trusted_fn, make_inputs
+from harness.inputs import load_trusted_fn, make_inputs
+from harness.operators import CONTEST_DEFINITIONS, official_definition_path
 from harness.schema import AxisConst, Definition, Workload, load_definition
 
 REPO = Path(__file__).resolve().parents[2]
-OFFICIAL_DIRS = {"moe": "moe", "dsa": "dsa_paged", "gdn": "gdn"}
-
-MOE = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
-INDEXER = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
-ATTENTION = "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64"
-DECODE = "gdn_decode_qk4_v8_d128_k_last"
-PREFILL = "gdn_prefill_qk4_v8_d128_k_last"
-ALL = (MOE, INDEXER, ATTENTION, DECODE, PREFILL)
+MOE, INDEXER, ATTENTION, DECODE, PREFILL = ALL = CONTEST_DEFINITIONS
 
 
 def ours(name: str) -> tuple[Definition, DefinitionConfig]:
@@ -31,7 +24,7 @@ def ours(name: str) -> tuple[Definition, DefinitionConfig]:
 
 
 def official_path(shared: Path, name: str) -> Path:
-    return shared / "flashinfer-trace" / "definitions" / OFFICIAL_DIRS[name.split("_")[0]] / f"{name}.json"
+    return official_definition_path(shared, name, ours(name)[0].op_type)
 
 
 def official(shared: Path, name: str) -> Definition:
@@ -51,7 +44,7 @@ def exec_reference(source: str, subs: dict[str, str] | None = None) -> Callable[
 
 def our_run(name: str) -> Callable[..., Any]:
     _, cfg = ours(name)
-    return _load_trusted_fn(cfg.reference_fn, cfg.root)
+    return load_trusted_fn(cfg.reference_fn, cfg.root)
 
 
 def shrink(defn: Definition, **consts: int) -> Definition:

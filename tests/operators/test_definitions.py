@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from harness.compare import COMPARATORS
-from harness.inputs import GENERATORS
-from harness.schema import load_workloads
 from opkit import ALL, ATTENTION, DECODE, INDEXER, MOE, PREFILL, REPO, official, official_path, ours
+
+import harness.inputs  # noqa: F401  (registers the contest operators' generators)
+from harness.compare import COMPARATORS
+from harness.generators import GENERATORS
+from harness.schema import load_workloads
 
 
 @pytest.mark.parametrize("name", ALL)
@@ -17,7 +18,10 @@ def test_interface_is_the_official_one(shared, name):
     mine, _ = ours(name)
     theirs = official(shared, name)
     assert mine.name == theirs.name and mine.op_type == theirs.op_type
-    strip = lambda group: {k: {kk: vv for kk, vv in v.items() if kk != "description"} for k, v in group.items()}
+
+    def strip(group):
+        return {k: {kk: vv for kk, vv in v.items() if kk != "description"} for k, v in group.items()}
+
     raw = json.loads(official_path(shared, name).read_text())
     ours_raw = json.loads((REPO / "definitions" / name / "definition.json").read_text())
     for key in ("axes", "inputs", "outputs"):
@@ -56,7 +60,9 @@ def test_official_tolerances_are_the_defaults():
 
 
 def test_workloads_cover_the_contest_regimes():
-    wl = lambda n: load_workloads(REPO / "definitions" / n / "workloads.jsonl", ours(n)[0])
+    def wl(n):
+        return load_workloads(REPO / "definitions" / n / "workloads.jsonl", ours(n)[0])
+
     dec = wl(DECODE)
     assert {w.axes["batch_size"] for w in dec} >= {1, 4, 8, 16, 32, 48, 64}
     pre = wl(PREFILL)

@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 
-from opkit import ATTENTION, DECODE, INDEXER, MOE, PREFILL, exec_reference, gen, judge, make, official, our_run, ours, scalar, shrink, workload, clone, outputs_of
+from opkit import ATTENTION, DECODE, INDEXER, MOE, PREFILL, exec_reference, gen, judge, make, official, our_run, ours, scalar, shrink, workload, clone
 
 
 def close(got: torch.Tensor, exp: torch.Tensor, rel: float, what: str) -> None:

@@ -33,11 +33,36 @@ CASES = {
     "grid_too_small": (MEM, {"grid_size": 4, "sm_count": 132}, {"grid_size": 264, "sm_count": 132}, "critical"),
     "less_than_one_wave": (MEM, {"waves_per_sm": 0.5, "grid_size": 200, "sm_count": 132}, {"waves_per_sm": 2.0, "grid_size": 2000, "sm_count": 132}, "medium"),
     "tail_effect": (MEM, {"waves_per_sm": 1.2}, {"waves_per_sm": 1.8}, "medium"),
-    "occupancy_limited_by_registers": (MEM, {"theoretical_occupancy_pct": 18.75, "occupancy_limiter": "registers", "registers_per_thread": 168, "sm_throughput_pct": 20, "mem_throughput_pct": 30}, {"theoretical_occupancy_pct": 75, "occupancy_limiter": "registers", "registers_per_thread": 40}, "high"),
-    "occupancy_limited_by_shared_mem": (MEM, {"theoretical_occupancy_pct": 25, "occupancy_limiter": "shared_mem", "shared_mem_per_block": 180000}, {"theoretical_occupancy_pct": 25, "occupancy_limiter": "registers", "shared_mem_per_block": 180000}, "medium"),
-    "occupancy_limited_by_block_count": (MEM, {"theoretical_occupancy_pct": 25, "occupancy_limiter": "blocks", "block_size": 32}, {"theoretical_occupancy_pct": 100, "occupancy_limiter": "blocks", "block_size": 256}, "medium"),
-    "achieved_occupancy_gap": (MEM, {"achieved_occupancy_pct": 40, "theoretical_occupancy_pct": 75, "occupancy_gap_pct": 35, "waves_per_sm": 4}, {"achieved_occupancy_pct": 12, "theoretical_occupancy_pct": 75, "occupancy_gap_pct": 63, "waves_per_sm": 0.01}, "medium"),
-    "stall_long_scoreboard": (MEM, {"stall_long_scoreboard_pct": 70, "sm_throughput_pct": 10, "mem_throughput_pct": 20}, {"stall_long_scoreboard_pct": 20}, "high"),
+    "occupancy_limited_by_registers": (
+        MEM,
+        {"theoretical_occupancy_pct": 18.75, "occupancy_limiter": "registers", "registers_per_thread": 168, "sm_throughput_pct": 20, "mem_throughput_pct": 30},
+        {"theoretical_occupancy_pct": 75, "occupancy_limiter": "registers", "registers_per_thread": 40},
+        "high",
+    ),
+    "occupancy_limited_by_shared_mem": (
+        MEM,
+        {"theoretical_occupancy_pct": 25, "occupancy_limiter": "shared_mem", "shared_mem_per_block": 180000},
+        {"theoretical_occupancy_pct": 25, "occupancy_limiter": "registers", "shared_mem_per_block": 180000},
+        "medium",
+    ),
+    "occupancy_limited_by_block_count": (
+        MEM,
+        {"theoretical_occupancy_pct": 25, "occupancy_limiter": "blocks", "block_size": 32},
+        {"theoretical_occupancy_pct": 100, "occupancy_limiter": "blocks", "block_size": 256},
+        "medium",
+    ),
+    "achieved_occupancy_gap": (
+        MEM,
+        {"achieved_occupancy_pct": 40, "theoretical_occupancy_pct": 75, "occupancy_gap_pct": 35, "waves_per_sm": 4},
+        {"achieved_occupancy_pct": 12, "theoretical_occupancy_pct": 75, "occupancy_gap_pct": 63, "waves_per_sm": 0.01},
+        "medium",
+    ),
+    "stall_long_scoreboard": (
+        MEM,
+        {"stall_long_scoreboard_pct": 70, "sm_throughput_pct": 10, "mem_throughput_pct": 20},
+        {"stall_long_scoreboard_pct": 20},
+        "high",
+    ),
     "stall_short_scoreboard": (MEM, {"stall_short_scoreboard_pct": 45}, {"stall_short_scoreboard_pct": 20}, "medium"),
     "stall_barrier": (MEM, {"stall_barrier_pct": 45}, {"stall_barrier_pct": 20}, "medium"),
     "stall_lg_throttle": (MEM, {"stall_lg_throttle_pct": 45}, {"stall_lg_throttle_pct": 20}, "medium"),
@@ -45,18 +70,43 @@ CASES = {
     "stall_math_pipe_throttle": (MEM, {"stall_math_pipe_throttle_pct": 45}, {"stall_math_pipe_throttle_pct": 20}, "low"),
     "stall_no_instruction": (MEM, {"stall_no_instruction_pct": 45}, {"stall_no_instruction_pct": 20}, "medium"),
     "stall_wait": (MEM, {"stall_wait_pct": 45}, {"stall_wait_pct": 20}, "low"),
-    "uncoalesced_global_loads": (MEM, {"global_load_efficiency_pct": 12.5, "global_load_sectors_per_request": 32}, {"global_load_efficiency_pct": 100, "global_load_sectors_per_request": 4}, "critical"),
-    "uncoalesced_global_stores": (MEM, {"global_store_efficiency_pct": 45, "global_store_sectors_per_request": 9}, {"global_store_efficiency_pct": 100, "global_store_sectors_per_request": 4}, "high"),
+    "uncoalesced_global_loads": (
+        MEM,
+        {"global_load_efficiency_pct": 12.5, "global_load_sectors_per_request": 32},
+        {"global_load_efficiency_pct": 100, "global_load_sectors_per_request": 4},
+        "critical",
+    ),
+    "uncoalesced_global_stores": (
+        MEM,
+        {"global_store_efficiency_pct": 45, "global_store_sectors_per_request": 9},
+        {"global_store_efficiency_pct": 100, "global_store_sectors_per_request": 4},
+        "high",
+    ),
     "narrow_global_loads": (MEM, {"sass_ldg_narrow_pct": 100, "sass_ldg": 8}, {"sass_ldg_narrow_pct": 0, "sass_ldg": 8}, "medium"),
-    "shared_bank_conflicts": (MEM, {"shared_bank_conflict_pct": 25, "shared_bank_conflicts": 1000}, {"shared_bank_conflict_pct": 2, "shared_bank_conflicts": 10}, "medium"),
+    "shared_bank_conflicts": (
+        MEM,
+        {"shared_bank_conflict_pct": 25, "shared_bank_conflicts": 1000},
+        {"shared_bank_conflict_pct": 2, "shared_bank_conflicts": 10},
+        "medium",
+    ),
     "dram_traffic_excess": (MEM, {"dram_bytes": 3.5e8}, {"dram_bytes": 1.1e8}, "high"),
     "l2_hit_rate_low": (MEM, {"l2_hit_rate_pct": 20, "dram_bytes": 2e8}, {"l2_hit_rate_pct": 80, "dram_bytes": 2e8}, "medium"),
-    "register_spills": (MEM, {"local_memory_bytes": 1e6, "global_load_bytes": 1e6, "global_store_bytes": 1e6}, {"local_memory_bytes": 0, "global_load_bytes": 1e6, "global_store_bytes": 1e6}, "critical"),
+    "register_spills": (
+        MEM,
+        {"local_memory_bytes": 1e6, "global_load_bytes": 1e6, "global_store_bytes": 1e6},
+        {"local_memory_bytes": 0, "global_load_bytes": 1e6, "global_store_bytes": 1e6},
+        "critical",
+    ),
     "register_spills_sass": (MEM, {"sass_stl": 10, "sass_ldl": 12}, {"sass_stl": 0, "sass_ldl": 0}, "critical"),
     "register_spill_instructions": (MEM, {"spill_instructions": 4096.0}, {"spill_instructions": 0.0}, "critical"),
     "register_spills_triton": (MEM, {"triton_spill_bytes": 3432}, {"triton_spill_bytes": 0}, "critical"),
     "tensor_cores_unused": (COMPUTE_TENSOR, {"tensor_pipe_pct": 0.0}, {"tensor_pipe_pct": 60.0}, "critical"),
-    "tensor_cores_unused_sass": (COMPUTE_TENSOR, {"sass_tensor_instructions": 0, "sass_ffma": 64}, {"sass_tensor_instructions": 16, "sass_ffma": 0}, "critical"),
+    "tensor_cores_unused_sass": (
+        COMPUTE_TENSOR,
+        {"sass_tensor_instructions": 0, "sass_ffma": 64},
+        {"sass_tensor_instructions": 16, "sass_ffma": 0},
+        "critical",
+    ),
     "tensor_cores_underused": (COMPUTE_TENSOR, {"tensor_pipe_pct": 20.0}, {"tensor_pipe_pct": 70.0}, "medium"),
     "faster_than_floor": (roof(fraction=1.3), {}, None, "critical"),
     "near_roofline_floor": (roof(fraction=0.97), {}, None, "info"),
@@ -130,9 +180,17 @@ def test_no_roofline_runs_every_rule():
 
 
 def test_sorted_by_severity_then_impact_and_grouped():
-    ev = {"grid_size": 4, "sm_count": 132, "sm_throughput_pct": 5, "mem_throughput_pct": 8,
-          "stall_long_scoreboard_pct": 40, "stall_no_instruction_pct": 45, "sass_stl": 3, "sass_ldl": 3,
-          "triton_spill_bytes": 512}
+    ev = {
+        "grid_size": 4,
+        "sm_count": 132,
+        "sm_throughput_pct": 5,
+        "mem_throughput_pct": 8,
+        "stall_long_scoreboard_pct": 40,
+        "stall_no_instruction_pct": 45,
+        "sass_stl": 3,
+        "sass_ldl": 3,
+        "triton_spill_bytes": 512,
+    }
     res = run_rules(ev, roof(fraction=0.3))
     sev = [i.severity for i in res]
     order = ["critical", "high", "medium", "low", "info"]
@@ -181,8 +239,7 @@ def test_rule_file_errors_are_clear(tmp_path):
 
 
 def test_duplicate_rule_names_rejected(tmp_path):
-    text = "rules:\n" + "".join(
-        "  - {name: r, requires: [x], trigger: 'x > 1', analysis: a, recommendation: b, severity: high}\n" for _ in range(2))
+    text = "rules:\n" + "".join("  - {name: r, requires: [x], trigger: 'x > 1', analysis: a, recommendation: b, severity: high}\n" for _ in range(2))
     with pytest.raises(RuleError, match="used in"):
         load_rules(_write(tmp_path, text))
 
@@ -191,14 +248,12 @@ def test_conditional_severity_falls_through_on_missing_evidence():
     # stall_long_scoreboard's first condition needs SOL metrics; without them the rule still fires.
     res = run_rules({"stall_long_scoreboard_pct": 45}, MEM, rules=[RULES["stall_long_scoreboard"]])
     assert res[0].severity == "medium"
-    res = run_rules({"stall_long_scoreboard_pct": 45, "sm_throughput_pct": 10, "mem_throughput_pct": 90}, MEM,
-                    rules=[RULES["stall_long_scoreboard"]])
+    res = run_rules({"stall_long_scoreboard_pct": 45, "sm_throughput_pct": 10, "mem_throughput_pct": 90}, MEM, rules=[RULES["stall_long_scoreboard"]])
     assert res[0].severity == "low"  # at the memory limit, waiting on memory is expected
 
 
 def test_low_occupancy_of_a_busy_kernel_is_not_high():
-    ev = {"theoretical_occupancy_pct": 18.75, "occupancy_limiter": "registers", "registers_per_thread": 168,
-          "sm_throughput_pct": 85, "mem_throughput_pct": 40}
+    ev = {"theoretical_occupancy_pct": 18.75, "occupancy_limiter": "registers", "registers_per_thread": 168, "sm_throughput_pct": 85, "mem_throughput_pct": 40}
     res = run_rules(ev, COMPUTE_TENSOR, rules=[RULES["occupancy_limited_by_registers"]])
     assert res[0].severity == "medium"
 

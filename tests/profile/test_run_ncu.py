@@ -31,7 +31,8 @@ cols = ["ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context
 print("==PROF== Connected to process 1")
 print(",".join('"%s"' % c for c in cols + metrics))
 print(",".join('""' for _ in cols) + "," + ",".join('"%s"' % ("nsecond" if m.startswith("gpu__time") else "") for m in metrics))
-print(",".join('"%s"' % v for v in ["0", "1", "python", "h", "my_kernel", "1", "7", "(128, 1, 1)", "(8, 1, 1)", "0", "9.0"]) + "," + ",".join('"1,000"' for _ in metrics))
+row = ["0", "1", "python", "h", "my_kernel", "1", "7", "(128, 1, 1)", "(8, 1, 1)", "0", "9.0"]
+print(",".join('"%s"' % v for v in row) + "," + ",".join('"1,000"' for _ in metrics))
 '''
 
 

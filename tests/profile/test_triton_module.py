@@ -96,11 +96,12 @@ def test_explain_with_solution_only(tmp_path, monkeypatch):
     register(cli)
     spill_src = SOURCE.replace("BLOCK=BLOCK_SIZE, num_warps=8", "BLOCK=2048, num_warps=1").replace(
         "_combine(tl.load(x_ptr + offs, mask=m), tl.load(y_ptr + offs, mask=m))",
-        "tl.exp(tl.load(x_ptr + offs, mask=m)) * tl.sum(tl.sin(tl.load(y_ptr + offs, mask=m)), 0) + tl.sum(tl.exp(tl.load(x_ptr + offs, mask=m)), 0) * tl.sin(tl.load(y_ptr + offs, mask=m))")
+        "tl.exp(tl.load(x_ptr + offs, mask=m)) * tl.sum(tl.sin(tl.load(y_ptr + offs, mask=m)), 0)"
+        " + tl.sum(tl.exp(tl.load(x_ptr + offs, mask=m)), 0) * tl.sin(tl.load(y_ptr + offs, mask=m))",
+    )
     sol = tmp_path / "sol.json"
     sol.write_text(_solution(spill_src).to_json())
-    r = CliRunner().invoke(cli, ["explain", "--solution", str(sol), "-d", str(FIX / "kbot_vector_add_f32.json"),
-                                 "-w", "N=16777216", "--json"])
+    r = CliRunner().invoke(cli, ["explain", "--solution", str(sol), "-d", str(FIX / "kbot_vector_add_f32.json"), "-w", "N=16777216", "--json"])
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
     rules = [i["rule"] for i in data["items"]]
@@ -122,11 +123,24 @@ def test_run_isolated_and_profile_report_static(tmp_path):
     assert c.ok, c.missing
     assert c.evidence["triton_kernel"] == "add_kernel" and c.evidence["sass_ldg_128_pct"] == 100
     lat = LatencyStats(median=0.1, mean=0.1, ci95=(0.1, 0.1), stdev=0.0, sem=0.0, n=3, min=0.1, max=0.1)
-    report = Report(run_id="r", definition=d.name, solution="s", solution_hash="h",
-                    device=DeviceInfo(kind="cpu", name="cpu", timer="cpu_monotonic"), started="now",
-                    workloads=[WorkloadResult(uuid="w", axes={"N": 1 << 20}, status=Status.PASSED, latency_ms=lat)])
-    profile_report(report, tmp_path / "run", d, _solution(SOURCE), [Workload(uuid="w", axes={"N": 1 << 20}, inputs={})],
-                   ceilings=documented_ceilings("NVIDIA H200"), profile=False)
+    report = Report(
+        run_id="r",
+        definition=d.name,
+        solution="s",
+        solution_hash="h",
+        device=DeviceInfo(kind="cpu", name="cpu", timer="cpu_monotonic"),
+        started="now",
+        workloads=[WorkloadResult(uuid="w", axes={"N": 1 << 20}, status=Status.PASSED, latency_ms=lat)],
+    )
+    profile_report(
+        report,
+        tmp_path / "run",
+        d,
+        _solution(SOURCE),
+        [Workload(uuid="w", axes={"N": 1 << 20}, inputs={})],
+        ceilings=documented_ceilings("NVIDIA H200"),
+        profile=False,
+    )
     w = report.workloads[0]
     assert w.profile["evidence"]["triton"]["triton_kernel"] == "add_kernel"
     assert "register_spills_triton" not in {n["rule"] for n in w.profile["not_evaluated"]}

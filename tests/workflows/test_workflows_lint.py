@@ -102,7 +102,7 @@ def test_report_runs_trusted_code_only():
     assert "head_repository.full_name == github.repository" in job["if"]
     text = (WF / "report.yml").read_text()
     assert "head_sha }}" not in "".join(str(s.get("with", "")) for s in job["steps"])  # never checked out
-    assert "bot.cli_bot bot report" in text
+    assert "bot.cli.github_bot bot report" in text
 
 
 def test_command_reads_the_comment_only_from_the_event_file():

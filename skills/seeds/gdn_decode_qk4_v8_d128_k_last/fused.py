@@ -21,7 +21,6 @@ the grid depends only on shapes.
 
 import math
 
-import torch
 import triton
 import triton.language as tl
 

@@ -347,7 +347,7 @@ class FakeGitHub:
                 try:
                     data = json.loads(body) if body else {}
                 except ValueError:
-                    raise HTTPError(400, "Problems parsing JSON")
+                    raise HTTPError(400, "Problems parsing JSON") from None
                 if not isinstance(data, dict) and route.handler != self.h_add_labels:
                     raise HTTPError(422, "Invalid request.\n\nA JSON object is required.")
                 # The description's schema lists only {"labels": [...]}, but its own text (and GitHub)
@@ -433,9 +433,9 @@ class FakeGitHub:
             if verified["exp"] - verified["iat"] > 660:  # GitHub: at most 10 minutes (+ clock drift)
                 raise HTTPError(401, "'Expiration time' claim ('exp') is too far in the future")
         except jwt.PyJWTError as exc:
-            raise HTTPError(401, f"A JSON web token could not be decoded ({exc})")
+            raise HTTPError(401, f"A JSON web token could not be decoded ({exc})") from None
         except ValueError:
-            raise HTTPError(401, "A JSON web token could not be decoded")
+            raise HTTPError(401, "A JSON web token could not be decoded") from None
         return Caller(None, app=True, app_id=app["id"])
 
     def _rate_headers(self, caller: Caller) -> dict:
@@ -553,7 +553,7 @@ class FakeGitHub:
             per_page = min(max(int(query.get("per_page", 30)), 1), 100)
             page = max(int(query.get("page", 1)), 1)
         except ValueError:
-            raise HTTPError(422, "Invalid pagination parameters")
+            raise HTTPError(422, "Invalid pagination parameters") from None
         last = max(1, -(-len(items) // per_page))
         chunk = items[(page - 1) * per_page: page * per_page]
         links = []
@@ -616,7 +616,7 @@ class FakeGitHub:
 
     def _require_app(self, caller: Caller) -> dict:
         if not caller.app:
-            raise HTTPError(401, "A JSON web token could not be decoded")
+            raise HTTPError(401, "A JSON web token could not be decoded") from None
         return self.apps[caller.app_id]
 
     def h_app(self, caller: Caller, params: dict, query: dict, data: Any):
@@ -740,7 +740,7 @@ class FakeGitHub:
             try:
                 raw = base64.b64decode(content, validate=False)
             except (binascii.Error, ValueError):
-                raise HTTPError(422, "Invalid base64 content")
+                raise HTTPError(422, "Invalid base64 content") from None
         elif encoding in ("utf-8", "utf8"):
             raw = content.encode()
         else:

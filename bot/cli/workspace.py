@@ -1,0 +1,230 @@
+"""The local workspace commands of ``kbot`` (registered through the ``kbot.commands`` entry points).
+
+    kbot optimize DEFINITION       a campaign on the local forge (see bot/campaign/local_loop.py)
+    kbot pr list | kbot pr show N  the local pull requests, their reviews, statuses and decisions
+    kbot leaderboard [DEFINITION]  champion lineage from the workspace's main
+    kbot report --html DIR         static site of the workspace (opens from disk)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from bot.names import STATUS_CONTEXT
+
+WORKSPACE_OPT = click.option("--workspace", type=click.Path(file_okay=False), default=".kbot/workspace",
+                             show_default=True, help="Local workspace: forge (bare git repo + store), runs, campaigns.")
+
+
+def _fail(msg: str) -> None:
+    click.echo(f"error: {msg}", err=True)
+    sys.exit(2)
+
+
+def _workspace(path: str, *, must_exist: bool = True):
+    from bot.campaign.local_loop import Workspace
+
+    if must_exist and not (Path(path) / "forge" / "repo.git").exists():
+        _fail(f"no kbot workspace at {path}; run `kbot optimize DEFINITION` first (or pass --workspace)")
+    return Workspace(path)
+
+
+def _x(v: Any) -> str:
+    if isinstance(v, (int, float)) and v == v:
+        return f"{v:.3g}x" if abs(v) < 0.1 else f"{v:.3f}x"
+    return "—"
+
+
+def _progress_printer(console: Any):
+    """Progress lines on stderr while a campaign runs (stdout stays clean for --json)."""
+    t0 = time.monotonic()
+
+    def say(msg: str) -> None:
+        console.print(f"[dim]{time.monotonic() - t0:6.1f}s[/dim] {msg}", highlight=False)
+
+    def event(kind: str, d: dict[str, Any]) -> None:
+        if kind == "campaign":
+            say(f"campaign [bold]{d['id']}[/bold] ({'resumed' if d['resume'] else 'new'}) — agent {d['agent']}, "
+                f"device {d['device']}{' (CPU timing: Triton interpreter, not a GPU measurement)' if d['device'] == 'cpu' else ''}, "
+                f"{d['n_workloads']} workloads from {d['workloads']}")
+        elif kind == "start":
+            say(f"no champion yet: starting point [bold]{d['solution']}[/bold] ({d['description']})")
+        elif kind == "pr":
+            say(f"opened PR [bold]#{d['pr']}[/bold] {d['branch']} ({d['solution']})")
+        elif kind == "harness.start":
+            say(f"evaluating {d['solution']}" + (f" paired with champion {d['baseline']}" if d.get("baseline") else " (alone)")
+                + (" — resuming an interrupted run" if d.get("resume") else ""))
+        elif kind == "harness.cached":
+            say(f"{d['solution']}: finished evaluation found, not repeated")
+        elif kind == "harness.workload":
+            w = d.get("obj")
+            if w is not None and hasattr(w, "status"):
+                lat = f", median {w.latency_ms.median:.3f} ms" if w.latency_ms else ""
+                sp = f", {w.speedup_vs_baseline.median:.3f}x vs champion" if w.speedup_vs_baseline else ""
+                say(f"  workload {w.axes}: {w.status.value}{lat}{sp}")
+        elif kind == "decision":
+            style = {"promote": "green", "reject": "red", "rebenchmark": "yellow"}.get(d["decision"], "white")
+            say(f"PR #{d['pr']}: [{style}]{d['decision']}[/{style}] — {d['headline']}"
+                + (f"; merged as {d['merged_sha'][:12]}" if d.get("merged_sha") else ""))
+        elif kind == "step" and d.get("stopped"):
+            say(f"campaign stopped: {d.get('reason')}")
+
+    return event
+
+
+def _summary_table(s: dict[str, Any]):
+    from rich.table import Table
+
+    t = Table(title=f"{s['campaign']} — {s['timing']}", title_justify="left")
+    for col in ("node", "PR", "status", "mean latency ms", "vs champion", "vs start", "vs reference", "roofline", "decision"):
+        t.add_column(col, justify="right" if col not in ("node", "status", "decision") else "left")
+    for r in s["candidates"]:
+        lat = f"{r['mean_latency_ms']:.3f}" if r["mean_latency_ms"] is not None else "—"
+        roof = f"{r['roofline_fraction']:.2g}" if r["roofline_fraction"] is not None else "—"
+        dec = r["decision"] or "—"
+        style = {"promote": "green", "reject": "red", "champion": "cyan"}.get(dec, "white")
+        t.add_row(r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),
+                  _x(r["speedup_vs_start"]), _x(r["speedup_vs_reference"]), roof, f"[{style}]{dec}[/{style}]")
+    return t
+
+
+def _known_agent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--agent`` checked against the agent catalog (asked only when the option is given)."""
+    if value is None:
+        return None
+    from bot.agents.catalog import available
+
+    known = available()
+    if value not in known:
+        raise click.BadParameter(f"{value!r} is not one of {', '.join(map(repr, known))}.")
+    return value
+
+
+def register(cli: click.Group) -> None:
+    @cli.command("optimize")
+    @click.argument("definition")
+    @click.option("--agent", callback=_known_agent, metavar="NAME",
+                  help="An agent of the catalog (offline, anthropic, openai, plugins). "
+                       "Default: anthropic/openai when ANTHROPIC_API_KEY/OPENAI_API_KEY is set, else offline.")
+    @click.option("--rounds", type=click.IntRange(1, 100), default=2, show_default=True, help="Rounds of search (one agent call each).")
+    @click.option("--candidates", type=click.IntRange(1, 16), default=2, show_default=True, help="Candidates (PRs) per round.")
+    @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+    @WORKSPACE_OPT
+    @click.option("--workloads", type=click.Path(dir_okay=False, exists=True),
+                  help="Workloads JSONL (default on CPU: the definition's workloads.small.jsonl when present).")
+    @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), help="Timing budget per workload in seconds.")
+    @click.option("--new", "new", is_flag=True, help="Start a new campaign even if an interrupted one can be resumed.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
+    def optimize_cmd(definition: str, agent: str | None, rounds: int, candidates: int, device: str, workspace: str,
+                     workloads: str | None, budget_s: float | None, new: bool, as_json: bool) -> None:
+        """Run the optimization loop on a local forge: each candidate is a branch + PR, evaluated by the
+        harness against the champion, reviewed, and merged if the promotion policy says so.
+        Re-running after an interruption resumes: finished evaluations and PRs are not repeated."""
+        from rich.console import Console
+
+        from bot.campaign.local_loop import LoopError, OptimizeOptions, optimize
+
+        err = Console(stderr=True, soft_wrap=True)  # one line per event, even in a log file
+        opts = OptimizeOptions(definition=definition, agent=agent, rounds=rounds, candidates=candidates, device=device,
+                               workspace=Path(workspace), workloads=Path(workloads) if workloads else None,
+                               budget_s=budget_s, new=new)
+        try:
+            summary = optimize(opts, _progress_printer(err))
+        except (LoopError, ValueError, RuntimeError) as e:
+            _fail(str(e))
+        if as_json:
+            click.echo(json.dumps(summary, indent=1, default=str))
+            return
+        out = Console()
+        if not out.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
+            out = Console(width=160)
+        out.print(_summary_table(summary))
+        ch = summary["champion"]
+        out.print(f"champion of {summary['definition']}: [bold]{ch['solution']}[/bold]"
+                  + (f" (PR #{ch['pr']})" if ch["pr"] else " (the starting point)")
+                  + f"; {summary['evaluations_run']} evaluations run, {summary['evaluations_cached']} reused from the cache")
+        out.print(f"next: kbot pr list --workspace {workspace} · kbot report --html .kbot/report --workspace {workspace}")
+
+    @cli.group("pr")
+    def pr_group() -> None:
+        """Pull requests of the local forge."""
+
+    @pr_group.command("list")
+    @WORKSPACE_OPT
+    @click.option("--state", type=click.Choice(["open", "closed", "all"]), default="all", show_default=True)
+    @click.option("--json", "as_json", is_flag=True)
+    def pr_list(workspace: str, state: str, as_json: bool) -> None:
+        """One line per PR: number, state, decision status, branch, title."""
+        ws = _workspace(workspace)
+        rows = []
+        for p in ws.forge.list_prs(state=state):  # type: ignore[arg-type]
+            st = ws.forge.combined_status(p.head_sha).get(STATUS_CONTEXT)
+            rows.append({"number": p.number, "state": "merged" if p.merged else p.state, "branch": p.head_branch,
+                         "title": p.title, "status": st.state if st else None, "status_description": st.description if st else None})
+        if as_json:
+            click.echo(json.dumps(rows, indent=1))
+            return
+        for r in rows:
+            click.echo(f"#{r['number']:<4} {r['state']:<7} {str(r['status']):<8} {r['branch']}  {r['status_description'] or ''}")
+
+    @pr_group.command("show")
+    @click.argument("number", type=int)
+    @WORKSPACE_OPT
+    def pr_show(number: int, workspace: str) -> None:
+        """The PR, its status, the bot's review (with the decision) and the conversation."""
+        from bot.forge.base import NotFoundError
+        from bot.review.evidence import find_bot_review
+
+        ws = _workspace(workspace)
+        try:
+            p = ws.forge.get_pr(number)
+        except NotFoundError as e:
+            _fail(str(e))
+        st = ws.forge.combined_status(p.head_sha).get(STATUS_CONTEXT)
+        click.echo(f"#{p.number} {p.title}")
+        click.echo(f"state: {'merged as ' + (p.merge_commit_sha or '')[:12] if p.merged else p.state}; "
+                   f"branch {p.head_branch} at {p.head_sha[:12]}; labels: {', '.join(p.labels) or '—'}")
+        click.echo(f"kbot/harness: {st.state + ' — ' + st.description if st else 'not reported'}")
+        review = find_bot_review(ws.forge, number)
+        click.echo("\n--- review ---")
+        click.echo(review.body if review else "(no review yet)")
+        comments = list(ws.forge.list_comments(number))
+        if comments:
+            click.echo("--- conversation ---")
+            for c in comments:
+                click.echo(f"[{c.author}] {c.body}\n")
+
+    @cli.command("leaderboard")
+    @click.argument("definition", required=False)
+    @WORKSPACE_OPT
+    def leaderboard_cmd(definition: str | None, workspace: str) -> None:
+        """LEADERBOARD.md of a definition (all definitions with a champion if none is given)."""
+        from bot.promotion.champion import read_champion, render_leaderboard
+
+        ws = _workspace(workspace)
+        names = [definition] if definition else sorted(
+            {p.split("/")[1] for p in ws.forge.list_files(under="kernels") if p.endswith("/champion.json")})
+        if not names:
+            _fail("no definition has a champion in this workspace yet")
+        for name in names:
+            doc = read_champion(ws.forge, name)
+            if doc is None:
+                _fail(f"{name} has no champion in this workspace")
+            click.echo(render_leaderboard(doc))
+
+    @cli.command("report")
+    @click.option("--html", "html_dir", required=True, type=click.Path(file_okay=False), help="Folder to write the site into.")
+    @WORKSPACE_OPT
+    def report_cmd(html_dir: str, workspace: str) -> None:
+        """A static HTML report of the workspace (no server needed: open index.html)."""
+        from bot.site.build import build_site
+
+        ws = _workspace(workspace)
+        files = build_site(ws, html_dir)
+        click.echo(f"wrote {len(files)} pages; open {Path(html_dir).resolve() / 'index.html'}")

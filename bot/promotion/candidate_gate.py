@@ -1,0 +1,86 @@
+"""Is this PR a candidate the bot may promote? Checked right before any merge.
+
+A ``kbot/`` branch name and a ``kbot:meta`` block prove nothing: anyone with write access can push a
+``kbot/...`` branch, open a PR from it, add commits to a bot branch, or paste a meta block. Promotion
+merges code into the default branch without a person's review, so before it the bot requires:
+
+* the PR was opened by the bot's login (a person's PR carries no trusted metadata);
+* every commit on the branch was authored and committed by the bot (``branch_touched_by_humans``);
+* the PR changes only files under the meta block's solution folder ``kernels/<definition>/<name>/``;
+* the evaluated report is for the definition and solution hash the meta block names.
+
+``candidate_problems`` returns one plain sentence per failed requirement (empty: promotable).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from bot.forge.base import ForgeError, PullRequest
+from bot.forge.trusted_meta import read_meta
+from bot.names import is_candidate_pr
+
+_SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+def solution_folder(meta: Mapping[str, Any] | None) -> str | None:
+    """``kernels/<definition>/<name>`` from the meta block's ``solution_path`` (validated), else None."""
+    if not isinstance(meta, Mapping):
+        return None
+    definition, path = meta.get("definition"), meta.get("solution_path")
+    if not isinstance(definition, str) or not isinstance(path, str):
+        return None
+    parts = path.split("/")
+    if (len(parts) != 4 or parts[0] != "kernels" or parts[1] != definition or parts[3] != "solution.json"
+            or not all(_SEGMENT.match(p) for p in parts[1:3])):
+        return None
+    return "/".join(parts[:3])
+
+
+def changed_files(forge: Any, pr: PullRequest) -> list[str] | None:
+    """Paths the PR changes (relative to its merge base), or None when the forge cannot tell."""
+    fn = getattr(forge, "changed_files", None)
+    if callable(fn):
+        return list(fn(pr.head_sha, pr.base_branch))
+    return None
+
+
+def candidate_problems(forge: Any, pr: PullRequest, *, definition: str | None, solution_hash: str | None,
+                       meta: Mapping[str, Any] | None = None) -> list[str]:
+    """Why ``pr`` must not be promoted for a report of (``definition``, ``solution_hash``); [] if it may."""
+    bot = forge.info.bot_login
+    if pr.author.lower() != bot.lower():
+        return [f"the PR was opened by {pr.author!r}, not by the bot"]
+    if not is_candidate_pr(pr):
+        return ["the PR is not a kbot branch of this repository"]
+    if meta is None:
+        meta = read_meta(pr, bot)
+    if not isinstance(meta, Mapping):
+        return ["the PR has no kbot metadata block"]
+    problems: list[str] = []
+    if definition is None or meta.get("definition") != definition:
+        problems.append("the report's definition differs from the PR's metadata")
+    if solution_hash is None or meta.get("solution_hash") != solution_hash:
+        problems.append("the report's solution hash differs from the PR's metadata")
+    try:
+        # By sha, not branch name: exactly the head that is judged, and still there after a merge
+        # deleted the branch (resume_pointer).
+        humans = forge.branch_touched_by_humans(pr.head_sha, pr.base_branch)
+    except ForgeError as e:
+        return problems + [f"could not list the branch's commits ({type(e).__name__})"]
+    if humans:
+        problems.append(f"{len(humans)} commit(s) on the branch were not made by the bot")
+    folder = solution_folder(meta)
+    if folder is None:
+        return problems + ["the PR's metadata has no valid solution_path (kernels/<definition>/<name>/solution.json)"]
+    try:
+        files = changed_files(forge, pr)
+    except ForgeError as e:
+        return problems + [f"could not list the PR's files ({type(e).__name__})"]
+    if files is None:
+        return problems + ["this forge cannot list the PR's changed files"]
+    outside = sorted(p for p in files if not p.startswith(folder + "/"))
+    if outside:
+        problems.append(f"the PR changes {len(outside)} file(s) outside {folder}/ (first: {outside[0]})")
+    return problems

@@ -1,0 +1,165 @@
+"""The promotion rules as a pure function: ``decide(evidence, policy, champion_hash, pr_head_sha,
+up_to_date)`` -> a Decision (promote, reject or rebenchmark) with one Reason per rule.
+
+Evidence comes from a Report or from the evidence block of our own review (``bot.review.evidence``),
+the policy from ``skills/promotion.yaml`` on the default branch, the facts from the repository now
+(current champion hash, whether the measured head is still the PR head and contains the default branch).
+The policy model (PromotionPolicy) is here, beside the rules it sets the thresholds of, so a rule and
+its threshold are one edit (and one line of ``skills/promotion.yaml``).
+
+Rule order matters: correctness and guard failures reject whatever else is true; a stale measurement
+(other champion, moved head, base behind the default branch) asks for a re-benchmark before any
+speed rule is judged, because its speed numbers no longer describe the merge.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from bot.policy_file import parse_policy
+from bot.review.evidence import Evidence
+from harness.geomean import geomean, geomean_ci
+from harness.schema import Status
+
+PROMOTION_PATH = "skills/promotion.yaml"
+
+
+class PromotionPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: Literal[1] = 1
+    require_all_passed: Literal[True] = True
+    require_guard_clean: bool = True
+    min_speedup: float = Field(1.03, ge=1.0, le=100.0)
+    min_ci_lower: float = Field(1.0, ge=0.5, le=100.0)
+    max_regression: float = Field(0.02, ge=0.0, le=0.5)
+    first_champion_min_speedup_vs_reference: float = Field(1.0, ge=0.0, le=1000.0)
+    require_up_to_date: bool = True
+    merge_method: Literal["squash", "merge", "rebase"] = "squash"
+    close_losers: bool = True
+
+    @classmethod
+    def from_yaml(cls, text: str, where: str = PROMOTION_PATH) -> "PromotionPolicy":
+        return parse_policy(cls, text, where)
+
+
+@dataclass(frozen=True)
+class Reason:
+    rule: str
+    ok: bool
+    detail: str
+    verdict: Literal["reject", "rebenchmark"] = "reject"  # what a failure of this rule means
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: Literal["promote", "reject", "rebenchmark"]
+    reasons: tuple[Reason, ...]
+    geomean: float | None = None
+    ci95: tuple[float, float] | None = None
+    first_champion: bool = False
+
+    @property
+    def headline(self) -> str:
+        bad = [r for r in self.reasons if not r.ok]
+        if self.action == "promote":
+            if self.first_champion:
+                return "first champion of this definition"
+            return f"{self.geomean:.3f}x over the champion, 95% CI [{self.ci95[0]:.3f}, {self.ci95[1]:.3f}]"
+        return "; ".join(r.detail for r in bad[:3])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"action": self.action, "geomean": self.geomean, "ci95": self.ci95,
+                "first_champion": self.first_champion,
+                "reasons": [{"rule": r.rule, "ok": r.ok, "detail": r.detail} for r in self.reasons]}
+
+
+
+def valid_ratio(r: tuple[float, float, float] | None) -> bool:
+    return r is not None and all(math.isfinite(x) and x > 0 for x in r) and r[1] <= r[0] <= r[2]
+
+
+def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, pr_head_sha: str | None,
+           up_to_date: bool) -> Decision:
+    reasons: list[Reason] = []
+
+    def rule(name: str, ok: bool, detail: str, verdict: Literal["reject", "rebenchmark"] = "reject") -> bool:
+        reasons.append(Reason(name, ok, detail, verdict))
+        return ok
+
+    # 1. correctness: every workload PASSED in every trial.
+    bad = [w for w in ev.workloads if w.status != Status.PASSED.value or w.failed_trials > 0]
+    if not ev.workloads:
+        rule("all passed", False, "the report has no workloads")
+    elif bad:
+        first = bad[0]
+        rule("all passed", False, f"{len(bad)} of {len(ev.workloads)} workloads did not pass every trial "
+             f"(first: {first.status}, {first.failed_trials} failed trials)")
+    else:
+        rule("all passed", True, f"{len(ev.workloads)}/{len(ev.workloads)} workloads passed every trial")
+    # 2. guard.
+    if policy.require_guard_clean:
+        rule("guard clean", ev.findings == 0, "no guard findings" if ev.findings == 0 else f"{ev.findings} guard finding(s)")
+
+    # 3. freshness: what was measured is what would be merged, against today's champion and main.
+    if champion_hash is not None:
+        rule("measured against the current champion", ev.baseline_hash == champion_hash,
+             "paired against the current champion" if ev.baseline_hash == champion_hash
+             else "measured against another champion than the current one", "rebenchmark")
+    if pr_head_sha is not None:
+        same = ev.head_sha is not None and ev.head_sha == pr_head_sha
+        rule("measured the PR head", same, "measured the current PR head" if same
+             else "the PR head moved since it was measured", "rebenchmark")
+    if policy.require_up_to_date:
+        rule("up to date with the default branch", up_to_date,
+             "head contains the default branch" if up_to_date else "head is behind the default branch", "rebenchmark")
+
+    def finish(geo=None, ci=None, first=False) -> Decision:
+        failed = [r for r in reasons if not r.ok]
+        if any(r.verdict == "reject" for r in failed):
+            action = "reject"
+        elif failed:
+            action = "rebenchmark"
+        else:
+            action = "promote"
+        return Decision(action, tuple(reasons), geo, ci, first)
+
+    if any(not r.ok for r in reasons):
+        # Either already rejected, or stale: speed numbers would not describe the merge; stop here.
+        return finish()
+
+    # 4. speed.
+    if champion_hash is None:
+        refs = [w.vs_reference for w in ev.workloads]
+        if any(r is None or not math.isfinite(r) or r <= 0 for r in refs):
+            rule("speedup vs reference", False, "no speedup vs the reference for every workload")
+            return finish(first=True)
+        g = geomean(refs)
+        assert g is not None  # every value was checked positive and finite just above
+        rule("speedup vs reference", g >= policy.first_champion_min_speedup_vs_reference,
+             f"first champion: geomean {g:.3f}x vs the reference (needs ≥ {policy.first_champion_min_speedup_vs_reference:g})")
+        return finish(g, None, True)
+
+    missing = [w for w in ev.workloads if not valid_ratio(w.ratio)]
+    if missing:
+        rule("paired measurement", False, f"{len(missing)} workload(s) have no valid paired ratio vs the champion",
+             "rebenchmark")
+        return finish()
+    ratios = [w.ratio for w in ev.workloads]  # type: ignore[misc]
+    g, (lo, hi) = geomean_ci(ratios)  # type: ignore[arg-type]
+    rule("speedup", g >= policy.min_speedup, f"geomean {g:.3f}x vs champion (needs ≥ {policy.min_speedup:g})")
+    rule("confidence", lo > policy.min_ci_lower,
+         f"95% CI lower bound {lo:.3f} (needs > {policy.min_ci_lower:g})")
+    floor = 1.0 - policy.max_regression
+    slow = [w for w in ev.workloads if w.ratio[0] < floor]  # type: ignore[index]
+    rule("no regression", not slow,
+         f"no workload slower than {floor:.3f}x" if not slow
+         else f"{len(slow)} workload(s) slower than the champion beyond {policy.max_regression:.0%} "
+              f"(worst {min(w.ratio[0] for w in slow):.3f}x)")  # type: ignore[index]
+    return finish(g, (lo, hi))
+
+

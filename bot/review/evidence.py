@@ -1,0 +1,131 @@
+"""The evidence block: what one evaluation proved, in a hidden line at the end of our sticky review.
+
+``/promote``, ``/status``, the GitHub campaign and the promotion of a later candidate read it back from
+the review instead of re-measuring: ``evidence_block`` writes it (zlib + base64 JSON, version 1),
+``read_evidence`` / ``find_evidence`` read it from a review the bot wrote, and ``Evidence`` is the typed
+view the promotion rules judge (built from a Report or from a block; a malformed block is a ValueError).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import zlib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from bot.forge.markers import REVIEW_MARKER, has_marker
+from harness.report import Report, WorkloadResult
+
+EVIDENCE_BLOCK_RE = re.compile(r"^<!-- kbot:evidence ([A-Za-z0-9+/=]{1,40000}) -->$", re.M)
+EVIDENCE_LINE_START = "<!-- kbot:evidence "
+
+
+def evidence(report: Report, head_sha: str | None) -> dict[str, Any]:
+    """The block's content: per workload (uuid, status, failed trials, paired ratio, speedup vs reference)."""
+    def ratio(w: WorkloadResult):
+        r = w.speedup_vs_baseline
+        return [r.median, r.ci95[0], r.ci95[1]] if r else None
+
+    return {
+        "v": 1,
+        "definition": report.definition,
+        "solution": report.solution,
+        "solution_hash": report.solution_hash,
+        "baseline": report.baseline,
+        "baseline_hash": report.baseline_hash,
+        "head_sha": head_sha,
+        "run_id": report.run_id,
+        "findings": len(report.findings) + sum(len(w.findings) for w in report.workloads),
+        "w": [
+            [w.uuid, w.status.value, (w.correctness.failed_trials if w.correctness else 0), ratio(w),
+             w.speedup_vs_reference]
+            for w in report.workloads
+        ],
+    }
+
+
+def evidence_block(report: Report, head_sha: str | None) -> str:
+    raw = json.dumps(evidence(report, head_sha), separators=(",", ":"), allow_nan=False,
+                     default=lambda o: None).encode()
+    return f"{EVIDENCE_LINE_START}{base64.b64encode(zlib.compress(raw, 9)).decode()} -->"
+
+
+def read_evidence(body: str | None) -> dict[str, Any] | None:
+    """The evidence block of a review body we wrote; None if absent or malformed."""
+    if not body:
+        return None
+    found = None
+    for m in EVIDENCE_BLOCK_RE.finditer(body):
+        try:
+            data = json.loads(zlib.decompress(base64.b64decode(m.group(1), validate=True), bufsize=1 << 16))
+        except (ValueError, zlib.error):
+            continue
+        if isinstance(data, dict) and data.get("v") == 1:
+            found = data
+    return found
+
+
+def find_bot_review(forge: Any, number: int) -> Any:
+    """Our sticky review on PR ``number`` (the last one by the bot carrying the marker), or None."""
+    bot = forge.info.bot_login.lower()
+    found = None
+    for review in forge.list_reviews(number):
+        if review.author.lower() == bot and has_marker(review.body, REVIEW_MARKER):
+            found = review
+    return found
+
+
+def find_evidence(forge: Any, number: int) -> dict[str, Any] | None:
+    review = find_bot_review(forge, number)
+    return read_evidence(review.body) if review is not None else None
+
+
+@dataclass(frozen=True)
+class WorkloadEvidence:
+    uuid: str
+    status: str
+    failed_trials: int
+    ratio: tuple[float, float, float] | None  # paired champion/candidate: median, ci low, ci high
+    vs_reference: float | None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    definition: str
+    solution: str
+    solution_hash: str
+    baseline_hash: str | None
+    head_sha: str | None
+    findings: int
+    workloads: tuple[WorkloadEvidence, ...]
+
+    @classmethod
+    def from_report(cls, report: Report, head_sha: str | None) -> "Evidence":
+        ws = []
+        for w in report.workloads:
+            r = w.speedup_vs_baseline
+            ws.append(WorkloadEvidence(
+                w.uuid, w.status.value, w.correctness.failed_trials if w.correctness else 0,
+                (r.median, r.ci95[0], r.ci95[1]) if r else None, w.speedup_vs_reference))
+        return cls(report.definition, report.solution, report.solution_hash, report.baseline_hash, head_sha,
+                   len(report.findings) + sum(len(w.findings) for w in report.workloads), tuple(ws))
+
+    @classmethod
+    def from_block(cls, data: Mapping[str, Any]) -> "Evidence":
+        """From ``evidence`` data (a block read back with ``read_evidence``); ValueError if malformed."""
+        try:
+            ws = []
+            for uuid, status, failed, ratio, vs_ref in data["w"]:
+                rt = None
+                if ratio is not None:
+                    m, lo, hi = (float(x) for x in ratio)
+                    rt = (m, lo, hi)
+                ws.append(WorkloadEvidence(str(uuid), str(status), int(failed), rt,
+                                           float(vs_ref) if vs_ref is not None else None))
+            return cls(str(data["definition"]), str(data["solution"]), str(data["solution_hash"]),
+                       data.get("baseline_hash"), data.get("head_sha"), int(data["findings"]), tuple(ws))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"malformed evidence block: {e}") from None
+

@@ -1,0 +1,88 @@
+"""Human-readable report tables for the terminal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .report import LatencyStats, Report
+from .schema import Status
+
+_STYLE = {Status.PASSED: "green", Status.TIMEOUT: "yellow", Status.REJECTED: "bold red"}
+
+
+def fmt_ms(s: LatencyStats | None) -> str:
+    if s is None:
+        return "-"
+    unit, k = ("µs", 1000.0) if s.median < 1 else ("ms", 1.0)
+    return f"{s.median * k:.3g} {unit} [{s.ci95[0] * k:.3g}, {s.ci95[1] * k:.3g}]"
+
+
+def time_breakdown(report: Report) -> str | None:
+    """One line on where a run's seconds went, from the parent's timeline and the workers' phases."""
+    marks = dict(report.config.get("timeline_s") or [])
+    if not marks:
+        return None
+    total = max(marks.values())
+    parts = [f"{total:.1f} s after the static guard"]
+    startup = report.config.get("worker_startup_s") or {}
+    if "torch_import" in startup:
+        parts.append(f"torch import {startup['torch_import']:.1f} s")
+    if "observed" in marks:
+        parts.append(f"CUPTI observer done at {marks['observed']:.1f} s")
+    phases: dict[str, float] = {}
+    for w in report.workloads:
+        for k, v in ((w.profile or {}).get("phase_s") or {}).items():
+            phases[k] = phases.get(k, 0.0) + float(v)
+    if phases:
+        parts.append("workloads: " + ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in phases.items() if v >= 0.05))
+    return "time: " + "; ".join(parts)
+
+
+def print_report(report: Report, out_dir: Path, console: Console | None = None) -> None:
+    console = console or Console()
+    t = Table(title=f"{report.solution} on {report.definition} — {report.device.name} ({report.device.timer})")
+    gpu_col = any(w.kernel_time is not None for w in report.workloads)
+    for col in (
+        ("workload", "axes", "status", "latency (95% CI)") + (("GPU time (CUPTI)",) if gpu_col else ()) + ("reference", "× ref", "× baseline", "roofline")
+    ):
+        t.add_column(col)
+    for w in report.workloads:
+        ratio = w.speedup_vs_baseline
+        kt = w.kernel_time
+        t.add_row(
+            w.uuid[:8],
+            ",".join(f"{k}={v}" for k, v in w.axes.items()),
+            f"[{_STYLE.get(w.status, 'red')}]{w.status.value}[/]",
+            fmt_ms(w.latency_ms),
+            *(
+                (fmt_ms(kt.latency_ms) if kt and kt.latency_ms and w.status is Status.PASSED else "withheld" if kt and w.status is Status.PASSED else "-",)
+                if gpu_col
+                else ()
+            ),
+            fmt_ms(w.reference_latency_ms),
+            f"{w.speedup_vs_reference:.2f}" if w.speedup_vs_reference else "-",
+            f"{ratio.median:.3f} [{ratio.ci95[0]:.3f}, {ratio.ci95[1]:.3f}]" if ratio else "-",
+            f"{w.roofline.fraction:.0%}" if w.roofline and w.roofline.fraction else "-",
+        )
+    console.print(t)
+    for w in report.workloads:
+        if w.status is not Status.PASSED and w.message:
+            console.print(f"[red]{w.uuid[:8]}[/] {w.status.value}: {w.message[:500]}", highlight=False)
+        elif w.message:  # a passing result with a caveat (a busy GPU, a failed reference timing)
+            console.print(f"[yellow]{w.uuid[:8]}[/] note: {w.message[:500]}", highlight=False)
+        if w.kernel_time is not None and w.kernel_time.withheld and w.status is Status.PASSED:
+            console.print(f"[dim]{w.uuid[:8]} GPU time: {w.kernel_time.withheld[:300]}[/]", highlight=False)
+    s = report.summary()
+    console.print(
+        f"{s['passed']}/{s['workloads']} passed; mean speedup vs reference {s['mean_speedup_vs_reference']:.2f}x"
+        + (f"; geomean vs baseline {s['geomean_speedup_vs_baseline']:.3f}x" if s.get("geomean_speedup_vs_baseline") else "")
+    )
+    if report.device.note:
+        console.print(f"[dim]{report.device.note}[/]")
+    line = time_breakdown(report)
+    if line:
+        console.print(f"[dim]{line}[/]", highlight=False)
+    console.print(f"[dim]traces: {out_dir / 'traces.jsonl'}  report: {out_dir / 'report.json'}[/]")

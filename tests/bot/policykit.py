@@ -1,0 +1,9 @@
+"""The example policy shipped in this repository (skills/bot-policy.yaml), as the tests read it."""
+
+from __future__ import annotations
+
+from bot.commands.bot_policy import POLICY_PATH, REPO_ROOT, BotPolicy
+
+
+def example_policy() -> BotPolicy:
+    return BotPolicy.from_yaml((REPO_ROOT / POLICY_PATH).read_text(), str(POLICY_PATH))
