@@ -21,6 +21,7 @@ the grid depends only on shapes.
 
 import math
 
+import torch
 import triton
 import triton.language as tl
 

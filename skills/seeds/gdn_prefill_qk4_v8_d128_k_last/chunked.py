@@ -279,7 +279,7 @@ def _recurrent(q_ptr, k_ptr, v_ptr, s_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_p
     q = tl.load(q_ptr + (tk * HQ + hk) * K + kk, mask=(tk + 0 * kk) < end, other=0.0).to(tl.float32)
     k = tl.load(k_ptr + (tk * HQ + hk) * K + kk, mask=(tk + 0 * kk) < end, other=0.0).to(tl.float32)
     v = tl.load(v_ptr + (tk * HV + h) * V + rows, mask=(tk + 0 * rows) < end, other=0.0).to(tl.float32)
-    for _ in tl.range(0, end - start):
+    for i in tl.range(0, end - start):
         tn = tk + 1
         ln = tn < end
         xn = tl.load(a_ptr + tn * HV + h, mask=ln, other=0.0).to(tl.float32)
