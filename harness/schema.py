@@ -418,13 +418,29 @@ def _parse(model: type[BaseModel], data: Any, where: str) -> Any:
         raise SchemaError(_format_errors(model.__name__, where, e)) from None
 
 
-def _read_json(path: Path) -> Any:
+def _read_text(path: Path) -> str:
+    """A JSON/JSONL input file as text, or a SchemaError that says what is wrong with it."""
+    p = Path(path)
     try:
-        return json.loads(Path(path).read_text())
+        return p.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise SchemaError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SchemaError(f"{path}: is a directory, not a JSON file") from None
+    except UnicodeDecodeError as e:
+        raise SchemaError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except OSError as e:
+        raise SchemaError(f"{path}: cannot be read ({e.strerror or e})") from None
+
+
+def _read_json(path: Path) -> Any:
+    text = _read_text(path)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise SchemaError(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise SchemaError(f"{path}: JSON nested too deeply") from None
 
 
 def load_definition(path: str | Path) -> Definition:
@@ -456,15 +472,19 @@ def parse_definition(data: Any, where: str = "definition") -> Definition:
 def _jsonl_records(path: str | Path):
     """(where, parsed JSON) for every non-blank line, with file:line in every error."""
     p = Path(path)
+    if p.is_dir():
+        raise SchemaError(f"{path}: is a directory, not a JSONL file")
     if not p.is_file():
         raise SchemaError(f"{path}: no such file")
-    for i, line in enumerate(p.read_text().splitlines(), 1):
+    for i, line in enumerate(_read_text(p).splitlines(), 1):
         if not line.strip():
             continue
         try:
             yield f"{path}:{i}", json.loads(line)
         except json.JSONDecodeError as e:
             raise SchemaError(f"{path}:{i}: not valid JSON: {e.msg}") from None
+        except RecursionError:
+            raise SchemaError(f"{path}:{i}: JSON nested too deeply") from None
 
 
 def load_workloads(path: str | Path, definition: Definition | None = None) -> list[Workload]:
@@ -478,6 +498,11 @@ def load_workloads(path: str | Path, definition: Definition | None = None) -> li
             workloads.append(t.workload)
         else:
             workloads.append(_parse(Workload, data, where))
+    seen: set[str] = set()
+    for w in workloads:
+        if w.uuid in seen:  # one trace line per workload: a second one would be measured and reported twice
+            raise SchemaError(f"{path}: duplicate workload uuid {w.uuid!r}")
+        seen.add(w.uuid)
     if definition is not None:
         for w in workloads:
             definition.resolve_axes(w.axes)
