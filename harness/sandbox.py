@@ -247,6 +247,8 @@ def scratch_env(scratch: Path) -> dict[str, str]:
 
 
 def _python_dirs() -> list[Path]:
+    """The interpreter's installation and every folder on sys.path (site-packages, wheels unpacked
+    elsewhere and put on PYTHONPATH, as on the device)."""
     dirs = {Path(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix) if p}
     for key in ("stdlib", "platstdlib", "purelib", "platlib", "include", "platinclude", "scripts"):
         p = sysconfig.get_paths().get(key)
@@ -258,18 +260,25 @@ def _python_dirs() -> list[Path]:
         dirs.update(Path(p) for p in site.getsitepackages())
     except (AttributeError, ImportError):
         pass
+    dirs.update(Path(p) for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p))
     dirs.add(Path(os.path.realpath(sys.executable)).parent.parent)
     return sorted(dirs)
 
 
-def _never_whole(path: Path) -> bool:
-    """Folders that must never be opened wholesale: the root, and the repository or anything above it
-    (the run folder, kernels/, .git and other runs live there)."""
+def _never_whole(path: Path, scratch: Path | None = None) -> bool:
+    """Folders that must never be opened wholesale: the root, the home folder, the repository or anything
+    above it (the run folder, kernels/, .git and other runs live there), and the folder the workers'
+    scratch folders live in or anything above it (the other workers' folders)."""
     try:
         p = path.resolve()
     except OSError:
         return True
-    return p == Path("/") or p == REPO_ROOT or p in REPO_ROOT.parents or p == Path.home().resolve()
+    if p == Path("/") or p == REPO_ROOT or p in REPO_ROOT.parents or p == Path.home().resolve():
+        return True
+    if scratch is not None:
+        base = Path(scratch).resolve().parent
+        return p == base or p in base.parents
+    return False
 
 
 def rules(scratch: Path, extra_read: Iterable[str | Path] = ()) -> list[tuple[str, int]]:
@@ -281,19 +290,19 @@ def rules(scratch: Path, extra_read: Iterable[str | Path] = ()) -> list[tuple[st
     for name in _ETC:
         out.append((f"/etc/{name}", READ))
     for p in _python_dirs():
-        if not _never_whole(p):
+        if not _never_whole(p, scratch):
             out.append((str(p), READ_EXEC))
     for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var) and not _never_whole(Path(os.environ[var])):
+        if os.environ.get(var) and not _never_whole(Path(os.environ[var]), scratch):
             out.append((os.environ[var], READ_EXEC))
     for p in (os.environ.get("LD_LIBRARY_PATH") or "").split(os.pathsep):
-        if p and os.path.isabs(p) and not _never_whole(Path(p)):
+        if p and os.path.isabs(p) and not _never_whole(Path(p), scratch):
             out.append((p, READ_EXEC))
     out.append((str(HARNESS_DIR), READ))
     out.append((str(REPO_ROOT / "definitions"), READ))
     out.append((str(REPO_ROOT / "skills" / "guard"), READ))  # the rule catalogue the runtime guard cites
     for p in extra_read:
-        if p and not _never_whole(Path(p)):
+        if p and not _never_whole(Path(p), scratch):
             out.append((str(p), READ))
     out.append(("/sys", READ))
     for name in _PROC:
@@ -417,6 +426,18 @@ def _seccomp(libc: Any) -> None:
         raise OSError(err or errno.EPERM, f"seccomp(SET_MODE_FILTER, TSYNC): {why}")
 
 
+def thread_count() -> int:
+    """Threads of this process (0 when /proc cannot say)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 class Sandbox:
     """One worker's sandbox: ``enter`` at process start, ``seal`` just before candidate code is
     imported, ``record`` for the report. In ``auto`` mode failures are recorded, not raised."""
@@ -471,6 +492,10 @@ class Sandbox:
         abi, why = _abi_and_reason()
         if abi < 1:
             self._fail(f"no Landlock: {why}")
+            return
+        threads = thread_count()
+        if threads != 1:  # Landlock would bind this thread only, and the others could read everything
+            self._fail(f"{threads} threads already run: the sandbox must be entered before any thread starts")
             return
         try:
             self.landlock = _landlock(_libc(), abi, self.scratch, self.extra_read)
