@@ -287,3 +287,38 @@ def test_the_forged_report_attack_finds_nothing_to_forge(definition, workloads, 
     data = json.loads((out / "report.json").read_text())
     assert "forged" not in data and data["solution_hash"] == sol.content_hash()
     assert not list(tmp_path.rglob("forged_report.json"))
+
+
+HONEST_TRITON = (REPO / "kernels" / "rmsnorm_h4096" / "triton_rows" / "solution.json")
+
+
+@pytest.mark.gpu
+@needs_landlock
+def test_every_probe_is_refused_on_the_gpu(definition, tmp_path):
+    """The same probes in a CUDA worker: the driver, the device nodes and CUPTI work inside the sandbox
+    (the timing worker and the observer both), and the OS still refuses every probe."""
+    out = tmp_path / "run"
+    sol, lis = _probe_solution(tmp_path, out)
+    cfg = RunConfig(device="cuda", timing=FAST, guard=False, timeout_s=120, trials=1, sandbox="required")
+    try:
+        rep = evaluate(definition, sol, load_workloads(SMALL, definition)[:1], out, cfg, definition_path=DEF)
+    finally:
+        lis.close()
+    assert rep.isolation["enforced"] is True, rep.isolation
+    assert all(w.status is Status.PASSED for w in rep.workloads), [w.message for w in rep.workloads]
+    assert set(os.listdir(out)) == PARENT_FILES
+
+
+@pytest.mark.gpu
+@needs_landlock
+def test_the_shipped_kernel_passes_sandboxed_on_the_gpu(definition, tmp_path):
+    """An honest Triton kernel (compiled: ptxas, the launcher's C compiler, the cache in the scratch
+    folder) with the observer and CUPTI kernel time, sandboxed."""
+    from harness.schema import load_solution
+
+    cfg = RunConfig(device="cuda", timeout_s=120, sandbox="required")
+    rep = evaluate(definition, load_solution(HONEST_TRITON), load_workloads(SMALL, definition), tmp_path / "run", cfg, definition_path=DEF)
+    assert rep.all_passed, [w.message for w in rep.workloads]
+    roles = {w["role"] for w in rep.isolation["workers"]}
+    assert roles == {"timing", "observer"} and rep.isolation["enforced"] is True, rep.isolation
+    assert all(w.kernel_time is not None and w.kernel_time.latency_ms is not None for w in rep.workloads), [w.kernel_time for w in rep.workloads]
