@@ -205,7 +205,7 @@ class Spares:
     def started_for(cls, cfg: "RunConfig") -> "Spares":
         """Spares for one evaluation under ``cfg``: its timing worker, and its observer on the GPU."""
         spares = cls()
-        spares.start(worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg)), 2 if needs_observer(cfg) else 1)
+        spares.start(worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg.dataset_root)), 2 if needs_observer(cfg) else 1)
         return spares
 
     def take(self, env: dict[str, str]) -> Spawned | None:
@@ -329,12 +329,12 @@ def worker_env(device: str, sandbox_mode: str = "auto", read: list[str] | tuple[
     return env
 
 
-def sandbox_reads(cfg: "RunConfig", definition: Definition | None = None, definition_path: Path | None = None) -> list[str]:
+def sandbox_reads(dataset_root: str | None, definition: Definition | None = None, definition_path: Path | None = None) -> list[str]:
     """Folders a worker must read beyond the standard ones: the dataset root, and the folder of a
     definition's sidecar (trusted builders and references) when it is not one of ours."""
     from .defconfig import DEFINITIONS_DIR, find_sidecar
 
-    out = [str(Path(cfg.dataset_root).resolve())] if cfg.dataset_root else []
+    out = [str(Path(dataset_root).resolve())] if dataset_root else []
     if definition is not None:
         side = find_sidecar(definition.name, definition_path)
         if side is not None and DEFINITIONS_DIR.resolve() not in side.resolve().parents:
@@ -471,7 +471,7 @@ def evaluate(
         "config_overrides": cfg.config_overrides, "dataset_root": cfg.dataset_root,
     }
     total_deadline = time.monotonic() + cfg.total_timeout_s if cfg.total_timeout_s else float("inf")
-    environ = worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg, definition, definition_path))
+    environ = worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg.dataset_root, definition, definition_path))
     observing = bool(pending) and needs_observer(cfg)
     # The first worker starts at once; when an observer pass runs, it runs concurrently and this worker
     # waits at its gate before its first timed call (start-up, build and correctness overlap).

@@ -537,6 +537,23 @@ class Sandbox:
         return rec
 
 
+_ACTIVE: list[Sandbox] = []  # the sandbox this process entered (harness.sandboxed), if any
+
+
+def activate(sb: Sandbox) -> None:
+    _ACTIVE[:] = [sb]
+
+
+def seal_active() -> dict[str, Any] | None:
+    """For a program run through harness.sandboxed, just before it imports candidate code: the seccomp
+    filter (SandboxError in required mode when it fails); returns the isolation record, None when the
+    process was not started sandboxed."""
+    if not _ACTIVE:
+        return None
+    _ACTIVE[0].seal()
+    return _ACTIVE[0].record()
+
+
 def describe(rec: dict[str, Any] | None) -> str:
     """One line for a person: what a worker's isolation was."""
     if not rec:

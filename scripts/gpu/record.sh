@@ -58,6 +58,11 @@ step_sandbox() {
   OUT="$OUT/work" "$PY" scripts/gpu/sandbox_cost.py --device cuda --reps 3 || rc=1
   KBOT_SANDBOX=required "$PY" -m pytest tests/harness/test_sandbox.py tests/harness/test_sandbox_probes.py -q -rA -p no:cacheprovider || rc=1
   KBOT_SANDBOX=required OUT="$OUT/work/guard_sandboxed" bash scripts/gpu/guard_gpu.sh || rc=1
+  # the profiler's children (ncu driver, energy run, Triton statistics) sandboxed too: does ncu still work?
+  "$PY" -m harness.cli eval "$RMS" -d rmsnorm_h4096 --device cuda --profile --sandbox required --workload "$LARGEST" \
+    --out "$OUT/work/eval_profile_sandboxed" --json > "$OUT/work/eval_profile_sandboxed.json" || rc=1
+  "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("isolation:", r["isolation"].get("summary")); [print(w["uuid"][:8], w["status"], "evidence:", sorted((w.get("profile") or {}).get("evidence") or {}), "missing:", {k: v[:160] for k, v in ((w.get("profile") or {}).get("missing") or {}).items()}) for w in r["workloads"]]' \
+    "$OUT/work/eval_profile_sandboxed.json" || rc=1
   return $rc
 }
 step_operators() {
