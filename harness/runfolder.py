@@ -16,8 +16,6 @@ from pathlib import Path
 
 from .schema import SchemaError
 
-FILES = ("solution.json", "baseline.json", "traces.jsonl", "report.json")
-
 
 def prepare(out_dir: Path) -> Path:
     """Create the run folder (and its parents); refuse a path that exists and is not a folder."""

@@ -205,6 +205,8 @@ class Spares:
     def started_for(cls, cfg: "RunConfig") -> "Spares":
         """Spares for one evaluation under ``cfg``: its timing worker, and its observer on the GPU."""
         spares = cls()
+        if cfg.device == "cuda" and cfg.sandbox != "off":
+            sandbox.ensure_gpu_nodes()  # before a sandboxed process initializes CUDA
         spares.start(worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg.dataset_root)), 2 if needs_observer(cfg) else 1)
         return spares
 
@@ -459,7 +461,7 @@ def evaluate(
     if pending:
         # Before any worker starts: required and impossible here ends the run (SandboxError); auto
         # says so loudly and goes on; every worker then reports what it really got.
-        missing = sandbox.preflight(cfg.sandbox)
+        missing = sandbox.preflight(cfg.sandbox, cfg.device)
         if missing or cfg.sandbox == "off":
             _warn_unsandboxed(report, missing or "--sandbox off")
     timeline = Timeline()

@@ -212,11 +212,14 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def preflight(mode: str) -> str:
+def preflight(mode: str, device: str = "cpu") -> str:
     """For the parent, before it starts any worker: '' when a worker can be sandboxed here (or need not
-    be), else the reason; raises SandboxError when the mode is ``required`` and it cannot."""
+    be), else the reason; raises SandboxError when the mode is ``required`` and it cannot. On the GPU it
+    makes sure the NVIDIA device nodes exist first (see ensure_gpu_nodes)."""
     if check_mode(mode) == "off":
         return ""
+    if device == "cuda":
+        ensure_gpu_nodes()
     abi, why = _abi_and_reason()
     if abi < 1:
         msg = f"no OS sandbox for candidate code: {why}"
@@ -230,6 +233,24 @@ def preflight(mode: str) -> str:
             raise SandboxError(msg)
         return msg
     return ""
+
+
+def ensure_gpu_nodes() -> None:
+    """The CUDA driver creates /dev/nvidia-uvm (and /dev/nvidiaN) on first use by running the setuid
+    nvidia-modprobe; a sandboxed worker can neither make device nodes nor open nodes made after its
+    rules were set, so the unsandboxed parent has the nodes made first (a no-op when they exist)."""
+    import shutil
+    import subprocess
+
+    if os.path.exists("/dev/nvidia-uvm") and os.path.exists("/dev/nvidia0"):
+        return
+    exe = shutil.which("nvidia-modprobe") or ("/usr/bin/nvidia-modprobe" if os.path.exists("/usr/bin/nvidia-modprobe") else None)
+    if exe is None:
+        return
+    try:
+        subprocess.run([exe, "-u", "-c=0"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        pass
 
 
 # ------------------------------------------------------------------------------------------ rules

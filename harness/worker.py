@@ -96,7 +96,6 @@ def send(msg: dict[str, Any]) -> None:
     _out.flush()
 
 
-_T_MODULE = time.monotonic()
 from .env import prefetch  # noqa: E402
 
 # git reads the repository, so it starts before the sandbox closes; nvidia-smi (a GPU run) queries the
@@ -113,11 +112,13 @@ os.environ.setdefault("KBOT_CACHE", str(cache_dir().parent))
 _SANDBOX = Sandbox.from_env()
 _SANDBOX.extra_read.append(str(cache_dir()))
 _SANDBOX_ERROR: list[str] = []
+_T_SANDBOX = time.monotonic()
 try:
     _SANDBOX.enter()
 except SandboxError as _e:
     _SANDBOX_ERROR.append(str(_e))
 _SANDBOX.use_scratch()
+_T_MODULE = time.monotonic()
 import torch  # noqa: E402
 
 _T_TORCH = time.monotonic()
@@ -462,7 +463,8 @@ def main() -> int:
         from .env import environment
 
         send({"type": "env", "env": environment(ev.device.type), "ceilings": _ceilings(ev.device.type, measure=not job.get("gated")),
-              "startup_s": {"torch_import": round(_T_TORCH - _T_MODULE, 3), "to_env": round(time.monotonic() - t_start, 3), "spare": _SPARE}})
+              "startup_s": {"torch_import": round(_T_TORCH - _T_MODULE, 3), "sandbox": round(_T_MODULE - _T_SANDBOX, 4),
+                            "to_env": round(time.monotonic() - t_start, 3), "spare": _SPARE}})
     if job.get("mode") == "observe" and ev.device.type == "cuda":
         # Subscribe before the candidate is built or imported: CUPTI takes one subscriber per process,
         # and the library must be the one torch loaded, not a look-alike the candidate brought in.

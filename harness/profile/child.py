@@ -23,9 +23,11 @@ MAX_RESULT_BYTES = 16 << 20
 
 class CandidateChild:
     def __init__(self, sandbox_mode: str | None = None, read: list[str] | None = None):
-        from ..sandbox import check_mode, default_mode
+        from ..sandbox import check_mode, default_mode, ensure_gpu_nodes
 
         self.mode = check_mode(sandbox_mode or default_mode())
+        if self.mode != "off":
+            ensure_gpu_nodes()  # before a sandboxed process initializes CUDA
         self.read = list(read or [])  # folders beyond the standard ones (a definition's sidecar elsewhere)
         self.scratch = Path(tempfile.mkdtemp(prefix="kbot-w-"))
 
