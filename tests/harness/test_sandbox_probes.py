@@ -177,50 +177,50 @@ def _probe_solution(tmp_path: Path, out: Path):
     return sol, lis
 
 
-def _run(definition, workloads, sol, out: Path, mode: str):
-    cfg = RunConfig(device="cpu", timing=FAST, guard=False, timeout_s=60, trials=1, sandbox=mode)
+def _run(definition, workloads, sol, out: Path, mode: str, device: str = "cpu"):
+    cfg = RunConfig(device=device, timing=FAST, guard=False, timeout_s=120, trials=1, sandbox=mode)
     return evaluate(definition, sol, workloads, out, cfg, definition_path=DEF)
 
 
-@needs_landlock
-def test_every_probe_is_refused_by_the_os(definition, workloads, tmp_path):
+def _probe(definition, workloads, tmp_path: Path, mode: str, device: str = "cpu"):
+    """Run the probe candidate; returns the report, the run folder and the probes that escaped."""
     out = tmp_path / "run"
     sol, lis = _probe_solution(tmp_path, out)
     try:
-        rep = _run(definition, workloads, sol, out, "required")
+        rep = _run(definition, workloads, sol, out, mode, device)
     finally:
         lis.close()
-    iso = rep.isolation
-    assert iso["enforced"] is True and iso["mode"] == "required", iso
-    msgs = [w.message for w in rep.workloads]
-    escaped = set()
-    for m in msgs:
-        if "ESCAPED: " in m:
-            escaped |= set(m.split("ESCAPED: ", 1)[1].split(";")[0].strip().split(","))
+    escaped: set[str] = set()
+    for w in rep.workloads:
+        if "ESCAPED: " in w.message:
+            escaped |= set(w.message.split("ESCAPED: ", 1)[1].split(";")[0].strip().split(","))
+    return rep, out, escaped
+
+
+def _assert_all_refused(rep, out: Path, escaped: set[str], tmp_path: Path) -> None:
+    assert rep.isolation["enforced"] is True and rep.isolation["mode"] == "required", rep.isolation
     if sandbox.landlock_abi() < 6:
-        escaped -= SIGNAL_PROBES
+        escaped = escaped - SIGNAL_PROBES
     assert not escaped, f"the sandbox let these through: {sorted(escaped)}"
-    assert all(w.status is Status.PASSED for w in rep.workloads), msgs
+    assert all(w.status is Status.PASSED for w in rep.workloads), [w.message for w in rep.workloads]
     # Nothing the candidate tried to leave behind exists, and the run folder holds the parent's files only.
     assert set(os.listdir(out)) == PARENT_FILES
     assert not (tmp_path / "escaped.txt").exists()
     assert json.loads((out / "solution.json").read_text())["name"] == "probe"
-    for w in rep.workloads:
-        assert w.isolation is not None and w.isolation["enforced"] is True
+    assert all(w.isolation is not None and w.isolation["enforced"] is True for w in rep.workloads)
+
+
+@needs_landlock
+def test_every_probe_is_refused_by_the_os(definition, workloads, tmp_path):
+    rep, out, escaped = _probe(definition, workloads, tmp_path, "required")
+    _assert_all_refused(rep, out, escaped, tmp_path)
 
 
 def test_without_the_sandbox_the_probes_are_live(definition, workloads, tmp_path):
     """The control: the same probes without the sandbox do escape, so the test above can fail."""
-    out = tmp_path / "run"
-    sol, lis = _probe_solution(tmp_path, out)
-    try:
-        rep = _run(definition, workloads, sol, out, "off")
-    finally:
-        lis.close()
+    rep, out, escaped = _probe(definition, workloads, tmp_path, "off")
     assert rep.isolation["enforced"] is False and rep.isolation["mode"] == "off"
-    first = rep.workloads[0]
-    assert first.status is Status.RUNTIME_ERROR and "ESCAPED: " in first.message
-    escaped = set(first.message.split("ESCAPED: ", 1)[1].split(";")[0].strip().split(","))
+    assert rep.workloads[0].status is Status.RUNTIME_ERROR
     for must in ("read-run-folder-file", "untyped-storage-from-file", "write-forged-report", "numpy-savetxt",
                  "numpy-savez-compressed", "ndarray-dump", "torch-save", "read-other-candidate", "read-parent-environ",
                  "tcp-connect", "unix-connect", "write-outside-scratch", "read-repository"):
@@ -295,18 +295,10 @@ HONEST_TRITON = (REPO / "kernels" / "rmsnorm_h4096" / "triton_rows" / "solution.
 @pytest.mark.gpu
 @needs_landlock
 def test_every_probe_is_refused_on_the_gpu(definition, tmp_path):
-    """The same probes in a CUDA worker: the driver, the device nodes and CUPTI work inside the sandbox
-    (the timing worker and the observer both), and the OS still refuses every probe."""
-    out = tmp_path / "run"
-    sol, lis = _probe_solution(tmp_path, out)
-    cfg = RunConfig(device="cuda", timing=FAST, guard=False, timeout_s=120, trials=1, sandbox="required")
-    try:
-        rep = evaluate(definition, sol, load_workloads(SMALL, definition)[:1], out, cfg, definition_path=DEF)
-    finally:
-        lis.close()
-    assert rep.isolation["enforced"] is True, rep.isolation
-    assert all(w.status is Status.PASSED for w in rep.workloads), [w.message for w in rep.workloads]
-    assert set(os.listdir(out)) == PARENT_FILES
+    """The same probes in a CUDA worker: the driver and the device nodes work inside the sandbox, and
+    the OS still refuses every probe."""
+    rep, out, escaped = _probe(definition, load_workloads(SMALL, definition)[:1], tmp_path, "required", "cuda")
+    _assert_all_refused(rep, out, escaped, tmp_path)
 
 
 @pytest.mark.gpu
