@@ -123,6 +123,10 @@ def main() -> int:
     print(f"{'kbot eval wall (s), median':28}{e['required']['median_wall_s']!s:>12}{e['off']['median_wall_s']!s:>12}")
     print(f"{'kbot eval walls (s)':28}{str(e['required']['walls_s']):>12} {e['off']['walls_s']}")
     print(f"cost per evaluation: {e.get('cost_per_eval_s')} s; all passed: required {e['required']['all_passed']}, off {e['off']['all_passed']}")
+    for mode, rs in result["evals"]["rows"].items():
+        bad = next((r for r in rs if r["rc"] != 0), None)
+        if bad:
+            print(f"a --sandbox {mode} evaluation failed (rc {bad['rc']}): {bad['stderr_tail'].strip()[-400:]}")
     first = result["evals"]["rows"]["required"][0]
     print(f"isolation recorded: {first['isolation'].get('summary')}")
     print(f"medians (us) required {first['medians_us']} / off {result['evals']['rows']['off'][0]['medians_us']}")
