@@ -15,6 +15,8 @@ from pathlib import Path
 
 import click
 
+from .sandbox import MODES as SANDBOX_MODES
+from .sandbox import SandboxError
 from .schema import SchemaError, Status
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
@@ -51,6 +53,13 @@ def default_workloads_path(definition_path: Path, name: str) -> Path | None:
         if c.is_file():
             return c
     return None
+
+
+SANDBOX_OPTION = click.option(
+    "--sandbox", "sandbox_mode", type=click.Choice(SANDBOX_MODES), default=None,
+    help="OS sandbox for candidate code (Landlock filesystem rules + seccomp, no network): required refuses to "
+         "run without it (exit 3), auto runs without it and says so loudly, off does not try. Default: "
+         "$KBOT_SANDBOX, else required on GitHub Actions (GITHUB_ACTIONS=true), else auto.")
 
 
 @cli.command("eval")
@@ -97,6 +106,7 @@ def default_workloads_path(definition_path: Path, name: str) -> Path | None:
 @click.option("--rtol", type=float, help="Override the definition's relative tolerance.")
 @click.option("--dataset-root", type=click.Path(file_okay=False), help="Folder that safetensors inputs are relative to.")
 @click.option("--profile", "with_profile", is_flag=True, help="Also profile each passing workload and fold the feedback items into the report (GPU runner).")
+@SANDBOX_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON instead of a table.")
 def eval_cmd(
     solution_json,
@@ -117,6 +127,7 @@ def eval_cmd(
     rtol,
     dataset_root,
     with_profile,
+    sandbox_mode,
     as_json,
 ):
     """Build, guard, check and time SOLUTION_JSON on every workload of a definition.
@@ -131,9 +142,14 @@ def eval_cmd(
     the report, "GPU time" in the table; --timing kernel_time=false turns it off).
 
     \b
-    Writes OUT/traces.jsonl (one FlashInfer-Bench Trace per workload, whatever happened) and
-    OUT/report.json. Exits 0 only if every workload PASSED, 1 if any did not, 2 on bad input, 3 when
-    the harness itself failed.
+    Candidate code runs in an OS sandbox (Landlock + seccomp, see --sandbox): it can read its own
+    sources and the Python/CUDA installation, write only a private scratch folder, and has no network.
+
+    \b
+    Writes OUT/traces.jsonl (one FlashInfer-Bench Trace per workload, whatever happened),
+    OUT/report.json and OUT/solution.json, nothing else; a symlink found there is replaced, never
+    followed. Exits 0 only if every workload PASSED, 1 if any did not, 2 on bad input, 3 when the
+    harness itself failed (a required sandbox that this machine cannot give included).
     """
     from .runner import evaluate
     from .schema import load_solution
@@ -144,7 +160,7 @@ def eval_cmd(
     except SchemaError as e:
         _bad_input(str(e))
     dev = _device(device)
-    cfg = _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_pairs, atol, rtol, dataset_root)
+    cfg = _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_pairs, atol, rtol, dataset_root, sandbox_mode)
     if out_dir is None:
         if resume:
             _bad_input("--resume needs --out (the run folder to continue)")
@@ -161,6 +177,9 @@ def eval_cmd(
         )
     except SchemaError as e:
         _bad_input(str(e))
+    except SandboxError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_HARNESS)
     except Exception as e:  # noqa: BLE001 — our failure, not the solution's: exit 3, not 1
         import traceback
 
@@ -169,7 +188,7 @@ def eval_cmd(
     if with_profile and dev == "cuda":
         _fold_profile(report, out, definition, solution, workloads)
     if as_json:
-        click.echo((out / "report.json").read_text())
+        click.echo(report.to_json(), nl=False)
     else:
         from .report_table import print_report
 
@@ -210,8 +229,9 @@ def _device(device: str) -> str:
         raise  # unreachable: _bad_input exits
 
 
-def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_pairs, atol, rtol, dataset_root):
+def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_pairs, atol, rtol, dataset_root, sandbox_mode=None):
     from .runner import RunConfig
+    from .sandbox import default_mode
     from .timing_config import parse_timing_overrides
 
     try:
@@ -221,6 +241,10 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
     overrides = {}
     if atol is not None or rtol is not None:
         overrides["tolerance"] = {k: v for k, v in (("atol", atol), ("rtol", rtol)) if v is not None}
+    try:
+        mode = sandbox_mode or default_mode()
+    except ValueError as e:
+        _bad_input(str(e))
     return RunConfig(
         device=dev,
         trials=trials,
@@ -230,6 +254,7 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
         timing=timing,
         config_overrides=overrides,
         dataset_root=dataset_root,
+        sandbox=mode,
     )
 
 
@@ -251,8 +276,9 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
 @click.option("--workload", "workload_filter", multiple=True, help="Only these workload UUIDs (repeatable; a prefix is enough).")
 @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), default=0.5, show_default=True, help="Timing budget per workload in seconds.")
 @click.option("--timing", "timing_pairs", multiple=True, metavar="NAME=VALUE", help="Advanced: override one timing-protocol setting (repeatable).")
+@SANDBOX_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary instead of tables.")
-def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials, timeout_s, out_dir, seed, workload_filter, budget_s, timing_pairs, as_json):
+def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials, timeout_s, out_dir, seed, workload_filter, budget_s, timing_pairs, sandbox_mode, as_json):
     """Evaluate several solutions of one definition, one after another, each as `kbot eval` would.
 
     \b
@@ -276,7 +302,7 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
 
     definition, dpath, workloads, solutions = _load_run_inputs(definition_arg, workloads_path, workload_filter, list(solution_jsons))
     dev = _device(device)
-    cfg = _run_config(dev, trials, seed, timeout_s, None, budget_s, timing_pairs, None, None, None)
+    cfg = _run_config(dev, trials, seed, timeout_s, None, budget_s, timing_pairs, None, None, None, sandbox_mode)
     out = Path(out_dir)
     ready, upcoming = Spares(), Spares()  # started during the previous solution; starting for the next one
     rows = []
@@ -298,6 +324,10 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
             except SchemaError as e:
                 _write_summary(out, definition.name, rows)
                 _bad_input(f"{sol.name}: {e}")
+            except SandboxError as e:
+                _write_summary(out, definition.name, rows)
+                click.echo(f"error: {e}", err=True)
+                sys.exit(EXIT_HARNESS)
             except Exception as e:  # noqa: BLE001 — our failure, not the solution's: exit 3, not 1
                 import traceback
 
@@ -336,8 +366,9 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
 
 
 def _write_summary(out: Path, definition: str, rows: list[dict]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps({"definition": definition, "runs": rows}, indent=2))
+    from . import runfolder
+
+    runfolder.write_text(runfolder.prepare(out), "summary.json", json.dumps({"definition": definition, "runs": rows}, indent=2))
 
 
 def _safe_name(name: str) -> str:
@@ -352,8 +383,10 @@ def _fold_profile(report, out: Path, definition, solution, workloads) -> None:
     except ImportError as e:
         click.echo(f"warning: profiling unavailable ({e})", err=True)
         return
+    from . import runfolder
+
     profile_report(report, out, definition, solution, workloads)
-    report.dump(out / "report.json")
+    runfolder.write_text(out, "report.json", report.to_json())
 
 
 def _run_with_progress(fn, total: int, quiet: bool):

@@ -25,10 +25,12 @@ _SMI = ["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks
 _started: dict[tuple[str, ...], subprocess.Popen] = {}
 
 
-def prefetch() -> None:
+def prefetch(*, gpu: bool = True, git: bool = True) -> None:
     """Start the slow queries (nvidia-smi, git) now, so they run while the worker imports torch; the
-    environment snapshot collects them later."""
-    for cmd in (_SMI, _git_head()):
+    environment snapshot collects them later. A worker starts git before its sandbox closes (git
+    reads the repository, which the sandbox does not let the worker read) and nvidia-smi when it
+    should describe the GPU (at once, or when a spare's job arrives)."""
+    for cmd in [c for c, on in ((_SMI, gpu), (_git_head(), git)) if on]:
         if shutil.which(cmd[0]) is not None and tuple(cmd) not in _started:
             try:
                 _started[tuple(cmd)] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

@@ -144,6 +144,10 @@ class WorkloadResult(_M):
     feedback: list[FeedbackItem] = Field(default_factory=list)
     profile: dict[str, Any] | None = None
     seconds: float = 0.0  # wall time spent on this workload, everything included
+    # The OS isolation of the worker that produced this result, as that worker reported it before any
+    # candidate code ran (harness/sandbox.py); set by the parent, None when no worker ran (a static
+    # guard refusal).
+    isolation: dict[str, Any] | None = None
 
 
 class DeviceInfo(_M):
@@ -166,6 +170,9 @@ class Report(_M):
     config: dict[str, Any] = Field(default_factory=dict)
     build: BuildResult | None = None
     findings: list[Finding] = Field(default_factory=list)  # solution-level guard findings
+    # Which isolation candidate code had: the sandbox mode, whether every worker was sandboxed, a line
+    # for people, and each worker's own record (harness/sandbox.py, harness/runner.py).
+    isolation: dict[str, Any] = Field(default_factory=dict)
     workloads: list[WorkloadResult] = Field(default_factory=list)
     started: str
     finished: str | None = None
@@ -193,10 +200,14 @@ class Report(_M):
             "geomean_speedup_vs_baseline": geomean(pr) if pr and len(pr) == len(self.workloads) else None,
         }
 
-    def dump(self, path: str | Path) -> None:
+    def to_json(self) -> str:
+        """The report as written to report.json (with its summary)."""
         data = self.model_dump(mode="json")
         data["summary"] = self.summary()
-        Path(path).write_text(json.dumps(data, indent=2, allow_nan=True) + "\n")
+        return json.dumps(data, indent=2, allow_nan=True) + "\n"
+
+    def dump(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json())
 
 
 def load_report(path: str | Path) -> Report:

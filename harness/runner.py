@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from . import runfolder, sandbox
 from .report import BuildResult, DeviceInfo, Finding, Report, WorkloadResult
 from .schema import Definition, Evaluation, Solution, Status, Trace, Workload
 
@@ -45,6 +46,8 @@ class RunConfig:
     config_overrides: dict[str, Any] = field(default_factory=dict)
     dataset_root: str | None = None
     guard: bool = True
+    # required | auto | off (harness/sandbox.py); KBOT_SANDBOX, else required on GitHub Actions, else auto
+    sandbox: str = field(default_factory=sandbox.default_mode)
 
 
 class Timeline:
@@ -109,22 +112,36 @@ class Spawned:
     rfd: int
     log: "CappedLog"
     drain: threading.Thread
+    scratch: str  # the worker's private folder: its build, caches and temporary files; removed with it
 
     @classmethod
     def start(cls, env: dict[str, str], *, spare: bool = False) -> "Spawned":
+        import tempfile
+
         r, w = os.pipe()
         if spare:  # the worker starts its clock and its environment queries when its job arrives
             env = {**env, "KBOT_SPARE": "1"}
+        # A fresh folder per worker, outside the run folder: the only place the worker may write, and
+        # nothing in it is ever read back as a result (results come over the channel only). Random
+        # names of one depth, so a candidate cannot tell the observer from the timing worker by path.
+        scratch = tempfile.mkdtemp(prefix="kbot-w-")
         log = CappedLog()
-        proc = subprocess.Popen(
-            [sys.executable, "-u", "-m", "harness.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            pass_fds=(w,), env={**env, "KBOT_RESULT_FD": str(w)}, cwd=str(REPO_ROOT), start_new_session=True,
-        )
-        os.close(w)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-u", "-m", "harness.worker"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                pass_fds=(w,), env={**env, "KBOT_RESULT_FD": str(w), sandbox.ENV_SCRATCH: scratch}, cwd=str(REPO_ROOT),
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(r)
+            _remove_scratch(scratch)
+            raise
+        finally:
+            os.close(w)
         drain = threading.Thread(target=_pump, args=(proc, log), daemon=True)
         drain.start()
-        return cls(proc, r, log, drain)
+        return cls(proc, r, log, drain, scratch)
 
     def discard(self, *, kill_group: bool = True) -> None:
         """Kill the process group, reap it, and close the channel (call once: a second killpg could hit
@@ -149,6 +166,15 @@ class Spawned:
             os.close(self.rfd)
         except OSError:
             pass
+        _remove_scratch(self.scratch)
+
+
+def _remove_scratch(path: str) -> None:
+    """Remove a worker's scratch folder without following anything the candidate left in it (rmtree
+    unlinks symlinks instead of descending into them)."""
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def _pump(proc: subprocess.Popen, log: "CappedLog") -> None:
@@ -179,7 +205,9 @@ class Spares:
     def started_for(cls, cfg: "RunConfig") -> "Spares":
         """Spares for one evaluation under ``cfg``: its timing worker, and its observer on the GPU."""
         spares = cls()
-        spares.start(worker_env(cfg.device), 2 if needs_observer(cfg) else 1)
+        if cfg.device == "cuda" and cfg.sandbox != "off":
+            sandbox.ensure_gpu_nodes()  # before a sandboxed process initializes CUDA
+        spares.start(worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg.dataset_root)), 2 if needs_observer(cfg) else 1)
         return spares
 
     def take(self, env: dict[str, str]) -> Spawned | None:
@@ -222,6 +250,7 @@ class Worker:
         self.proc, self.rfd, self.log = spawned.proc, spawned.rfd, spawned.log
         self.buf = b""
         self._killed = False
+        self.isolation: dict[str, Any] | None = None  # what the worker said before any candidate code ran
         assert self.proc.stdin is not None
         try:
             self.proc.stdin.write((json.dumps(job) + "\n").encode())
@@ -286,14 +315,33 @@ class Worker:
         return f"worker exited with code {rc}"
 
 
-def worker_env(device: str) -> dict[str, str]:
+def worker_env(device: str, sandbox_mode: str = "auto", read: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment of a worker process: no secrets; the sandbox mode and the folders it may read
+    beyond the standard ones (harness/sandbox.py)."""
     env = {k: v for k, v in os.environ.items() if not _secret(k)}
     env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env[sandbox.ENV_MODE] = sandbox.check_mode(sandbox_mode)
+    env.pop(sandbox.ENV_READ, None)
+    if read:
+        env[sandbox.ENV_READ] = os.pathsep.join(read)
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run through its interpreter on CPU tensors
         env["CUDA_VISIBLE_DEVICES"] = ""
     return env
+
+
+def sandbox_reads(dataset_root: str | None, definition: Definition | None = None, definition_path: Path | None = None) -> list[str]:
+    """Folders a worker must read beyond the standard ones: the dataset root, and the folder of a
+    definition's sidecar (trusted builders and references) when it is not one of ours."""
+    from .defconfig import DEFINITIONS_DIR, find_sidecar
+
+    out = [str(Path(dataset_root).resolve())] if dataset_root else []
+    if definition is not None:
+        side = find_sidecar(definition.name, definition_path)
+        if side is not None and DEFINITIONS_DIR.resolve() not in side.resolve().parents:
+            out.append(str(side.resolve().parent))
+    return out
 
 
 _SECRET_MARKERS = ("TOKEN", "SECRET", "KEY", "PASSWORD", "CREDENTIAL", "PRIVATE")
@@ -346,9 +394,10 @@ def evaluate(
     spares: Spares | None = None,
 ) -> Report:
     """Evaluate ``solution`` on ``workloads``; writes traces.jsonl and report.json into ``out_dir``.
-    ``spares``: worker processes already started (``kbot eval-many``); used when their environment fits."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    traces_path = out_dir / "traces.jsonl"
+    ``spares``: worker processes already started (``kbot eval-many``); used when their environment fits.
+    Raises SchemaError for a run folder that cannot be used and sandbox.SandboxError when the sandbox
+    is required and this machine cannot give one."""
+    out_dir = runfolder.prepare(Path(out_dir))
     # Filled from the worker's first message: the parent never imports torch (seconds saved per run).
     env: dict[str, Any] = {"hardware": "unknown", "libs": {}}
     started = datetime.now(timezone.utc).isoformat()
@@ -359,16 +408,17 @@ def evaluate(
         device=DeviceInfo(kind=cfg.device, name="unknown", timer="cuda_events" if cfg.device == "cuda" else "cpu_monotonic",
                           note="" if cfg.device == "cuda" else "CPU timing (monotonic clock); Triton runs through its interpreter. Not a GPU measurement."),
         config={"trials": cfg.trials, "seed": cfg.seed, "timeout_s": cfg.timeout_s, "timing": cfg.timing, "overrides": cfg.config_overrides},
-        started=started,
+        started=started, isolation={"mode": sandbox.check_mode(cfg.sandbox), "enforced": None, "workers": []},
     )
-    (out_dir / "solution.json").write_text(solution.to_json(indent=2))
+    previous = runfolder.read_text(out_dir, "traces.jsonl") if resume else None  # before anything is written
+    runfolder.write_text(out_dir, "solution.json", solution.to_json(indent=2))
     if baseline:
-        (out_dir / "baseline.json").write_text(baseline.to_json(indent=2))
+        runfolder.write_text(out_dir, "baseline.json", baseline.to_json(indent=2))
 
     done: dict[str, WorkloadResult] = {}
-    if resume and traces_path.exists():
+    if previous is not None:
         kept_lines = []
-        for line in traces_path.read_text().splitlines():
+        for line in previous.splitlines():
             try:
                 t = Trace.model_validate_json(line)
             except Exception:  # noqa: BLE001 — a torn last line from a crash
@@ -381,9 +431,9 @@ def evaluate(
             done[t.workload.uuid] = WorkloadResult.model_validate({**kb, "uuid": t.workload.uuid, "axes": t.workload.axes})
             kept_lines.append(line)
         # Rewritten with the valid lines only, so the next append does not glue onto a torn one.
-        traces_path.write_text("".join(x + "\n" for x in kept_lines))
-    elif traces_path.exists():
-        traces_path.unlink()
+        runfolder.write_text(out_dir, "traces.jsonl", "".join(x + "\n" for x in kept_lines))
+    else:
+        runfolder.write_text(out_dir, "traces.jsonl", "")  # a fresh regular file, whatever was there
 
     by_uuid = {w.uuid: w for w in workloads}
     results: dict[str, WorkloadResult] = dict(done)
@@ -392,10 +442,7 @@ def evaluate(
         apply_observer_verdict(r, report)  # every path a result takes (a crash recorded by the parent too)
         results[r.uuid] = r
         trace = make_trace(definition, solution, by_uuid[r.uuid], r, env)
-        with traces_path.open("a") as f:
-            f.write(trace.to_json() + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        runfolder.append_line(out_dir, "traces.jsonl", trace.to_json())
         if progress:
             progress("result", r)
 
@@ -411,6 +458,12 @@ def evaluate(
             return _finish(report, workloads, results, out_dir)
 
     pending = [w for w in workloads if w.uuid not in results]
+    if pending:
+        # Before any worker starts: required and impossible here ends the run (SandboxError); auto
+        # says so loudly and goes on; every worker then reports what it really got.
+        missing = sandbox.preflight(cfg.sandbox, cfg.device)
+        if missing or cfg.sandbox == "off":
+            _warn_unsandboxed(report, missing or "--sandbox off")
     timeline = Timeline()
     report.config["timeline_s"] = timeline.marks  # the same list, filled as the run goes
     job_base = {
@@ -418,12 +471,9 @@ def evaluate(
         "solution": solution.to_dict(), "baseline": baseline.to_dict() if baseline else None,
         "device": cfg.device, "seed": cfg.seed, "trials": cfg.trials, "timing": cfg.timing,
         "config_overrides": cfg.config_overrides, "dataset_root": cfg.dataset_root,
-        # Build folders of the same depth with random names: a candidate reading its own path (or a CUDA
-        # source's __FILE__) must not learn whether it runs under the observer or is being timed.
-        "workdir": str(out_dir / "build" / f"w-{uuidlib.uuid4().hex[:12]}"),
     }
     total_deadline = time.monotonic() + cfg.total_timeout_s if cfg.total_timeout_s else float("inf")
-    environ = worker_env(cfg.device)
+    environ = worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg.dataset_root, definition, definition_path))
     observing = bool(pending) and needs_observer(cfg)
     # The first worker starts at once; when an observer pass runs, it runs concurrently and this worker
     # waits at its gate before its first timed call (start-up, build and correctness overlap).
@@ -434,9 +484,9 @@ def evaluate(
     try:
         if observing:
             assert first is not None
-            # Its own build folder: two processes building one CUDA extension in one folder race (one
-            # loads a .so the other is still writing).
-            observe_job = {**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe", "workdir": str(out_dir / "build" / f"w-{uuidlib.uuid4().hex[:12]}")}
+            # It builds in its own scratch folder (every worker has one): two processes building one
+            # CUDA extension in one folder race (one loads a .so the other is still writing).
+            observe_job = {**job_base, "workloads": [pending[0].model_dump(mode="json")], "mode": "observe"}
             report.config["observe_workload"] = pending[0].uuid
             findings = observe_kernels(observe_job, environ, cfg, report, timeline, total_deadline, spares)
             if findings is None and report.config.get("observe") == "no result":  # a crash, a timeout: once more, the timing worker idle at its gate
@@ -482,6 +532,11 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
     remaining = list(pending)
     deadline = min(time.monotonic() + cfg.startup_timeout_s, total_deadline)
     current: Workload | None = None
+    record_result = record
+
+    def record(r: WorkloadResult) -> None:  # noqa: F811 — every result of this worker says how it was isolated
+        r.isolation = worker.isolation
+        record_result(r)
 
     def fail_current(status: Status, message: str) -> None:
         nonlocal remaining
@@ -526,8 +581,12 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                 fail_current(Status.RUNTIME_ERROR, f"the worker died during this workload ({why})")
                 return remaining
             if kind == "fatal":
+                if msg.get("sandbox") is not None:
+                    note_isolation(worker, msg.get("sandbox"), report, cfg, "timing")
                 return fail_all(Status.RUNTIME_ERROR, f"harness error: {msg.get('message')}", str(msg.get("log", "")))
-            if kind == "env":
+            if kind == "sandbox":
+                note_isolation(worker, msg.get("isolation"), report, cfg, "timing")
+            elif kind == "env":
                 env.clear()
                 env.update(msg.get("env") or {})
                 report.environment = dict(env)
@@ -536,6 +595,7 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                     report.config["worker_startup_s"] = msg["startup_s"]
                 report.device.name = str(env.get("hardware", "unknown")).replace("_", " ")
             elif kind == "build":
+                require_isolation(worker, report, cfg, "timing")
                 res = BuildResult.model_validate(msg["result"])
                 if msg.get("role") == "candidate":
                     report.build = res
@@ -570,10 +630,65 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                 deadline = min(time.monotonic() + cfg.timeout_s, total_deadline)
             elif kind == "done":
                 return fail_all(Status.RUNTIME_ERROR, "the worker finished without evaluating this workload")
+        except sandbox.SandboxError:
+            worker.kill()
+            raise
         except Exception as e:  # noqa: BLE001 — a malformed message must not take the parent down
             worker.kill()
             fail_current(Status.RUNTIME_ERROR, f"malformed message from the worker ({type(e).__name__}: {str(e)[:300]})")
             return remaining
+
+
+def note_isolation(worker: Worker, data: Any, report: Report, cfg: RunConfig, role: str) -> None:
+    """A worker's sandbox record, sent before any candidate code ran in it: kept for its results and
+    the report. Only the first counts (a later one would come from candidate code); in ``required``
+    mode anything short of full isolation ends the run (SandboxError)."""
+    if worker.isolation is not None:
+        raise ValueError("a second sandbox message (the first was sent before the candidate was imported)")
+    rec = _isolation_record(data)
+    worker.isolation = rec
+    report.isolation.setdefault("workers", []).append({"role": role, **rec})
+    if rec["enforced"]:
+        return
+    if cfg.sandbox == "required":
+        raise sandbox.SandboxError(f"the {role} worker could not be sandboxed: {sandbox.describe(rec)}")
+    if cfg.sandbox != "off":  # off was said once, before the first worker started
+        _warn_unsandboxed(report, sandbox.describe(rec))
+
+
+def require_isolation(worker: Worker, report: Report, cfg: RunConfig, role: str) -> None:
+    """Candidate code is about to run (a build message): the worker must have said how it is isolated."""
+    if worker.isolation is None:
+        note_isolation(worker, {"mode": cfg.sandbox, "enforced": False, "mechanism": "none",
+                                "errors": ["the worker reported no sandbox before building"]}, report, cfg, role)
+
+
+def _isolation_record(data: Any) -> dict[str, Any]:
+    """A worker's isolation record cut to known, bounded fields."""
+    d = data if isinstance(data, dict) else {}
+
+    def strs(v: Any, n: int, width: int) -> list[str]:
+        return [str(x)[:width] for x in v[:n]] if isinstance(v, list) else []
+
+    abi = d.get("landlock_abi")
+    rec: dict[str, Any] = {"mode": str(d.get("mode", ""))[:10], "enforced": d.get("enforced") is True,
+                           "mechanism": str(d.get("mechanism", "none"))[:40],
+                           "landlock_abi": abi if isinstance(abi, int) and not isinstance(abi, bool) else None,
+                           "restricted": strs(d.get("restricted"), 20, 40)}
+    for k, n, width in (("errors", 5, 300), ("rules_skipped", 10, 200)):
+        if strs(d.get(k), n, width):
+            rec[k] = strs(d.get(k), n, width)
+    return rec
+
+
+def _warn_unsandboxed(report: Report, why: str) -> None:
+    """Loudly, once per reason and run: candidate code runs without (full) OS isolation."""
+    warnings = report.isolation.setdefault("warnings", [])
+    if why in warnings:
+        return
+    warnings.append(why)
+    print(f"kbot: WARNING: candidate code runs without the OS sandbox: {why}. "
+          "Use --sandbox required (or KBOT_SANDBOX=required) to refuse that.", file=sys.stderr, flush=True)
 
 
 def needs_observer(cfg: RunConfig) -> bool:
@@ -593,6 +708,17 @@ def observe_kernels(job: dict[str, Any], environ: dict[str, str], cfg: RunConfig
             if msg is None:  # not retried: a call that hangs under the observer would hang again
                 report.config["observe"] = "no result: timed out"
                 return None
+            if msg.get("type") == "sandbox":
+                try:
+                    note_isolation(worker, msg.get("isolation"), report, cfg, "observer")
+                except ValueError:
+                    report.config["observe"] = "no result: a second sandbox message"
+                    return None
+                continue
+            if msg.get("type") == "fatal" and msg.get("sandbox") is not None:
+                note_isolation(worker, msg.get("sandbox"), report, cfg, "observer")
+            if msg.get("type") == "build":
+                require_isolation(worker, report, cfg, "observer")
             if msg.get("type") == "build" and msg.get("role") == "candidate" and not (msg.get("result") or {}).get("ok"):
                 report.config["observe"] = "no result: the build failed"
                 return None
@@ -739,5 +865,10 @@ def static_guard(solution: Solution, definition: Definition) -> list[Finding]:
 def _finish(report: Report, workloads: list[Workload], results: dict[str, WorkloadResult], out_dir: Path) -> Report:
     report.workloads = [results[w.uuid] for w in workloads if w.uuid in results]
     report.finished = datetime.now(timezone.utc).isoformat()
-    report.dump(out_dir / "report.json")
+    iso = report.isolation
+    workers = iso.get("workers") or []
+    iso["enforced"] = all(w.get("enforced") for w in workers) if workers else None
+    weakest = next((w for w in workers if not w.get("enforced")), workers[0] if workers else None)
+    iso["summary"] = sandbox.describe(weakest) if workers else "no candidate code ran (nothing to isolate)"
+    runfolder.write_text(out_dir, "report.json", report.to_json())
     return report

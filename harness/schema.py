@@ -425,13 +425,29 @@ def _parse(model: type[BaseModel], data: Any, where: str) -> Any:
         raise SchemaError(_format_errors(model.__name__, where, e)) from None
 
 
-def _read_json(path: Path) -> Any:
+def _read_text(path: Path) -> str:
+    """A JSON/JSONL input file as text, or a SchemaError that says what is wrong with it."""
+    p = Path(path)
     try:
-        return json.loads(Path(path).read_text())
+        return p.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise SchemaError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SchemaError(f"{path}: is a directory, not a JSON file") from None
+    except UnicodeDecodeError as e:
+        raise SchemaError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except OSError as e:
+        raise SchemaError(f"{path}: cannot be read ({e.strerror or e})") from None
+
+
+def _read_json(path: Path) -> Any:
+    text = _read_text(path)
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise SchemaError(f"{path}:{e.lineno}:{e.colno}: not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise SchemaError(f"{path}: JSON nested too deeply") from None
 
 
 def load_definition(path: str | Path) -> Definition:
@@ -469,14 +485,18 @@ def _jsonl_records(text: str, where: str):
             yield f"{where}:{i}", json.loads(line)
         except json.JSONDecodeError as e:
             raise SchemaError(f"{where}:{i}: not valid JSON: {e.msg}") from None
+        except RecursionError:
+            raise SchemaError(f"{where}:{i}: JSON nested too deeply") from None
 
 
 def load_workloads(path: str | Path, definition: Definition | None = None) -> list[Workload]:
     """Workloads from a JSONL file of workload traces (the official layout) or of bare workloads."""
     p = Path(path)
+    if p.is_dir():
+        raise SchemaError(f"{path}: is a directory, not a JSONL file")
     if not p.is_file():
         raise SchemaError(f"{path}: no such file")
-    return parse_workloads(p.read_text(), definition, str(path))
+    return parse_workloads(_read_text(p), definition, str(path))
 
 
 def parse_workloads(text: str, definition: Definition | None = None, where: str = "<workloads>") -> list[Workload]:
@@ -490,6 +510,11 @@ def parse_workloads(text: str, definition: Definition | None = None, where: str 
             workloads.append(t.workload)
         else:
             workloads.append(_parse(Workload, data, at))
+    seen: set[str] = set()
+    for w in workloads:
+        if w.uuid in seen:  # one trace line per workload: a second one would be measured and reported twice
+            raise SchemaError(f"{where}: duplicate workload uuid {w.uuid!r}")
+        seen.add(w.uuid)
     if definition is not None:
         for w in workloads:
             definition.resolve_axes(w.axes)

@@ -96,11 +96,29 @@ def send(msg: dict[str, Any]) -> None:
     _out.flush()
 
 
-_T_MODULE = time.monotonic()
-if _GPU_RUN and not _SPARE:  # a GPU run: query the driver while torch imports
-    from .env import prefetch
+from .env import prefetch  # noqa: E402
 
-    prefetch()
+# git reads the repository, so it starts before the sandbox closes; nvidia-smi (a GPU run) queries the
+# driver while torch imports, except in a spare, whose job may come much later.
+prefetch(gpu=_GPU_RUN and not _SPARE, git=True)
+
+from .ceilings import cache_dir  # noqa: E402
+from .sandbox import Sandbox, SandboxError  # noqa: E402
+
+# The sandbox closes here, while the process has one thread: Landlock binds the calling thread and the
+# threads it starts, and torch starts threads on import (harness/sandbox.py). The ceilings cache is
+# named first, because HOME moves into the scratch folder.
+os.environ.setdefault("KBOT_CACHE", str(cache_dir().parent))
+_SANDBOX = Sandbox.from_env()
+_SANDBOX.extra_read.append(str(cache_dir()))
+_SANDBOX_ERROR: list[str] = []
+_T_SANDBOX = time.monotonic()
+try:
+    _SANDBOX.enter()
+except SandboxError as _e:
+    _SANDBOX_ERROR.append(str(_e))
+_SANDBOX.use_scratch()
+_T_MODULE = time.monotonic()
 import torch  # noqa: E402
 
 _T_TORCH = time.monotonic()
@@ -168,7 +186,9 @@ class Evaluator:
         self.seed = int(job.get("seed", 0))
         self.timing = TimingConfig(**(job.get("timing") or {}))
         self.dataset_root = Path(job["dataset_root"]) if job.get("dataset_root") else None
-        self.workdir = Path(job["workdir"])
+        # The worker's private scratch folder (made by the parent, outside the run folder; the only
+        # place this process may write), else what the job names (a worker started by hand).
+        self.workdir = _SANDBOX.scratch or Path(job["workdir"])
         self.reference = load_reference(self.definition, self.config)
         self.quiet: dict[str, Any] | None = None
 
@@ -184,6 +204,10 @@ class Evaluator:
 
             self.tracer = cupti_activity.tracer()
         self.guard.before_import()
+        # The last step before candidate code: the seccomp filter on every thread (no sockets), and the
+        # parent learns what isolation this process has (SandboxError in required mode if incomplete).
+        _SANDBOX.seal()
+        send({"type": "sandbox", "isolation": _SANDBOX.record()})
         self.fn, res = build(self.solution, self.workdir / "candidate", device=self.device.type)
         send({"type": "build", "role": "candidate", "result": res.model_dump(mode="json")})
         if not res.ok:
@@ -420,11 +444,12 @@ def main() -> int:
     if _SPARE:
         _T_PROCESS = t_start = time.monotonic()
         if _GPU_RUN and job.get("mode") != "observe":
-            from .env import prefetch
-
-            prefetch()
+            prefetch(gpu=True, git=False)
     _NONCE.append(str(job.get("nonce", "")))
     _detach_stdin(bool(job.get("gated")))
+    if _SANDBOX_ERROR:  # required, and it could not be set up: no candidate code runs here
+        send({"type": "fatal", "message": f"sandbox: {_SANDBOX_ERROR[0]}", "sandbox": _SANDBOX.record()})
+        return 5
     if job.get("mode") == "observe":  # it sends no environment: the prefetched queries would outlive it
         from .env import cancel_prefetch
 
@@ -442,14 +467,20 @@ def main() -> int:
         from .env import environment
 
         send({"type": "env", "env": environment(ev.device.type), "ceilings": _ceilings(ev.device.type, measure=not job.get("gated")),
-              "startup_s": {"torch_import": round(_T_TORCH - _T_MODULE, 3), "to_env": round(time.monotonic() - t_start, 3), "spare": _SPARE}})
+              "startup_s": {"torch_import": round(_T_TORCH - _T_MODULE, 3), "sandbox": round(_T_MODULE - _T_SANDBOX, 4),
+                            "to_env": round(time.monotonic() - t_start, 3), "spare": _SPARE}})
     if job.get("mode") == "observe" and ev.device.type == "cuda":
         # Subscribe before the candidate is built or imported: CUPTI takes one subscriber per process,
         # and the library must be the one torch loaded, not a look-alike the candidate brought in.
         from .guard import cupti_callbacks
 
         cupti_callbacks.subscription()
-    if not ev.build_all():
+    try:
+        built = ev.build_all()
+    except SandboxError as e:
+        send({"type": "fatal", "message": f"sandbox: {e}", "sandbox": _SANDBOX.record()})
+        return 5
+    if not built:
         send({"type": "done"})
         return 0
     send({"type": "ready"})

@@ -86,6 +86,10 @@ def _rule_refs(policy: dict[str, Any]) -> list[tuple[str, str]]:
     for key in ("names", "attributes"):
         for name, rule in (policy.get(key) or {}).items():
             refs.append((f"{key}.{name}", rule))
+    for mod, spec in (policy.get("module_members") or {}).items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("allowed", []), list):
+            raise PolicyError(f"module_members.{mod}: needs a mapping with an 'allowed' list")
+        refs.append((f"module_members.{mod}", spec.get("rule", "introspection")))
     for i, entry in enumerate(policy.get("native") or []):
         if not isinstance(entry, dict) or "pattern" not in entry or "rule" not in entry:
             raise PolicyError(f"native[{i}]: each entry needs 'pattern' and 'rule'")

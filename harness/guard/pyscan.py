@@ -29,6 +29,8 @@ _METADATA_METHODS = frozenset(
 )
 _METADATA_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "layout", "is_cuda", "requires_grad", "itemsize"})
 _TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
+# Tensor methods that always return new storage, never their receiver or a view of it.
+_ALWAYS_NEW = frozenset({"clone", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided"})
 _MUTATING_CONTAINER_METHODS = frozenset(
     {"append", "extend", "insert", "update", "setdefault", "pop", "popitem", "clear", "add", "remove",
      "discard", "appendleft", "extendleft", "__setitem__", "__delitem__"}
@@ -37,7 +39,11 @@ _MUTATING_CONTAINER_METHODS = frozenset(
 _COMPUTING_BUILTINS = frozenset({"builtins.sum", "builtins.abs", "builtins.pow", "builtins.max", "builtins.min",
                                  "builtins.round", "builtins.divmod"})
 _KEY_LOOKUP_METHODS = frozenset({"get", "setdefault", "pop", "__contains__", "__getitem__", "__setitem__"})
-_TEST_DATA_STRING = re.compile(r"(^|/)(definitions|workloads|traces)/|\.safetensors\b|traces\.jsonl|report\.json")
+# Strings that name the harness's data: test data, the run folder's files, the report's own key, the
+# worker folders, other processes' /proc entries. Checked on literals and on strings built from pieces.
+_TEST_DATA_STRING = re.compile(r"(^|/)(definitions|workloads|traces)/|\.safetensors\b|traces\.jsonl|report\.json|solution\.json"
+                               r"|baseline\.json|kbot_report|\.kbot/|kbot-w-|/proc/")
+_MAX_FOLDED = 4096  # longest string folded from pieces
 _ATTR_IN_STRING = re.compile(r"(?<![A-Za-z0-9])(__[A-Za-z]\w*__|f_back|f_globals|f_locals|f_code|f_builtins|tb_frame|tb_next|gi_frame|cr_frame|ag_frame|co_code|co_consts|_getframe|_cdata)(?![A-Za-z0-9_])")
 _KERNEL_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "triton.runtime.jit",
                       "triton.runtime.autotuner", "triton.language.jit")
@@ -97,6 +103,7 @@ class _Func:
     tensors: set[str] = field(default_factory=set)
     input_like: set[str] = field(default_factory=set)
     key_tainted: dict[str, str] = field(default_factory=dict)
+    mutable_defaults: set[str] = field(default_factory=set)  # parameters whose default is a list/dict/set
     refs: set[str] = field(default_factory=set)  # solution objects referenced (call-graph edges)
     launches: int = 0
 
@@ -256,9 +263,16 @@ class ModuleScan(ast.NodeVisitor):
         for q in sorted(qs):
             if q.startswith(OWN):
                 continue
-            p = prefix_match(q, self.ctx.names)
-            if p:
-                self.hit(self.ctx.names[p], node, f"uses {q}")
+            rule = self.ctx.denied_name(q)
+            if rule:
+                self.hit(rule, node, f"uses {q}")
+                flagged = True
+                continue
+            if self.ctx.allowed_name(q):
+                continue
+            member_rule = self.ctx.member_rule(q)
+            if member_rule:
+                self.hit(member_rule, node, f"uses {q}, which is not among the {q.split('.')[0]} members a solution may use")
                 flagged = True
                 continue
             # A module reached through another module's namespace (torch.os.system, numpy.sys.modules,
@@ -266,10 +280,10 @@ class ModuleScan(ast.NodeVisitor):
             parts = q.split(".")
             for i in range(1, len(parts)):
                 tail = ".".join(parts[i:])
-                tp = prefix_match(tail, self.ctx.names)
+                tp = self.ctx.denied_name(tail)
                 dm = prefix_match(tail, self.ctx.denied_modules)
                 if tp or dm or parts[i] in ("os", "sys"):
-                    rule = self.ctx.names[tp] if tp else self.ctx.denied_modules[dm] if dm else "introspection"
+                    rule = tp or (self.ctx.denied_modules[dm] if dm else "introspection")
                     self.hit(rule, node, f"reaches {tail} through {'.'.join(parts[:i])}")
                     flagged = True
                     break
@@ -327,6 +341,10 @@ class ModuleScan(ast.NodeVisitor):
         params += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
         f = _Func(qual=qual, node=node, params=params, parent=parent)
         f.is_device = qual in self.kernels or (parent is not None and parent.is_device)
+        positional = args.posonlyargs + args.args
+        pairs = list(zip(positional[len(positional) - len(args.defaults):], args.defaults)) + [
+            (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        f.mutable_defaults = {a.arg for a, d in pairs if _mutable_literal(d, self.resolve(d.func, parent) if isinstance(d, ast.Call) else set())}
         for p in params:
             f.bindings[p] = {f"{OWN}local:{p}"}
         body = node.body if isinstance(node.body, list) else [ast.Expr(node.body)]
@@ -422,6 +440,17 @@ class ModuleScan(ast.NodeVisitor):
 
     visit_TryStar = visit_Try
 
+    def check_built_string(self, node: ast.AST) -> None:
+        """A string put together from constant pieces ('tra' + 'ces.jsonl', f-strings, ''.join, %,
+        .format, chr) is judged like a literal."""
+        folded = _fold_str(node, lambda n: self.resolve(n, self.func))
+        if folded is not None and _TEST_DATA_STRING.search(folded):
+            self.hit("reference-access", node, f"builds a string that names test data or harness output: {folded[:60]!r}")
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        self.check_built_string(node)
+        self.generic_visit(node)
+
     def visit_Constant(self, node: ast.Constant) -> None:
         if not isinstance(node.value, str) or self.ctx.is_docstring(node):
             return
@@ -439,10 +468,21 @@ class ModuleScan(ast.NodeVisitor):
         qs = self.resolve(node, self.func)
         if node.id == "__builtins__":
             self.hit("monkey-patch", node, "uses __builtins__")
+        elif node.id.startswith("__") and node.id in self.ctx.attributes:
+            # Module globals with the same meaning as the attributes: __file__ says where the solution
+            # runs (and from there, where the run folder is), __spec__/__loader__ how it was loaded.
+            self.hit(self.ctx.attributes[node.id], node, f"uses {node.id}")
         if isinstance(node.ctx, ast.Load):
             self.check_name(qs, node)
             self.note_refs(qs)
             self.check_host_reference(node, qs)
+            # A module whose members are allow-listed (sys) may not travel as a value: a helper given
+            # it could reach any member through a parameter the guard cannot resolve.
+            for q in qs:
+                if q in self.ctx.members:
+                    parent = self.ctx.parents.get(node)
+                    if not (isinstance(parent, ast.Attribute) and parent.value is node):
+                        self.hit(self.ctx.members[q]["rule"], node, f"uses the {q} module as a value")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if node.attr in self.ctx.attributes:
@@ -541,7 +581,7 @@ class ModuleScan(ast.NodeVisitor):
                         self.hit("try-fallback", target, "an except handler writes the output on the host")
             self.visit(target.value)
             self.visit(target.slice)
-            self.check_key(target.slice, target)
+            self.check_key(target.slice, target, target.value)
 
     def _is_module_container(self, node: ast.AST, f: _Func | None) -> bool:
         """A module-level name used from inside a function (and not rebound locally)."""
@@ -572,6 +612,7 @@ class ModuleScan(ast.NodeVisitor):
                 self.check_host_reference(node, qs)
         if "builtins.type" in fq and len(node.args) == 3:
             self.hit("dynamic-code", node, "builds a class at run time with type(name, bases, dict)")
+        self.check_built_string(node)
         if isinstance(node.func, ast.Attribute):
             self._check_method_call(node, f)
         if f is not None or not self.func_stack:
@@ -580,7 +621,7 @@ class ModuleScan(ast.NodeVisitor):
             for q in fq:
                 self.check_host_callable(q, node)
         if isinstance(node.func, ast.Attribute) and node.func.attr in _KEY_LOOKUP_METHODS and node.args:
-            self.check_key(node.args[0], node)
+            self.check_key(node.args[0], node, node.func.value)
         if f is not None and not f.is_device:
             self._record_args(node, fq, f)
             if self.ctx.host_check and fq & _COMPUTING_BUILTINS and any(
@@ -642,7 +683,7 @@ class ModuleScan(ast.NodeVisitor):
 
     def check_host_callable(self, q: str, node: ast.AST, imported: bool = False) -> None:
         """A resolved library callable used on the host of a triton/cuda solution."""
-        if q.startswith(OWN) or prefix_match(q, self.ctx.names):
+        if q.startswith(OWN) or self.ctx.denied_name(q):
             return
         hc = self.ctx.host
         root = q.split(".")[0]
@@ -694,12 +735,17 @@ class ModuleScan(ast.NodeVisitor):
             self.func.launches += 1  # a launch at import time does not make the entry point launch
 
     # ---- cache keys
-    def check_key(self, key: ast.AST, where: ast.AST) -> None:
+    def check_key(self, key: ast.AST, where: ast.AST, container: ast.AST | None = None) -> None:
+        """A lookup keyed on tensor data. A pointer or id as a key is flagged wherever it is (no honest
+        kernel indexes anything by an address); a value read from a tensor (``.item()``, ``.tolist()``,
+        ``int(t)``, however it is spelled) only when the container outlives the call (module state, an
+        object's attributes, a closure, a mutable default): a length used to slice, or a key of a dict
+        built in the call, is no output cache."""
         if self.on_device:
             return
         kind = self._key_kind(key)
-        if kind:
-            self.hit("output-cache", where, f"uses a {kind} of a tensor as a lookup key")
+        if kind == "pointer" or (kind and container is not None and self._persistent(container)):
+            self.hit("output-cache", where, f"uses a {kind} of a tensor as a lookup key" + ("" if kind == "pointer" else " into state that outlives the call"))
 
     def visit_Dict(self, node: ast.Dict) -> None:
         for k in node.keys:
@@ -709,18 +755,50 @@ class ModuleScan(ast.NodeVisitor):
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, ast.Load):
-            self.check_key(node.slice, node)
+            self.check_key(node.slice, node, node.value)
         self.generic_visit(node)
+
+    def _persistent(self, node: ast.AST) -> bool:
+        """Whether a container expression can hold values from one call to the next."""
+        f = self.func
+        if isinstance(node, ast.Name):
+            if f is None:
+                return node.id in self.module_level_names
+            if node.id in f.globals_declared or node.id in f.mutable_defaults:
+                return True
+            if node.id in f.bindings:
+                return False
+            g = f.parent
+            while g is not None:  # a closure variable of an enclosing function
+                if node.id in g.bindings:
+                    return True
+                g = g.parent
+            return node.id in self.module_level_names
+        if isinstance(node, ast.Attribute):
+            if node.attr in _METADATA_ATTRS or node.attr in _TENSOR_ATTRS:
+                return False
+            return not (f is not None and self._is_tensor(node.value, f))
+        if isinstance(node, ast.Subscript):
+            return self._persistent(node.value)
+        if isinstance(node, ast.Call):
+            qs = self.resolve(node.func, f)
+            if any(q.startswith(OWN) and not q.startswith(f"{OWN}local:") for q in qs):
+                return True  # a helper of the solution's may hand out module state
+            if isinstance(node.func, ast.Attribute) and not qs:
+                return self._persistent(node.func.value)
+            return False
+        return False
 
     def visit_Compare(self, node: ast.Compare) -> None:
         f = self.func
         if not self.on_device:
             sides = [node.left] + node.comparators
             kinds = [self._key_kind(s) for s in sides]
-            if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and kinds[0]:
-                self.hit("output-cache", node, f"tests membership of a tensor {kinds[0]}")
-            elif "pointer" in kinds:
-                self.hit("output-cache", node, "compares tensor pointers/ids across calls")
+            keyed = [i for i, k in enumerate(kinds) if k]
+            if any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops) and kinds[0] and self._persistent(node.comparators[0]):
+                self.hit("output-cache", node, f"tests membership of a tensor {kinds[0]} in state that outlives the call")
+            elif "pointer" in kinds and any(self._persistent(s) for i, s in enumerate(sides) if i not in keyed):
+                self.hit("output-cache", node, "compares tensor pointers/ids with state kept across calls")
             elif any(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.ops) and kinds.count("content") and any(
                 self._is_module_container(s, f) or self._names_module_level(s, f) for s in sides
             ):
@@ -754,7 +832,8 @@ class ModuleScan(ast.NodeVisitor):
                 for q in self.resolve(sub.func, f):
                     if q in pointer:
                         return "pointer"
-                    if q in content:
+                    # int(t), hash(t), tuple(t): a fingerprint when given a tensor (tuple(x.shape) is none)
+                    if q in content and (not q.startswith("builtins.") or (f is not None and any(self._is_tensor(a, f) for a in sub.args))):
                         kind = "content"
                     k = self.ctx.tainted_returns.get(q)
                     if k == "pointer":
@@ -765,6 +844,9 @@ class ModuleScan(ast.NodeVisitor):
     # ---- host arithmetic on tensors
     def visit_BinOp(self, node: ast.BinOp) -> None:
         f = self.func
+        parent = self.ctx.parents.get(node)
+        if isinstance(node.op, (ast.Add, ast.Mod)) and not (isinstance(parent, ast.BinOp) and isinstance(parent.op, ast.Add)):
+            self.check_built_string(node)  # once, at the outermost piece of a chain
         if self.ctx.host_check and not self.on_device and not self.annotation_depth:
             if isinstance(node.op, ast.MatMult):
                 self.hit("host-compute", node, "uses @ (matmul) on the host")
@@ -838,12 +920,16 @@ class ModuleScan(ast.NodeVisitor):
         return {"fingerprint": "content"}.get(k, k) if k else None
 
     def _derives_from_input(self, node: ast.AST, f: _Func) -> bool:
+        """Whether a value may share an input's storage: views and methods that can return their
+        receiver (``.float()`` of a float tensor is the tensor) keep it, a copy does not."""
         while True:
             if isinstance(node, ast.Name):
                 return node.id in f.input_like
             if isinstance(node, ast.Subscript):
                 node = node.value
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr in _ALWAYS_NEW:
+                    return False
                 node = node.func.value
             elif isinstance(node, ast.Attribute):
                 node = node.value
@@ -893,6 +979,9 @@ class SolutionScan:
         self.files = files
         self.hits: list[Hit] = []
         self.names: dict[str, str] = dict(policy.get("names") or {})
+        self.names_allowed: list[str] = list(policy.get("names_allowed") or [])
+        self.members: dict[str, dict[str, Any]] = {m: {"allowed": set(v.get("allowed") or []), "rule": v.get("rule", "introspection")}
+                                                   for m, v in (policy.get("module_members") or {}).items()}
         self.attributes: dict[str, str] = dict(policy.get("attributes") or {})
         imports = policy.get("imports") or {}
         self.allowed_modules: list[str] = list(imports.get("allowed") or [])
@@ -919,6 +1008,28 @@ class SolutionScan:
         self.classes: set[str] = set()  # qualified names of the solution's own classes
         self.parents: dict[ast.AST, ast.AST] = {}
         self.modules: list[ModuleScan] = []
+
+    def denied_name(self, q: str) -> str | None:
+        """The rule a qualified name is refused with: its longest entry in ``names``, unless a longer
+        (more specific) entry of ``names_allowed`` covers it (``torch.utils`` refused, its
+        ``cpp_extension`` allowed for cuda solutions)."""
+        p = prefix_match(q, self.names)
+        if not p:
+            return None
+        a = prefix_match(q, self.names_allowed)
+        return None if a and len(a) > len(p) else self.names[p]
+
+    def allowed_name(self, q: str) -> bool:
+        return prefix_match(q, self.names_allowed) is not None
+
+    def member_rule(self, q: str) -> str | None:
+        """For a module whose members are allow-listed (``module_members``): the rule when ``q`` names
+        one that is not allowed."""
+        root, _, rest = q.partition(".")
+        m = self.members.get(root)
+        if m is None or not rest:
+            return None
+        return None if rest.split(".")[0] in m["allowed"] else m["rule"]
 
     def run(self) -> list[Hit]:
         trees: dict[str, ast.Module] = {}
@@ -1091,8 +1202,96 @@ def _target_names(target: ast.AST, value: ast.AST | None):
         yield from _target_names(target.value, None)
 
 
+def _mutable_literal(node: ast.AST, called: set[str]) -> bool:
+    """A default value that is one object shared by every call: a list/dict/set display or a call to a
+    container type."""
+    if isinstance(node, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
+        return True
+    return isinstance(node, ast.Call) and bool(called & {"builtins.list", "builtins.dict", "builtins.set", "builtins.bytearray",
+                                                          "collections.defaultdict", "collections.OrderedDict", "collections.deque",
+                                                          "collections.Counter"})
+
+
 def _literal_str(node: ast.AST) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _fold_str(node: ast.AST, resolve, depth: int = 0) -> str | None:
+    """The value of a string expression made only of constants ('a' + 'b', f'{"a"}b', ''.join(['a',
+    'b']), '%s' % 'a', '{}'.format('a'), chr(97), str('a')), or None. Values computed from data are not
+    folded: the OS sandbox, not this pass, is what stops a path built at run time."""
+    if depth > 40:
+        return None
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, str) else None
+    out: str | None = None
+    try:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            # a long chain 'a' + 'b' + ... nests to the left: flattened without recursion
+            pieces, todo = [], [node]
+            while todo and len(pieces) + len(todo) < 2000:
+                n = todo.pop()
+                if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add):
+                    todo += [n.right, n.left]
+                else:
+                    pieces.append(_fold_str(n, resolve, depth + 1))
+            out = "".join(pieces) if not todo and all(p is not None for p in pieces) else None  # type: ignore[arg-type]
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            fmt = _fold_str(node.left, resolve, depth + 1)
+            args = _fold_args(node.right, resolve, depth)
+            # no widths or precisions: '%999999999s' would be folded into a string that large
+            ok = fmt is not None and args is not None and not re.search(r"%[-#0 +]*[\d*.]", fmt)
+            out = fmt % args if ok else None
+        elif isinstance(node, ast.JoinedStr):
+            parts = []
+            for v in node.values:
+                if isinstance(v, ast.FormattedValue):
+                    if v.format_spec is not None or v.conversion not in (-1, None):
+                        return None
+                    inner = _fold_const(v.value, resolve, depth)
+                    if inner is None:
+                        return None
+                    parts.append(str(inner))
+                else:
+                    piece = _fold_str(v, resolve, depth + 1)
+                    if piece is None:
+                        return None
+                    parts.append(piece)
+            out = "".join(parts)
+        elif isinstance(node, ast.Call) and not node.keywords:
+            if isinstance(node.func, ast.Attribute) and node.func.attr in ("join", "format"):
+                base = _fold_str(node.func.value, resolve, depth + 1)
+                if base is None:
+                    return None
+                if node.func.attr == "join" and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple)):
+                    items = [_fold_str(e, resolve, depth + 1) for e in node.args[0].elts]
+                    out = base.join(items) if all(i is not None for i in items) else None
+                elif node.func.attr == "format" and not re.search(r"\{[^}]*[:!]", base):  # no format specs
+                    items = [_fold_const(a, resolve, depth) for a in node.args]
+                    out = base.format(*items) if all(i is not None for i in items) else None
+            elif len(node.args) == 1:
+                fq = resolve(node.func)
+                arg = _fold_const(node.args[0], resolve, depth)
+                if "builtins.chr" in fq and isinstance(arg, int):
+                    out = chr(arg)
+                elif "builtins.str" in fq and arg is not None:
+                    out = str(arg)
+    except (TypeError, ValueError, OverflowError, IndexError, KeyError, MemoryError):
+        return None
+    return out if out is None or len(out) <= _MAX_FOLDED else None
+
+
+def _fold_const(node: ast.AST, resolve, depth: int) -> str | int | float | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return node.value
+    return _fold_str(node, resolve, depth + 1)
+
+
+def _fold_args(node: ast.AST, resolve, depth: int) -> tuple | str | int | float | None:
+    if isinstance(node, ast.Tuple):
+        items = tuple(_fold_const(e, resolve, depth) for e in node.elts)
+        return items if all(i is not None for i in items) else None
+    return _fold_const(node, resolve, depth)
 
 
 def _lookup_taint(f: _Func, name: str) -> str | None:

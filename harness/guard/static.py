@@ -42,10 +42,11 @@ def check_solution(
     tensor_names: set[str] = set()
     input_names: set[str] = set()
     scalar_names: set[str] = set()
+    written = set(policy.get("inputs_written") or [])  # in/out buffers the definition fills in place
     if definition is not None:
         for n, spec in definition.inputs.items():
             (tensor_names if spec.shape is not None else scalar_names).add(n)
-            if spec.shape is not None:
+            if spec.shape is not None and n not in written:
                 input_names.add(n)
         for n, spec in definition.outputs.items():
             (tensor_names if spec.shape is not None else scalar_names).add(n)

@@ -60,6 +60,9 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
     dpath = job.get("definition_path")
     config = load_config(definition.name, Path(dpath) if dpath else None)
     workdir = Path(job["workdir"])
+    from ..sandbox import seal_active
+
+    isolation = seal_active()  # started through harness.sandboxed: no sockets from here on
     fn, build_result = build(solution, workdir / "build", device=device)
     if fn is None:
         raise RuntimeError(f"build failed: {[e.message for e in build_result.errors][:3]}")
@@ -83,7 +86,8 @@ def _run(job: dict[str, Any]) -> dict[str, Any]:
     sync()
     if device == "cuda":
         torch.cuda.nvtx.range_pop()
-    res: dict[str, Any] = {"device": device, "calls": calls, "wall_ms_per_call": (time.perf_counter() - t0) * 1e3 / calls}
+    res: dict[str, Any] = {"device": device, "calls": calls, "wall_ms_per_call": (time.perf_counter() - t0) * 1e3 / calls,
+                           "isolation": isolation}
     if job.get("energy") and device == "cuda":
         from .nvml import energy_per_call
 

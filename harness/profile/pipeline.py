@@ -11,9 +11,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -30,7 +28,6 @@ from .sass import facts_evidence, find_tool, parse_sass, pick_function
 
 __all__ = ["ProfileOutcome", "analyze", "explain_csv", "profile_report", "profile_workload", "sass_from_dirs"]
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass
@@ -134,72 +131,70 @@ def sass_from_dirs(dirs: Iterable[Path], function: str | None = None) -> Collect
 def profile_workload(solution: Solution, definition: Definition, workload: Workload, workdir: Path, *,
                      definition_path: Path | None = None, seed: int = 0, kernel_regex: str | None = None,
                      metrics: Iterable[str] = METRICS, energy: bool = True, timeout_s: int = 600,
-                     python: str | None = None) -> tuple[list[Collected], dict[str, str]]:
-    """Collect ncu, SASS and NVML evidence for one workload on this machine's GPU."""
+                     python: str | None = None, sandbox_mode: str | None = None) -> tuple[list[Collected], dict[str, str]]:
+    """Collect ncu, SASS and NVML evidence for one workload on this machine's GPU. The candidate runs
+    in sandboxed children with private scratch folders (harness/profile/child.py); ``workdir`` gets
+    only what this process writes (the ncu CSV and log)."""
+    from ..runner import sandbox_reads
+    from .child import CandidateChild
+
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    python = python or sys.executable
-    env = {**os.environ, "TRITON_CACHE_DIR": str(workdir / "triton_cache")}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    files: dict[str, str] = {}
-    collected: list[Collected] = []
-
-    def job(name: str, **kw: Any) -> Path:
-        p = workdir / f"{name}.job.json"
-        p.write_text(json.dumps({
-            "solution": solution.model_dump(mode="json", exclude_unset=True),
+    read = sandbox_reads(None, definition, definition_path)
+    base = {"solution": solution.model_dump(mode="json", exclude_unset=True),
             "definition": definition.model_dump(mode="json", exclude_unset=True),
             "workload": workload.model_dump(mode="json", exclude_unset=True),
-            "definition_path": str(definition_path) if definition_path else None,
-            "workdir": str(workdir / name), "seed": seed, "result": str(workdir / f"{name}.result.json"), **kw,
-        }))
-        return p
+            "definition_path": str(definition_path) if definition_path else None, "seed": seed}
+    files: dict[str, str] = {}
+    collected: list[Collected] = []
 
     ncu = find_ncu()
     if ncu is None:
         collected.append(Collected.unavailable("ncu", "ncu (Nsight Compute) not found on PATH or in /usr/local/cuda/bin"))
+        collected.append(sass_from_dirs([], None))
     else:
-        jp = job("ncu", warmup=3, calls=1, energy=False)
-        try:
-            run = run_ncu([python, "-m", "harness.profile.driver", str(jp)], ncu=ncu, metrics=metrics, env=env,
-                          cwd=str(REPO), timeout=timeout_s, kernel_regex=kernel_regex)
-            files["ncu_command"] = command_text(run.command)
-            csv_path = workdir / "ncu.csv"
-            csv_path.write_text(run.csv)
-            (workdir / "ncu.log").write_text(run.log[-50000:])
-            files["ncu_csv"] = str(csv_path)
-            files["ncu_log"] = str(workdir / "ncu.log")
-            ev = ncu_evidence(run.csv)
-            if not ev.ok and not run.csv:
-                tail = run.log.strip().splitlines()[-3:]
-                ev = Collected.unavailable("ncu", f"ncu exited {run.returncode} without a CSV: {' | '.join(tail)[-400:]}")
-            if run.dropped:
-                ev.raw["dropped_metrics"] = run.dropped
-            collected.append(ev)
-        except subprocess.TimeoutExpired:
-            collected.append(Collected.unavailable("ncu", f"ncu did not finish in {timeout_s} s"))
-    main_kernel = next((c.evidence.get("kernel_name") for c in collected if c.source == "ncu" and c.ok), None)
-    collected.append(sass_from_dirs([workdir / "triton_cache", workdir / "ncu" / "build"], main_kernel))
+        with CandidateChild(sandbox_mode, read) as child:
+            try:
+                run = run_ncu(child.command("harness.profile.driver", {**base, "warmup": 3, "calls": 1, "energy": False}, python),
+                              ncu=ncu, metrics=metrics, env=child.env(), cwd=str(child.scratch), timeout=timeout_s,
+                              kernel_regex=kernel_regex)
+                files["ncu_command"] = command_text(run.command)
+                csv_path = workdir / "ncu.csv"
+                csv_path.write_text(run.csv)
+                (workdir / "ncu.log").write_text(run.log[-50000:])
+                files["ncu_csv"] = str(csv_path)
+                files["ncu_log"] = str(workdir / "ncu.log")
+                ev = ncu_evidence(run.csv)
+                if not ev.ok and not run.csv:
+                    tail = run.log.strip().splitlines()[-3:]
+                    ev = Collected.unavailable("ncu", f"ncu exited {run.returncode} without a CSV: {' | '.join(tail)[-400:]}")
+                if run.dropped:
+                    ev.raw["dropped_metrics"] = run.dropped
+                collected.append(ev)
+            except subprocess.TimeoutExpired:
+                collected.append(Collected.unavailable("ncu", f"ncu did not finish in {timeout_s} s"))
+            main_kernel = next((c.evidence.get("kernel_name") for c in collected if c.source == "ncu" and c.ok), None)
+            collected.append(sass_from_dirs(child.cache_dirs(), main_kernel))
     if energy:
-        jp = job("energy", warmup=3, calls=10, energy=True)
-        try:
-            p = subprocess.run([python, "-m", "harness.profile.driver", str(jp)], capture_output=True, text=True,
-                               timeout=timeout_s, env=env, cwd=str(REPO))
-            rp = workdir / "energy.result.json"
-            res = json.loads(rp.read_text()) if rp.is_file() else {"error": p.stderr[-400:]}
-            e = res.get("energy") or {}
-            if res.get("ok") and "energy_j_per_call" in e:
-                collected.append(Collected(source="nvml", evidence=e, raw=res.get("energy_raw") or {}))
-            else:
-                collected.append(Collected.unavailable("nvml", e.get("missing") or res.get("error") or "energy run failed"))
-        except subprocess.TimeoutExpired:
-            collected.append(Collected.unavailable("nvml", f"energy run did not finish in {timeout_s} s"))
+        with CandidateChild(sandbox_mode, read) as child:
+            try:
+                p = subprocess.run(child.command("harness.profile.driver", {**base, "warmup": 3, "calls": 10, "energy": True}, python),
+                                   capture_output=True, text=True, timeout=timeout_s, env=child.env(), cwd=str(child.scratch))
+                res = child.result() or {"error": p.stderr[-400:]}
+                e = res.get("energy") if isinstance(res.get("energy"), dict) else {}
+                if res.get("ok") is True and "energy_j_per_call" in e:
+                    collected.append(Collected(source="nvml", evidence=e, raw=res.get("energy_raw") if isinstance(res.get("energy_raw"), dict) else {}))
+                else:
+                    collected.append(Collected.unavailable("nvml", str(e.get("missing") or res.get("error") or "energy run failed")[:400]))
+            except subprocess.TimeoutExpired:
+                collected.append(Collected.unavailable("nvml", f"energy run did not finish in {timeout_s} s"))
     return collected, files
 
 
 def profile_report(report: Report, out: Path, definition: Definition, solution: Solution, workloads: list[Workload], *,
                    ceilings: Ceilings | None = None, definition_path: Path | None = None, profile: bool = True,
-                   max_profiled: int = 4, static: bool = True, rules_dir: str | Path | None = None) -> None:
+                   max_profiled: int = 4, static: bool = True, rules_dir: str | Path | None = None,
+                   sandbox_mode: str | None = None) -> None:
     """Fold roofline, feedback items, profile evidence and energy into each PASSED workload of ``report``.
 
     Every passing workload gets its roofline (with the measured median) and the rules that need no
@@ -208,14 +203,17 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
     With ``static`` (and a Triton solution) the kernels are also compiled ahead of time for sm_90 in a
     child process, once, and their statistics (registers, spills, SASS facts) join every workload's
     evidence -- the part of the feedback that needs no GPU.
-    Writes ``<out>/profile/<uuid>/{ncu.csv, feedback.json, feedback.md}``.
+    Writes ``<out>/profile/<uuid>/{ncu.csv, ncu.log, feedback.json, feedback.md}``, all by this process;
+    candidate code runs in sandboxed children (``sandbox_mode``, default the report's) whose folders are
+    private and elsewhere.
     """
     out = Path(out)
+    mode = sandbox_mode or (report.isolation or {}).get("mode") or None
     static_ev: list[Collected] = []
     if static and solution is not None and solution.spec.language.value == "triton":
         from .triton_module import run_isolated
 
-        static_ev = [run_isolated(solution, definition, out / "profile" / "_triton")]
+        static_ev = [run_isolated(solution, definition, sandbox_mode=mode)]
     if ceilings is None:
         ceilings = _ceilings_for_report(report)
     by_uuid = {w.uuid: w for w in workloads}
@@ -239,7 +237,7 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
         collected: list[Collected] = []
         files: dict[str, str] = {}
         if wr.uuid in chosen:
-            collected, files = profile_workload(solution, definition, w, wdir, definition_path=definition_path)
+            collected, files = profile_workload(solution, definition, w, wdir, definition_path=definition_path, sandbox_mode=mode)
         else:
             collected = [Collected.unavailable("ncu", "not profiled: only the first "
                                                f"{max_profiled} workloads by size are (profile=True)" if profile else

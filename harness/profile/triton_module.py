@@ -172,42 +172,39 @@ def solution_triton_evidence(solution: Solution, definition: Definition, workdir
     return best or Collected.unavailable("triton", "; ".join(reasons) or "no Python sources")
 
 
-def run_isolated(solution: Solution, definition: Definition, workdir: Path, *, timeout_s: int = 300,
-                 python: str | None = None) -> Collected:
-    """:func:`solution_triton_evidence` in a child process: the candidate's module code never runs here."""
-    import json
-    import os
+def run_isolated(solution: Solution, definition: Definition, workdir: Path | None = None, *, timeout_s: int = 300,
+                 python: str | None = None, sandbox_mode: str | None = None) -> Collected:
+    """:func:`solution_triton_evidence` in a sandboxed child process with a private scratch folder (see
+    harness/profile/child.py): the candidate's module code never runs here. ``workdir`` is unused (the
+    child's folder is its own) and kept for callers that pass one."""
     import subprocess
 
-    workdir = Path(workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    job = workdir / "triton_stats.job.json"
-    result = workdir / "triton_stats.result.json"
-    job.write_text(json.dumps({"solution": solution.model_dump(mode="json", exclude_unset=True),
-                               "definition": definition.model_dump(mode="json", exclude_unset=True),
-                               "workdir": str(workdir), "result": str(result)}))
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-           "TRITON_CACHE_DIR": str(workdir / "triton_cache")}
-    env.pop("TRITON_INTERPRET", None)  # the interpreter compiles nothing
-    try:
-        p = subprocess.run([python or sys.executable, "-m", "harness.profile.triton_module", str(job)],
-                           capture_output=True, text=True, timeout=timeout_s, env=env, cwd=str(repo))
-    except subprocess.TimeoutExpired:
-        return Collected.unavailable("triton", f"ahead-of-time compile did not finish in {timeout_s} s")
-    if not result.is_file():
-        return Collected.unavailable("triton", f"stats process failed ({p.returncode}): {p.stderr.strip()[-400:]}")
-    data = json.loads(result.read_text())
-    return Collected(source="triton", evidence=data.get("evidence") or {}, missing=data.get("missing"),
-                     raw=data.get("raw") or {})
+    from .child import CandidateChild
+
+    with CandidateChild(sandbox_mode) as child:
+        cmd = child.command("harness.profile.triton_module", {"solution": solution.model_dump(mode="json", exclude_unset=True),
+                                                               "definition": definition.model_dump(mode="json", exclude_unset=True)}, python)
+        try:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=child.env(), cwd=str(child.scratch))
+        except subprocess.TimeoutExpired:
+            return Collected.unavailable("triton", f"ahead-of-time compile did not finish in {timeout_s} s")
+        data = child.result()
+        if data is None:
+            return Collected.unavailable("triton", f"stats process failed ({p.returncode}): {p.stderr.strip()[-400:]}")
+        ev, raw = data.get("evidence"), data.get("raw")
+        return Collected(source="triton", evidence=ev if isinstance(ev, dict) else {}, missing=data.get("missing") if isinstance(data.get("missing"), str) else None,
+                         raw=raw if isinstance(raw, dict) else {})
 
 
 def _main(argv: list[str]) -> int:
     import json
 
+    from ..sandbox import seal_active
+
     job = json.loads(Path(argv[0]).read_text())
     sol = Solution.model_validate(job["solution"])
     d = Definition.model_validate(job["definition"])
+    seal_active()  # started through harness.sandboxed: no sockets once candidate code is imported
     c = solution_triton_evidence(sol, d, Path(job["workdir"]))
     Path(job["result"]).write_text(json.dumps({"evidence": c.evidence, "missing": c.missing, "raw": c.raw}, default=str))
     return 0

@@ -18,6 +18,10 @@
 #   cupti_cost   scripts/gpu/cupti_cost.py: the kernel-time tracer's host costs, piece by piece (~0.2)
 #   cupti_timing scripts/gpu/cupti_timing.py: CUPTI kernel durations vs events across processes (~1.5)
 #   operators    scripts/gpu/operators_full.py --official-refs --eval, pytest -m gpu tests/operators (~6)
+#   sandbox      the OS sandbox of candidate code on the GPU: scripts/gpu/sandbox_cost.py (enter/seal cost,
+#                kbot eval of the shipped rmsnorm kernel with --sandbox required vs off, x3), the sandbox
+#                tests (probes refused, CUDA/CUPTI/Triton/cpp_extension inside), the guard's GPU corpus
+#                with KBOT_SANDBOX=required (~10)
 # Each step's exit code is in $OUT/steps.txt; the script exits non-zero if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -49,6 +53,18 @@ step_cupti_timing() { OUT="$OUT/work" "$PY" scripts/gpu/cupti_timing.py; }
 step_guard() { OUT="$OUT/work" bash scripts/gpu/guard_gpu.sh; }
 step_harness_tests() { "$PY" -m pytest -m gpu tests/harness -q -rA -p no:cacheprovider; }
 step_gpu_tests() { "$PY" -m pytest -m gpu tests/harness tests/agents -q -rA -p no:cacheprovider; }
+step_sandbox() {
+  local rc=0
+  OUT="$OUT/work" "$PY" scripts/gpu/sandbox_cost.py --device cuda --reps 3 || rc=1
+  KBOT_SANDBOX=required "$PY" -m pytest tests/harness/test_sandbox.py tests/harness/test_sandbox_probes.py -q -rA -p no:cacheprovider || rc=1
+  KBOT_SANDBOX=required OUT="$OUT/work/guard_sandboxed" bash scripts/gpu/guard_gpu.sh || rc=1
+  # the profiler's children (ncu driver, energy run, Triton statistics) sandboxed too: does ncu still work?
+  "$PY" -m harness.cli eval "$RMS" -d rmsnorm_h4096 --device cuda --profile --sandbox required --workload "$LARGEST" \
+    --out "$OUT/work/eval_profile_sandboxed" --json > "$OUT/work/eval_profile_sandboxed.json" || rc=1
+  "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("isolation:", r["isolation"].get("summary")); [print(w["uuid"][:8], w["status"], "evidence:", sorted((w.get("profile") or {}).get("evidence") or {}), "missing:", {k: v[:160] for k, v in ((w.get("profile") or {}).get("missing") or {}).items()}) for w in r["workloads"]]' \
+    "$OUT/work/eval_profile_sandboxed.json" || rc=1
+  return $rc
+}
 step_operators() {
   local rc=0
   OUT="$OUT/work" "$PY" scripts/gpu/operators_full.py --official-refs --eval --budget-s 240 || rc=1

@@ -161,9 +161,6 @@ CASES = [
     ("sys-exit", py("sys.exit(0)", "import sys\n"), "python", "process-exit"),
     ("exit-builtin", py("exit()"), "python", "process-exit"),
     ("signal", py("pass", "import signal\n"), "python", "process-exit"),
-    ("print", py("print('hi')"), "python", "stdout-write"),
-    ("stdout-write", py("sys.stdout.write('x')", "import sys\n"), "python", "stdout-write"),
-    ("device-print", tri("", "").replace("tl.store(y_ptr", "tl.device_print('x', i)\n    tl.store(y_ptr"), "triton", "stdout-write"),
     ("while-true", py("while True:\n    pass"), "python", "infinite-loop"),
     ("while-1-nested-break", py("while 1:\n    for i in range(3):\n        break"), "python", "infinite-loop"),
     ("manual-seed", py("torch.manual_seed(0)"), "python", "rng-state"),
@@ -389,13 +386,18 @@ def test_cuda_honest_is_clean(scan):
     ("auto z = x.mean(-1);", "library-fallback"),
     ("exit(0);", "process-exit"),
     ("static torch::Tensor cached;", "output-cache"),
-    ('printf("%d", 1);', "stdout-write"),
     ("int s = socket(AF_INET, SOCK_STREAM, 0);", "network"),
     ("#include <sys/socket.h>", "network"),
 ])
 def test_cuda_native_rule(scan, line, rule):
     src = CUDA_OK.replace("    return y;", f"    {line}\n    return y;")
     assert rule in cuda_scan(scan, src)
+
+
+def test_cuda_printing_is_not_refused(scan):
+    """Output is captured and capped by the harness: printing from host or device code is harmless."""
+    src = CUDA_OK.replace("    return y;", '    printf("%d\\n", 1);\n    std::cerr << "x";\n    return y;')
+    assert cuda_scan(scan, src) == set()
 
 
 def test_cuda_std_bind_is_not_network(scan):

@@ -136,14 +136,11 @@ def test_the_runner_times_only_after_the_observer_and_not_at_all_when_it_objects
     cfg = RunConfig(device="cpu", timing=FAST, timeout_s=60, trials=1)
     verdict: list = []
 
-    seen_workdirs: list = []
-
     def slow_observer(job, environ, cfg, report, timeline=None, total_deadline=None, spares=None):
         assert job["mode"] == "observe" and len(job["workloads"]) == 1
-        # Its own build folder (no race on a CUDA extension), named like the timing worker's: a candidate
-        # reading its path cannot tell which worker it is in.
-        assert Path(job["workdir"]).parent.name == "build" and Path(job["workdir"]).name.startswith("w-")
-        seen_workdirs.append(job["workdir"])
+        # No build folder in the job: every worker builds in a scratch folder of its own, made when it
+        # is spawned (test_every_worker_gets_a_private_scratch_folder_of_the_same_shape).
+        assert "workdir" not in job
         time.sleep(3)
         return list(verdict)
 
@@ -154,8 +151,7 @@ def test_the_runner_times_only_after_the_observer_and_not_at_all_when_it_objects
     marks = dict(rep.config["timeline_s"])
     assert marks["gate_opened"] >= marks["observed"] >= 3
     assert marks["result:1"] > marks["gate_opened"]  # nothing timed before the gate (the worker-level test holds it shut)
-    timing_dirs = [p for p in (tmp_path / "ok" / "build").iterdir() if str(p) not in seen_workdirs]
-    assert len(timing_dirs) == 1 and timing_dirs[0].name.startswith("w-") and len(timing_dirs[0].name) == len(Path(seen_workdirs[0]).name)
+    assert sorted(p.name for p in (tmp_path / "ok").iterdir()) == ["report.json", "solution.json", "traces.jsonl"]
 
     verdict.append(Finding(rule="side-stream", message="GPU work on a stream the timer does not see"))
     t0 = time.monotonic()
@@ -163,6 +159,24 @@ def test_the_runner_times_only_after_the_observer_and_not_at_all_when_it_objects
     assert [w.status for w in rep.workloads] == [Status.REJECTED, Status.REJECTED]
     assert all(w.latency_ms is None for w in rep.workloads)
     assert time.monotonic() - t0 < 30
+
+
+def test_every_worker_gets_a_private_scratch_folder_of_the_same_shape(tmp_path):
+    """Observer and timing worker alike: a fresh folder each, outside any run folder, random names of
+    one length under one parent (a candidate reading its own path learns nothing about its role),
+    private to its owner, and gone once the worker is."""
+    from harness.runner import Spawned
+
+    a, b = Spawned.start(worker_env("cpu")), Spawned.start(worker_env("cpu"), spare=True)
+    try:
+        pa, pb = Path(a.scratch), Path(b.scratch)
+        assert pa != pb and pa.parent == pb.parent and len(pa.name) == len(pb.name) and pa.name.startswith("kbot-w-")
+        assert pa.is_dir() and (pa.stat().st_mode & 0o077) == 0
+        assert REPO not in pa.parents
+    finally:
+        a.discard()
+        b.discard()
+    assert not pa.exists() and not pb.exists()
 
 
 def test_the_table_ends_with_where_the_time_went(tmp_path):
@@ -227,7 +241,7 @@ def test_a_call_that_cannot_be_observed_does_not_pass_unobserved(tmp_path, monke
     calls = []
 
     def crashing_observer(job, environ, cfg, report, timeline=None, total_deadline=None, spares=None):
-        calls.append(job["workdir"])
+        calls.append(job["mode"])
         report.config["observe"] = "no result"
         return None
 
@@ -250,7 +264,7 @@ def test_a_call_that_cannot_be_observed_does_not_pass_unobserved(tmp_path, monke
     assert [w.status for w in rep.workloads] == [Status.INCORRECT_NUMERICAL, Status.PASSED]
 
     def timed_out_observer(job, environ, cfg, report, timeline=None, total_deadline=None, spares=None):
-        calls.append(job["workdir"])
+        calls.append(job["mode"])
         report.config["observe"] = "no result: timed out"
         return None
 

@@ -144,3 +144,36 @@ def test_run_isolated_and_profile_report_static(tmp_path):
     w = report.workloads[0]
     assert w.profile["evidence"]["triton"]["triton_kernel"] == "add_kernel"
     assert "register_spills_triton" not in {n["rule"] for n in w.profile["not_evaluated"]}
+
+
+def test_the_statistics_child_runs_the_candidate_sandboxed_and_leaves_the_run_folder_alone(tmp_path):
+    """`kbot eval --profile` imports the candidate in a child: sandboxed, in a private folder outside the
+    run folder, so a module that tries to leave a file or read one elsewhere gets nothing, and the run
+    folder only holds what the parent wrote."""
+    from harness import sandbox
+    from harness.ceilings import documented_ceilings
+    from harness.profile.pipeline import profile_report
+    from harness.profile.triton_module import run_isolated
+    from harness.report import DeviceInfo, LatencyStats, Report, WorkloadResult
+    from harness.schema import Status, Workload
+
+    if sandbox.landlock_abi() < 1:
+        pytest.skip("no Landlock here")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("x")
+    planted = tmp_path / "planted.txt"
+    probe = (f"import os\ntry:\n    open({str(planted)!r}, 'w').write('x')\nexcept OSError:\n    pass\n"
+             f"try:\n    open({str(secret)!r}).read()\n    raise SystemExit('read a file outside the sandbox')\nexcept OSError:\n    pass\n")
+    d = load_definition(FIX / "kbot_vector_add_f32.json")
+    c = run_isolated(_solution(probe + SOURCE), d, sandbox_mode="required")
+    assert c.ok, c.missing
+    assert not planted.exists()
+    lat = LatencyStats(median=0.1, mean=0.1, ci95=(0.1, 0.1), stdev=0.0, sem=0.0, n=3, min=0.1, max=0.1)
+    report = Report(run_id="r", definition=d.name, solution="s", solution_hash="h", isolation={"mode": "required"},
+                    device=DeviceInfo(kind="cpu", name="cpu", timer="cpu_monotonic"), started="now",
+                    workloads=[WorkloadResult(uuid="w", axes={"N": 1 << 20}, status=Status.PASSED, latency_ms=lat)])
+    run = tmp_path / "run"
+    profile_report(report, run, d, _solution(probe + SOURCE), [Workload(uuid="w", axes={"N": 1 << 20}, inputs={})],
+                   ceilings=documented_ceilings("NVIDIA H200"), profile=False)
+    assert sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file()) == ["profile/w/feedback.json", "profile/w/feedback.md"]
+    assert report.workloads[0].profile["evidence"]["triton"]["triton_kernel"] == "add_kernel"
