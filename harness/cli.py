@@ -278,7 +278,8 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
 @click.option("--timing", "timing_pairs", multiple=True, metavar="NAME=VALUE", help="Advanced: override one timing-protocol setting (repeatable).")
 @SANDBOX_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary instead of tables.")
-def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials, timeout_s, out_dir, seed, workload_filter, budget_s, timing_pairs, sandbox_mode, as_json):
+def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials, timeout_s, out_dir, seed, workload_filter, budget_s,
+                  timing_pairs, sandbox_mode, as_json):
     """Evaluate several solutions of one definition, one after another, each as `kbot eval` would.
 
     \b

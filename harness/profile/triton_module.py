@@ -192,7 +192,8 @@ def run_isolated(solution: Solution, definition: Definition, workdir: Path | Non
         if data is None:
             return Collected.unavailable("triton", f"stats process failed ({p.returncode}): {p.stderr.strip()[-400:]}")
         ev, raw = data.get("evidence"), data.get("raw")
-        return Collected(source="triton", evidence=ev if isinstance(ev, dict) else {}, missing=data.get("missing") if isinstance(data.get("missing"), str) else None,
+        missing = data.get("missing") if isinstance(data.get("missing"), str) else None
+        return Collected(source="triton", evidence=ev if isinstance(ev, dict) else {}, missing=missing,
                          raw=raw if isinstance(raw, dict) else {})
 
 

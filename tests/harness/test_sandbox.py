@@ -212,7 +212,8 @@ else:
 
     c = triton.compile(ASTSource(fn=twice, signature={"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}, constexprs={"BLOCK": 128}),
                        target=GPUTarget("cuda", 90, 32))
-    res.update(rc=0, out=len(c.asm["cubin"]) > 0, cache=os.environ["TRITON_CACHE_DIR"], cached=sum(len(f) for _, _, f in os.walk(os.environ["TRITON_CACHE_DIR"])))
+    cache = os.environ["TRITON_CACHE_DIR"]
+    res.update(rc=0, out=len(c.asm["cubin"]) > 0, cache=cache, cached=sum(len(f) for _, _, f in os.walk(cache)))
 print("RESULT " + json.dumps(res))
 '''
 
@@ -279,7 +280,8 @@ def _unavailable(monkeypatch):
     monkeypatch.setattr(sandbox, "_abi_and_reason", lambda: (0, "the kernel has no Landlock (simulated)"))
 
 
-GOOD = "import torch\n\ndef run(hidden_states, weight):\n    x = hidden_states.float()\n    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()).to(hidden_states.dtype)\n"
+GOOD = ("import torch\n\ndef run(hidden_states, weight):\n    x = hidden_states.float()\n"
+        "    return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()).to(hidden_states.dtype)\n")
 
 
 def _solution():

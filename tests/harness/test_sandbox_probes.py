@@ -87,7 +87,8 @@ def _probes():
         "read-parent-cmdline": lambda: _nonempty(open("/proc/%d/cmdline" % os.getppid(), "rb").read()),
         "list-parent-cwd": lambda: os.listdir("/proc/%d/cwd" % os.getppid()),
         "read-repository": lambda: _nonempty(open(os.path.join(REPO, "README.md")).read()),
-        "read-git": lambda: _nonempty(open(os.path.join(REPO, ".git", "HEAD") if os.path.isdir(os.path.join(REPO, ".git")) else os.path.join(REPO, "pyproject.toml")).read()),
+        "read-git": lambda: _nonempty(open(os.path.join(REPO, ".git", "HEAD") if os.path.isdir(os.path.join(REPO, ".git"))
+                                           else os.path.join(REPO, "pyproject.toml")).read()),
         "tcp-connect": lambda: socket.create_connection(("127.0.0.1", TCP), timeout=3),
         "udp-send": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", TCP)),
         "unix-connect": lambda: socket.socket(socket.AF_UNIX).connect(UNIX),
