@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reportkit import good  # noqa: E402
 
-from bot.review import render_review  # noqa: E402
+from bot.review.sticky_review import render_review  # noqa: E402
 
 SANDBOXED = {"mode": "required", "enforced": True, "workers": [],
              "summary": "sandboxed (landlock+seccomp, Landlock ABI 7): filesystem, tcp, sockets"}
