@@ -64,7 +64,8 @@ def test_champion_passes_kbot_eval_on_the_cpu(pointer, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "harness.cli", "eval", str(REPO / doc["solution_path"]), "-d", doc["definition"],
            "--device", "cpu", "-w", str(wl), "--trials", "1", "--out", str(tmp_path / "run"), "--json",
-           "--timing", "min_iters=2", "--timing", "warmup=0", "--timing", "recheck=1", "--timing", "budget_s=0.01"]
+           "--timeout", "1500", "--timing", "min_iters=2", "--timing", "warmup=0", "--timing", "recheck=1",
+           "--timing", "budget_s=0.01", "--timing", "chunk=1", "--timing", "rotate_sets=1"]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1200)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     report = json.loads((tmp_path / "run" / "report.json").read_text())
