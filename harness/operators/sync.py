@@ -1,9 +1,11 @@
-"""Keep a definition's copies of its reference in step with ``reference.py``.
+"""Keep a definition's copies of its reference (and of its baselines' sources) in step with the files.
 
 ``reference.py`` is the one file people edit; ``definition.json`` carries it as the ``reference``
 string (what other tools and the official format read) and ``reference_solution.json`` carries it as
-the source of a python Solution (the reference evaluated as a solution of itself). Run
-``python -m harness.operators.sync`` after editing a reference; ``--check`` only reports drift.
+the source of a python Solution (the reference evaluated as a solution of itself). Likewise each
+``baselines/<name>/solution.json`` embeds the source files that sit beside it. Run
+``python -m harness.operators.sync`` after editing a reference or a baseline; ``--check`` only
+reports drift.
 """
 
 from __future__ import annotations
@@ -47,6 +49,13 @@ def sync(name: str, root: Path = DEFINITIONS_DIR, write: bool = True) -> list[st
         drift.append(str(spath))
         if write:
             spath.write_text(json.dumps(sol, indent=2) + "\n")
+    for bpath in sorted((folder / "baselines").glob("*/solution.json")):
+        b = json.loads(bpath.read_text())
+        fresh = [{**src, "content": (bpath.parent / src["path"]).read_text()} for src in b["sources"]]
+        if fresh != b["sources"]:
+            drift.append(str(bpath))
+            if write:
+                bpath.write_text(json.dumps({**b, "sources": fresh}, indent=2) + "\n")
     return drift
 
 
