@@ -106,7 +106,7 @@ def test_seed_passes_kbot_eval_on_the_small_workloads(tmp_path):
     p = subprocess.run(
         [sys.executable, "-m", "harness.cli", "eval", str(sol), "-d", MOE, "-w", str(REPO / "definitions" / MOE / "workloads.small.jsonl"),
          "--device", "cpu", "--trials", "1", "--budget", "0.01", "--timing", "warmup=0", "--timing", "min_iters=1",
-         "--timing", "chunk=1", "--timing", "recheck=1", "--out", str(out)],
+         "--timing", "chunk=1", "--timing", "recheck=1", "--timeout", "2400", "--out", str(out)],
         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=3600,
     )
     report = json.loads((out / "report.json").read_text())

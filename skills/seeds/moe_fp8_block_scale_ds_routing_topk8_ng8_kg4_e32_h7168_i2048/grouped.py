@@ -234,6 +234,24 @@ def _tile_of(tile, counts_ptr, E_LOCAL: tl.constexpr, BM: tl.constexpr, N_TILES:
 
 
 @triton.jit
+def _gemm1_operands(hs_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, H: tl.constexpr, I: tl.constexpr,
+                    BM: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr):
+    """Rows of one GEMM1 tile and the pointers of its first K block (from block kb0): activations of
+    the rows' tokens, W13 up rows (gate rows are I * H further) and their block scales (gate's
+    (I / QB) * (H / QB) further)."""
+    HB: tl.constexpr = H // QB
+    rows = r0 + tl.arange(0, BM)
+    rmask = rows < r_end
+    tok = tl.load(sorted_tok_ptr + rows, mask=rmask, other=0)
+    cols = n * BN + tl.arange(0, BN)
+    k = kb0 * QB + tl.arange(0, QB)
+    a_ptrs = hs_ptr + tok[:, None].to(tl.int64) * H + k[None, :]
+    wu_ptrs = w_ptr + e.to(tl.int64) * (2 * I * H) + cols[:, None].to(tl.int64) * H + k[None, :]
+    su_ptrs = ws_ptr + e * (2 * I // QB) * HB + (cols // QB) * HB
+    return rows, rmask, tok, cols, a_ptrs, wu_ptrs, su_ptrs
+
+
+@triton.jit
 def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_ptr, inter_ptr, inter_scale_ptr, T,
                   H: tl.constexpr, I: tl.constexpr, E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                   GROUP: tl.constexpr, INTER_FP8: tl.constexpr, QB: tl.constexpr, FP8_MAX: tl.constexpr,
@@ -243,17 +261,11 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_pt
     KB: tl.constexpr = H // QB
     HB: tl.constexpr = H // QB
     total = _num_tiles(counts_ptr, E_LOCAL, BM, N_TILES)
-    k = tl.arange(0, QB)
     for tile in range(tl.program_id(0), total, tl.num_programs(0)):
         e, r0, r_end, n, _s = _tile_of(tile, counts_ptr, E_LOCAL, BM, N_TILES, 1, GROUP)
-        rows = r0 + tl.arange(0, BM)
-        rmask = rows < r_end
-        tok = tl.load(sorted_tok_ptr + rows, mask=rmask, other=0)
-        cols = n * BN + tl.arange(0, BN)
-        a_ptrs = hs_ptr + tok[:, None].to(tl.int64) * H + k[None, :]
-        wu_ptrs = w_ptr + e.to(tl.int64) * (2 * I * H) + cols[:, None].to(tl.int64) * H + k[None, :]
+        rows, rmask, tok, cols, a_ptrs, wu_ptrs, su_ptrs = _gemm1_operands(hs_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, 0,
+                                                                           H, I, BM, BN, QB)
         wg_ptrs = wu_ptrs + I * H
-        su_ptrs = ws_ptr + e * (2 * I // QB) * HB + (cols // QB) * HB
         sg_ptrs = su_ptrs + (I // QB) * HB
         acc_u = tl.zeros((BM, BN), dtype=tl.float32)
         acc_g = tl.zeros((BM, BN), dtype=tl.float32)
@@ -324,18 +336,12 @@ def _gemm1_swap_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_t
     KB_PER: tl.constexpr = H // QB // SPLIT
     HB: tl.constexpr = H // QB
     total = _num_tiles(counts_ptr, E_LOCAL, BT, N_TILES * SPLIT)
-    k = tl.arange(0, QB)
     for tile in range(tl.program_id(0), total, tl.num_programs(0)):
         e, r0, r_end, n, sp = _tile_of(tile, counts_ptr, E_LOCAL, BT, N_TILES, SPLIT, 1)
-        rows = r0 + tl.arange(0, BT)
-        rmask = rows < r_end
-        tok = tl.load(sorted_tok_ptr + rows, mask=rmask, other=0)
-        cols = n * BN + tl.arange(0, BN)
         kb0 = sp * KB_PER
-        a_ptrs = hs_ptr + tok[:, None].to(tl.int64) * H + kb0 * QB + k[None, :]
-        wu_ptrs = w_ptr + e.to(tl.int64) * (2 * I * H) + cols[:, None].to(tl.int64) * H + kb0 * QB + k[None, :]
+        rows, rmask, tok, cols, a_ptrs, wu_ptrs, su_ptrs = _gemm1_operands(hs_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0,
+                                                                           H, I, BT, BN, QB)
         wg_ptrs = wu_ptrs + I * H
-        su_ptrs = ws_ptr + e * (2 * I // QB) * HB + (cols // QB) * HB
         sg_ptrs = su_ptrs + (I // QB) * HB
         acc_u = tl.zeros((BN, BT), dtype=tl.float32)
         acc_g = tl.zeros((BN, BT), dtype=tl.float32)
@@ -464,8 +470,9 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
 
     if T <= SMALL_MAX_TOKENS:
         counts = torch.empty(E_LOCAL, dtype=torch.int32, device=dev)  # written whole by the routing kernel
-        _route_small_kernel[(1,)](logits, bias, T, rsf, offset, counts, sorted_tok, row_of, wflat,
-                                  BT=max(2, triton.next_power_of_2(T)), **consts)
+        bt = max(2, triton.next_power_of_2(T))  # [bt, 256] score tiles: 16 warps at 64 tokens keep them in registers
+        _route_small_kernel[(1,)](logits, bias, T, rsf, offset, counts, sorted_tok, row_of, wflat, BT=bt, **consts,
+                                  num_warps=max(4, min(16, bt // 4)))
         # the largest split <= SMALL_SPLIT_K that divides the K blocks (H = 7168: 56 blocks; smaller H in tests)
         split = max(d for d in range(1, SMALL_SPLIT_K + 1) if (H // QBLOCK) % d == 0)
         part = torch.empty((split, P, 2 * I), dtype=torch.float32, device=dev)
@@ -484,7 +491,7 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
         le = torch.empty(P, dtype=torch.int32, device=dev)
         rank = torch.empty(P, dtype=torch.int32, device=dev)
         _route_kernel[(triton.cdiv(T, 16),)](logits, bias, T, rsf, offset, counts, le, rank, wflat, BT=16, **consts)
-        _scatter_kernel[(triton.cdiv(P, 1024),)](counts, le, rank, sorted_tok, row_of, P, TOP_K=TOP_K, E_LOCAL=E_LOCAL, BLOCK=1024)
+        _scatter_kernel[(triton.cdiv(P, 256),)](counts, le, rank, sorted_tok, row_of, P, TOP_K=TOP_K, E_LOCAL=E_LOCAL, BLOCK=256)
         inter = torch.empty((P, I), dtype=torch.float8_e4m3fn if INTER_FP8 else torch.bfloat16, device=dev)
         inter_scale = torch.empty((P, I // QBLOCK), dtype=torch.float32, device=dev)
         mt = _m_tiles_ub(P, BLOCK_M, E_LOCAL)

@@ -13,30 +13,15 @@ scales and accumulates in fp32; torch (2.9+) selects that recipe from the scales
 Per expert: gather the tokens (a ``nonzero``: a host synchronization per expert, which a fused kernel
 avoids), gemm1 to bf16, SwiGLU in float32 (up = the first half of gemm1's columns), requantize the
 intermediate to FP8 in 1x128 blocks (scale = amax / 448), gemm2 to bf16, weight and accumulate in
-float32. Routing is the reference's (torch ops). Runs on CUDA only (``_scaled_mm`` has no CPU kernel).
+float32. Routing is the reference's ``route`` (reference.py, shipped as a second source of this
+solution). Runs on CUDA only (``_scaled_mm`` has no CPU kernel).
 """
 
 import torch
 
-BLOCK = 128
-TOP_K = 8
-N_GROUP = 8
-TOPK_GROUP = 4
+from reference import BLOCK, route
+
 FP8_MAX = 448.0
-
-
-def _route(routing_logits, routing_bias, routed_scaling_factor):
-    s = torch.sigmoid(routing_logits.to(torch.float32))
-    sb = s + routing_bias.to(torch.float32).reshape(1, -1)
-    T, E = sb.shape
-    per_group = E // N_GROUP
-    group_score = sb.view(T, N_GROUP, per_group).topk(2, dim=2).values.sum(dim=2)
-    kept = group_score.topk(TOPK_GROUP, dim=1).indices
-    keep = torch.zeros(T, N_GROUP, dtype=torch.bool, device=sb.device).scatter_(1, kept, True)
-    candidates = sb.masked_fill(~keep.repeat_interleave(per_group, dim=1), float("-inf"))
-    experts = candidates.topk(TOP_K, dim=1).indices
-    w = s.gather(1, experts)
-    return experts, w / (w.sum(dim=1, keepdim=True) + 1e-20) * routed_scaling_factor
 
 
 def _quant_1x128(x):
@@ -53,7 +38,7 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
         gemm2_weights, gemm2_weights_scale, local_expert_offset, routed_scaling_factor):
     T, H = hidden_states.shape
     inter = gemm1_weights.shape[1] // 2
-    experts, weights = _route(routing_logits, routing_bias, float(routed_scaling_factor))
+    experts, weights = route(routing_logits, routing_bias, float(routed_scaling_factor))
     out = torch.zeros((T, H), dtype=torch.float32, device=hidden_states.device)
     offset = int(local_expert_offset)
     for le in range(gemm1_weights.shape[0]):
