@@ -234,11 +234,13 @@ def _tile_of(tile, counts_ptr, E_LOCAL: tl.constexpr, BM: tl.constexpr, N_TILES:
 
 
 @triton.jit
-def _gemm1_operands(hs_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, H: tl.constexpr, I: tl.constexpr,
-                    BM: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr):
-    """Rows of one GEMM1 tile and the pointers of its first K block (from block kb0): activations of
-    the rows' tokens, W13 up rows (gate rows are I * H further) and their block scales (gate's
-    (I / QB) * (H / QB) further)."""
+def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, T, KSTEPS: tl.constexpr,
+                H: tl.constexpr, I: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr, SWAP: tl.constexpr):
+    """One GEMM1 tile over K blocks kb0 .. kb0 + KSTEPS: BM rows of expert e (their tokens' activations)
+    against BN up rows and the BN matching gate rows of W13_e (gate = rows I..2I), the block scales
+    applied per 128-wide K step: ``acc += dot(a, w) * a_scale[row] * w_scale[nblock, kblock]``.
+    Returns rows, their mask, the BN columns and the up and gate accumulators, [BM, BN] or, with SWAP
+    (weights as the MMA's M side, for a few rows), [BN, BM]."""
     HB: tl.constexpr = H // QB
     rows = r0 + tl.arange(0, BM)
     rmask = rows < r_end
@@ -247,8 +249,33 @@ def _gemm1_operands(hs_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0,
     k = kb0 * QB + tl.arange(0, QB)
     a_ptrs = hs_ptr + tok[:, None].to(tl.int64) * H + k[None, :]
     wu_ptrs = w_ptr + e.to(tl.int64) * (2 * I * H) + cols[:, None].to(tl.int64) * H + k[None, :]
+    wg_ptrs = wu_ptrs + I * H
     su_ptrs = ws_ptr + e * (2 * I // QB) * HB + (cols // QB) * HB
-    return rows, rmask, tok, cols, a_ptrs, wu_ptrs, su_ptrs
+    sg_ptrs = su_ptrs + (I // QB) * HB
+    if SWAP:
+        acc_u = tl.zeros((BN, BM), dtype=tl.float32)
+        acc_g = tl.zeros((BN, BM), dtype=tl.float32)
+    else:
+        acc_u = tl.zeros((BM, BN), dtype=tl.float32)
+        acc_g = tl.zeros((BM, BN), dtype=tl.float32)
+    for kk in range(KSTEPS):
+        kb = kb0 + kk
+        a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
+        sa = tl.load(hs_scale_ptr + kb * T + tok, mask=rmask, other=0.0)  # hidden_states_scale is [H / 128, T]
+        wu = tl.load(wu_ptrs)
+        wg = tl.load(wg_ptrs)
+        su = tl.load(su_ptrs + kb)
+        sg = tl.load(sg_ptrs + kb)
+        if SWAP:
+            acc_u += tl.dot(wu, tl.trans(a)) * (su[:, None] * sa[None, :])
+            acc_g += tl.dot(wg, tl.trans(a)) * (sg[:, None] * sa[None, :])
+        else:
+            acc_u += tl.dot(a, tl.trans(wu)) * (sa[:, None] * su[None, :])
+            acc_g += tl.dot(a, tl.trans(wg)) * (sa[:, None] * sg[None, :])
+        a_ptrs += QB
+        wu_ptrs += QB
+        wg_ptrs += QB
+    return rows, rmask, cols, acc_u, acc_g
 
 
 @triton.jit
@@ -259,28 +286,11 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_pt
     """[rows_e, H] x W13_e^T -> up * silu(gate), persistent over tiles; BN == QB (one scale block)."""
     N_TILES: tl.constexpr = I // BN
     KB: tl.constexpr = H // QB
-    HB: tl.constexpr = H // QB
     total = _num_tiles(counts_ptr, E_LOCAL, BM, N_TILES)
     for tile in range(tl.program_id(0), total, tl.num_programs(0)):
         e, r0, r_end, n, _s = _tile_of(tile, counts_ptr, E_LOCAL, BM, N_TILES, 1, GROUP)
-        rows, rmask, tok, cols, a_ptrs, wu_ptrs, su_ptrs = _gemm1_operands(hs_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, 0,
-                                                                           H, I, BM, BN, QB)
-        wg_ptrs = wu_ptrs + I * H
-        sg_ptrs = su_ptrs + (I // QB) * HB
-        acc_u = tl.zeros((BM, BN), dtype=tl.float32)
-        acc_g = tl.zeros((BM, BN), dtype=tl.float32)
-        for kb in range(KB):
-            a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
-            sa = tl.load(hs_scale_ptr + kb * T + tok, mask=rmask, other=0.0)
-            wu = tl.load(wu_ptrs)
-            wg = tl.load(wg_ptrs)
-            su = tl.load(su_ptrs + kb)
-            sg = tl.load(sg_ptrs + kb)
-            acc_u += tl.dot(a, tl.trans(wu)) * (sa[:, None] * su[None, :])
-            acc_g += tl.dot(a, tl.trans(wg)) * (sa[:, None] * sg[None, :])
-            a_ptrs += QB
-            wu_ptrs += QB
-            wg_ptrs += QB
+        rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, 0, T,
+                                                      KB, H, I, BM, BN, QB, False)
         c = acc_u * (acc_g / (1.0 + tl.exp(-acc_g)))
         o_ptrs = inter_ptr + rows[:, None].to(tl.int64) * I + cols[None, :]
         if INTER_FP8:
@@ -334,30 +344,12 @@ def _gemm1_swap_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_t
     """Swap-AB GEMM1: (W13 rows) x (tokens)^T per K split; fp32 partials part[split, row, 0:2I]."""
     N_TILES: tl.constexpr = I // BN
     KB_PER: tl.constexpr = H // QB // SPLIT
-    HB: tl.constexpr = H // QB
     total = _num_tiles(counts_ptr, E_LOCAL, BT, N_TILES * SPLIT)
     for tile in range(tl.program_id(0), total, tl.num_programs(0)):
         e, r0, r_end, n, sp = _tile_of(tile, counts_ptr, E_LOCAL, BT, N_TILES, SPLIT, 1)
         kb0 = sp * KB_PER
-        rows, rmask, tok, cols, a_ptrs, wu_ptrs, su_ptrs = _gemm1_operands(hs_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0,
-                                                                           H, I, BT, BN, QB)
-        wg_ptrs = wu_ptrs + I * H
-        sg_ptrs = su_ptrs + (I // QB) * HB
-        acc_u = tl.zeros((BN, BT), dtype=tl.float32)
-        acc_g = tl.zeros((BN, BT), dtype=tl.float32)
-        for kk in range(KB_PER):
-            kb = kb0 + kk
-            a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
-            sa = tl.load(hs_scale_ptr + kb * T + tok, mask=rmask, other=0.0)
-            wu = tl.load(wu_ptrs)
-            wg = tl.load(wg_ptrs)
-            su = tl.load(su_ptrs + kb)
-            sg = tl.load(sg_ptrs + kb)
-            acc_u += tl.dot(wu, tl.trans(a)) * (su[:, None] * sa[None, :])
-            acc_g += tl.dot(wg, tl.trans(a)) * (sg[:, None] * sa[None, :])
-            a_ptrs += QB
-            wu_ptrs += QB
-            wg_ptrs += QB
+        rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, T,
+                                                      KB_PER, H, I, BT, BN, QB, True)
         p_ptrs = part_ptr + sp.to(tl.int64) * P * (2 * I) + rows[None, :].to(tl.int64) * (2 * I) + cols[:, None]
         tl.store(p_ptrs, acc_u, mask=rmask[None, :])
         tl.store(p_ptrs + I, acc_g, mask=rmask[None, :])
