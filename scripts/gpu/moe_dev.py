@@ -85,6 +85,8 @@ def load_callable(sol, tag):
     for src in sol.sources:
         (folder / src.path).write_text(src.content)
     file, fn = sol.spec.entry_point.split("::")
+    sys.path.insert(0, str(folder))  # a baseline imports its second source (reference.py), as the harness lets it
+    sys.modules.pop("reference", None)
     spec = importlib.util.spec_from_file_location(f"moe_dev_{tag}", folder / file)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -190,7 +192,6 @@ def kbot_eval(sol_path, out, wl_path, deadline, guard=True):
 def unguarded_eval(sol_path, out, wl_path, total_s) -> int:
     """kbot eval's runner with RunConfig(guard=False): the torch_compile baseline is refused by the static
     guard (torch.compile is not allowed in candidates); a baseline is ours, so it is measured without it."""
-    from harness.defconfig import load_config  # noqa: F401  (the runner loads the sidecar itself)
     from harness.runner import RunConfig, evaluate
     from harness.schema import load_definition, load_solution, load_workloads
 
