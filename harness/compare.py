@@ -4,6 +4,10 @@ The default rule is the official one: an element fails only if it exceeds *both*
 relative tolerance, any NaN/Inf in the candidate where the reference is finite fails, and at least
 ``required_matched_ratio`` of the elements must pass. Definitions whose outputs are not comparable
 element by element (top-k indices with ties, optional outputs) register their own comparator.
+
+Extra checks (sidecar ``checks:``) are kbot's own, stricter rules run beside the official verdict on
+outputs it passed: each reports a named outcome (``CompareResult.checks``) and never changes the
+status, so the official verdict keeps its meaning and a reader sees both.
 """
 
 from __future__ import annotations
@@ -20,6 +24,17 @@ from .schema import Definition, Status
 
 
 @dataclass
+class CheckOutcome:
+    """One extra check on one trial: passed or not, the measured value against its limit."""
+
+    ok: bool
+    value: float | None = None
+    limit: float | None = None
+    message: str = ""
+    why: str = ""  # the sidecar's one line on what the check is for
+
+
+@dataclass
 class CompareResult:
     status: Status
     max_absolute_error: float = 0.0
@@ -27,6 +42,7 @@ class CompareResult:
     matched_ratio: float | None = None
     message: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    checks: dict[str, CheckOutcome] = field(default_factory=dict)  # by the sidecar's check name
 
     @property
     def ok(self) -> bool:
@@ -38,6 +54,10 @@ COMPARATORS: dict[str, Comparator] = {}
 
 
 comparator = registrar(COMPARATORS, "comparator")  # @comparator("name") registers a comparator
+
+Check = Callable[..., CheckOutcome]
+CHECKS: dict[str, Check] = {}
+check = registrar(CHECKS, "check")  # @check("name") registers an extra check
 
 
 def check_structure(name: str, out: Any, expected_shape: tuple[int, ...] | None, expected_dtype: torch.dtype | None) -> CompareResult | None:
@@ -124,12 +144,63 @@ def compare_default(outputs: dict[str, Any], reference: dict[str, Any], *, defin
     return worst
 
 
+@check("rows_relative_l2")
+def check_rows_relative_l2(outputs: dict[str, Any], reference: dict[str, Any], *, definition: Definition, output: str | None = None,
+                           max_error: float, max_bad_fraction: float = 0.0, floor: float = 0.01, **_: Any) -> CheckOutcome:
+    """Relative L2 error of each row (all but the last dimension index rows), ``|out - ref| / |ref|``:
+    at most ``floor(max_bad_fraction * rows)`` rows may exceed ``max_error``.
+
+    Elementwise tolerances with a matched ratio forgive a row that is uniformly off by a few tens of
+    percent; a row's L2 error does not, and quantization noise (independent per element) averages out
+    in it, so a limit a few times the honest noise still catches a systematic error of that size. The
+    few rows allowed over the limit are for discrete decisions that flip on rounding (a near-tie in a
+    top-k), which change a whole row; with fewer rows than ``1 / max_bad_fraction`` none may. A row
+    whose reference is (near) zero is measured against ``floor`` times the largest row norm. The value
+    reported is the error of the first row that is not allowed over the limit (pass: value <= limit).
+    """
+    name = output or next(iter(definition.outputs))
+    a, b = outputs[name].detach().float(), reference[name].detach().to(device=outputs[name].device).float()
+    if a.numel() == 0:
+        return CheckOutcome(True, 0.0, max_error)
+    a, b = a.reshape(-1, a.shape[-1]), b.reshape(-1, b.shape[-1])
+    ref_norm = b.norm(dim=1)
+    denom = ref_norm.clamp_min(max(float(ref_norm.max()) * floor, 1e-30))
+    err = (a - b).norm(dim=1) / denom
+    err = torch.where(torch.isnan(err), torch.full_like(err, float("inf")), err)
+    allowed = int(max_bad_fraction * err.numel())
+    top = torch.topk(err, min(allowed + 1, err.numel()))
+    value, row = float(top.values[-1]), int(top.indices[-1])
+    bad = int((err > max_error).sum())
+    msg = (f"{name}: {bad} of {err.numel()} rows have a relative L2 error above {max_error:g} ({allowed} allowed); "
+           f"row {row}: {value:.4g} (reference row norm {float(ref_norm[row]):.4g})")
+    return CheckOutcome(value <= max_error, value, max_error, msg)
+
+
+def run_checks(outputs: dict[str, Any], reference: dict[str, Any], *, definition: Definition, axes: dict[str, int], config: DefinitionConfig,
+               inputs: dict[str, Any] | None = None) -> dict[str, CheckOutcome]:
+    """The sidecar's extra checks on outputs the verdict passed; a check that raises is a failed outcome."""
+    out: dict[str, CheckOutcome] = {}
+    for name, ref in config.checks.items():
+        fn = CHECKS.get(ref.check)
+        if fn is None:
+            raise KeyError(f"unknown check '{ref.check}' in checks.{name} (known: {sorted(CHECKS)})")
+        try:
+            out[name] = fn(outputs, reference, definition=definition, axes=axes, inputs=inputs, **ref.params)
+        except Exception as e:  # noqa: BLE001 — a candidate's odd output must not crash the verdict
+            out[name] = CheckOutcome(False, None, None, f"{type(e).__name__}: {e}")
+        out[name].why = ref.why
+    return out
+
+
 def compare(outputs: dict[str, Any], reference: dict[str, Any], *, definition: Definition, axes: dict[str, int],
             config: DefinitionConfig, inputs: dict[str, Any] | None = None) -> CompareResult:
     fn = COMPARATORS.get(config.comparator)
     if fn is None:
         raise KeyError(f"unknown comparator '{config.comparator}' (known: {sorted(COMPARATORS)})")
-    return fn(outputs, reference, definition=definition, axes=axes, config=config, inputs=inputs, **config.comparator_params)
+    r = fn(outputs, reference, definition=definition, axes=axes, config=config, inputs=inputs, **config.comparator_params)
+    if r.ok and config.checks:
+        r.checks = run_checks(outputs, reference, definition=definition, axes=axes, config=config, inputs=inputs)
+    return r
 
 
 def normalize_outputs(result: Any, definition: Definition) -> dict[str, Any]:

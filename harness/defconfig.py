@@ -10,6 +10,8 @@ Sidecar keys (all optional)::
     tolerance: {atol: 0.01, rtol: 0.01, required_matched_ratio: 1.0}
     comparator: default            # a name in harness.compare.COMPARATORS
     comparator_params: {}          # keyword arguments for the comparator
+    checks:                        # kbot's own extra checks, reported beside the verdict (never change it)
+      token_l2: {check: rows_relative_l2, params: {max_error: 0.1}, why: "one line for the review"}
     optional_outputs: [lse]        # outputs a solution may leave unwritten / return as None
     inputs:                        # overrides for inputs a workload marks "random"
       kv_indices: {generator: page_table, params: {...}}
@@ -46,11 +48,23 @@ class GeneratorRef(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
 
 
+class CheckRef(BaseModel):
+    """One named extra check: a function in ``harness.compare.CHECKS`` and its keyword arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+    check: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    why: str = ""  # what the check catches that the official verdict does not (shown in the review)
+
+
 class DefinitionConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     tolerance: Tolerance = Field(default_factory=Tolerance)
     comparator: str = "default"
     comparator_params: dict[str, Any] = Field(default_factory=dict)
+    # Extra checks run on outputs the official verdict passed; their outcomes are reported by name and
+    # never change the workload's status (the official rule stays the official rule).
+    checks: dict[str, CheckRef] = Field(default_factory=dict)
     optional_outputs: list[str] = Field(default_factory=list)
     inputs: dict[str, GeneratorRef] = Field(default_factory=dict)
     builder: str | None = None

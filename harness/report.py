@@ -7,6 +7,7 @@ object; nothing re-measures to render. Times are milliseconds. ``ci95`` is a two
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -116,6 +117,21 @@ class BuildResult(_M):
     log: str = ""
 
 
+class CheckResult(_M):
+    """One extra kbot check (sidecar ``checks:``) over a workload's correctness trials.
+
+    Beside the verdict, never part of it: a workload whose official verdict passed keeps PASSED when a
+    check fails; the review shows the check on a line of its own."""
+
+    ok: bool = True
+    value: float | None = None  # the worst trial's measured value (larger is worse)
+    limit: float | None = None
+    trials: int = 0
+    failed_trials: int = 0
+    message: str = ""  # the worst trial's detail
+    why: str = ""  # what the check is for (from the sidecar)
+
+
 class Correctness(_M):
     max_absolute_error: float = 0.0
     max_relative_error: float = 0.0
@@ -123,6 +139,21 @@ class Correctness(_M):
     trials: int = 0
     failed_trials: int = 0
     detail: str | None = None
+    checks: dict[str, CheckResult] = Field(default_factory=dict)
+
+    def add_checks(self, outcomes: dict[str, Any]) -> None:
+        """Fold one trial's check outcomes (``harness.compare.CheckOutcome``) into the running results:
+        passed only if every trial passed; value and message are the worst trial's (a check that could
+        not measure, value None, counts as the worst)."""
+        for name, o in outcomes.items():
+            c = self.checks.setdefault(name, CheckResult(limit=o.limit, why=o.why))
+            first = c.trials == 0
+            c.trials += 1
+            c.ok = c.ok and bool(o.ok)
+            c.failed_trials += 0 if o.ok else 1
+            worst_so_far = math.inf if c.value is None else c.value
+            if first or o.value is None or (c.value is not None and o.value > worst_so_far):
+                c.value, c.message = o.value, o.message
 
 
 class WorkloadResult(_M):
@@ -198,7 +229,23 @@ class Report(_M):
             "mean_speedup_vs_reference": (sum(sp) / len(sp)) if sp and self.all_passed else 0.0,
             "geomean_speedup_vs_reference": geomean(sp) if sp and self.all_passed else None,
             "geomean_speedup_vs_baseline": geomean(pr) if pr and len(pr) == len(self.workloads) else None,
+            "checks": self.check_summary(),
         }
+
+    def check_summary(self) -> dict[str, dict[str, Any]]:
+        """Per extra check: on how many workloads it ran and passed, which failed, the worst value."""
+        out: dict[str, dict[str, Any]] = {}
+        for i, w in enumerate(self.workloads, start=1):
+            for name, c in (w.correctness.checks if w.correctness else {}).items():
+                s = out.setdefault(name, {"workloads": 0, "passed": 0, "failed": [], "worst": None, "limit": c.limit, "worst_message": "", "why": c.why})
+                s["workloads"] += 1
+                s["passed"] += 1 if c.ok else 0
+                if not c.ok:
+                    s["failed"].append(f"w{i}")
+                v = math.inf if c.value is None else c.value  # a check that could not measure is the worst
+                if s["worst"] is None or v > s["worst"]:
+                    s["worst"], s["worst_message"] = v, c.message
+        return out
 
     def to_json(self) -> str:
         """The report as written to report.json (with its summary)."""

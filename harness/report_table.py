@@ -41,6 +41,17 @@ def time_breakdown(report: Report) -> str | None:
     return "time: " + "; ".join(parts)
 
 
+def check_lines(checks: dict[str, dict]) -> list[str]:
+    """One line per extra kbot check (beside the official verdict, never part of it)."""
+    out = []
+    for name, c in checks.items():
+        worst = f"worst {c['worst']:.4g}" if c["worst"] is not None else "nothing measured"
+        limit = f" (limit {c['limit']:g})" if c["limit"] is not None else ""
+        verdict = "[green]passed[/]" if not c["failed"] else f"[red]FAILED on {', '.join(c['failed'][:12])}[/]: {c['worst_message'][:300]}"
+        out.append(f"kbot check {name}: {c['passed']}/{c['workloads']} workloads, {worst}{limit}; {verdict}")
+    return out
+
+
 def print_report(report: Report, out_dir: Path, console: Console | None = None) -> None:
     console = console or Console()
     t = Table(title=f"{report.solution} on {report.definition} — {report.device.name} ({report.device.timer})")
@@ -80,6 +91,8 @@ def print_report(report: Report, out_dir: Path, console: Console | None = None) 
         f"{s['passed']}/{s['workloads']} passed; mean speedup vs reference {s['mean_speedup_vs_reference']:.2f}x"
         + (f"; geomean vs baseline {s['geomean_speedup_vs_baseline']:.3f}x" if s.get("geomean_speedup_vs_baseline") else "")
     )
+    for line in check_lines(s["checks"]):
+        console.print(line, highlight=False)
     if report.device.note:
         console.print(f"[dim]{report.device.note}[/]")
     line = time_breakdown(report)

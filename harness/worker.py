@@ -257,6 +257,7 @@ class Evaluator:
             ref_out = run_reference(self.reference, self.definition, pristine)
             r = cmp.compare(got, ref_out, definition=self.definition, axes=axes, config=self.config, inputs=pristine)
             corr.trials += 1
+            corr.add_checks(r.checks)  # kbot's stricter checks beside the verdict (their own lines, never the status)
             corr.max_absolute_error = max(corr.max_absolute_error, r.max_absolute_error)
             corr.max_relative_error = max(corr.max_relative_error, r.max_relative_error)
             corr.matched_ratio = r.matched_ratio if corr.matched_ratio is None or r.matched_ratio is None else min(corr.matched_ratio, r.matched_ratio)

@@ -2,6 +2,12 @@
 
 Sizes follow the regimes of the official workload files (decode-sized batches of a few rows up to
 prefill-sized batches of ~16k tokens).  Usage: python scripts/make_workloads.py
+
+The MoE definition's workloads are the official workload file's (seq_len, local_expert_offset) pairs
+(read from ../shared; skipped with a message when it is absent) with our generated routing, the
+routed_scaling_factor varied across them (the official file has 2.5 everywhere: a kernel that
+hard-codes it must fail somewhere), and routing shapes varied over the eight near-identical sizes of
+52-62 tokens (no hot experts, every token preferring the local group, a wider bias).
 """
 
 import json
@@ -26,6 +32,47 @@ def rows(name, axis, sizes, inputs, tag=""):
         for n in sizes
     ]
 
+
+MOE = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
+MOE_OFFICIAL = ROOT.parent / ".." / "shared" / "flashinfer-trace" / "workloads" / "moe" / f"{MOE}.jsonl"
+# Cycled over the official workloads in file order (DeepSeek-V3 uses 2.5).
+MOE_SCALING = [2.5, 1.0, 2.5, 3.25, 2.5, 0.75]
+# Routing shapes (moe_routing_logits params) for the sizes 52-62, in the official file's order.
+MOE_ROUTING = [{}, {"hot_local": 0, "hot_global": 0}, {"local_share": 1.0}, {"bias_std": 0.2}, {"hot_local": 8}, {"local_share": 0.2},
+               {"noise_std": 2.0}, {}]
+MOE_SMALL = [1, 7]  # the official file's smallest sizes, for CPU runs
+
+
+def moe_rows(official: Path) -> tuple[list[dict], list[dict]]:
+    pairs = []
+    for line in official.read_text().splitlines():
+        if line.strip():
+            w = json.loads(line)
+            w = w.get("workload", w)
+            pairs.append((int(w["axes"]["seq_len"]), int(w["inputs"]["local_expert_offset"]["value"])))
+    rows, mid = [], 0
+    for i, (n, off) in enumerate(pairs):
+        params = {}
+        if 52 <= n <= 62:
+            params, mid = MOE_ROUTING[mid % len(MOE_ROUTING)], mid + 1
+        rsf = MOE_SCALING[i % len(MOE_SCALING)]
+        tag = f"{MOE}/seq_len={n}/offset={off}/rsf={rsf}/{json.dumps(params, sort_keys=True)}"
+        rows.append({"definition": MOE, "solution": None, "evaluation": None, "workload": {
+            "uuid": str(uuid.uuid5(NS, tag)), "axes": {"seq_len": n},
+            "inputs": {"routing_logits": {"type": "generated", "generator": "moe_routing_logits", "params": params},
+                       "local_expert_offset": {"type": "scalar", "value": off},
+                       "routed_scaling_factor": {"type": "scalar", "value": rsf}}}})
+    small = [r for r in rows if r["workload"]["axes"]["seq_len"] in MOE_SMALL]
+    return rows, small
+
+
+if MOE_OFFICIAL.is_file():
+    big, small = moe_rows(MOE_OFFICIAL.resolve())
+    (ROOT / MOE / "workloads.jsonl").write_text("".join(json.dumps(r) + "\n" for r in big))
+    (ROOT / MOE / "workloads.small.jsonl").write_text("".join(json.dumps(r) + "\n" for r in small))
+    print(f"{MOE}: {len(big)} workloads, {len(small)} small")
+else:
+    print(f"{MOE}: skipped, the official workload file {MOE_OFFICIAL} is absent")
 
 for name, (axis, sizes, inputs) in SPECS.items():
     d = ROOT / name

@@ -40,16 +40,29 @@ def quantize_fp8_blocks_1d(x: torch.Tensor, block: int = 128) -> tuple[torch.Ten
     return q.reshape(rows, cols), s
 
 
-def random_fp8_bytes(n: int, gen: torch.Generator) -> torch.Tensor:
-    """``n`` random finite FP8 (e4m3fn) values with random sign and magnitude in [0.5, 1.875].
+def random_fp8_bytes(n: int, gen: torch.Generator, device: torch.device | str = "cpu") -> torch.Tensor:
+    """``n`` random finite FP8 (e4m3fn) values with random sign and magnitude in [0.5, 1.875], on ``device``.
 
     Full-size MoE weights are ~1.4 G elements; drawing normals and quantizing them takes tens of
-    seconds on a CPU, so weights are drawn as raw bits instead (8 bytes per RNG draw) and masked to a
-    safe exponent range: the sign and the 3 mantissa bits stay random, the exponent field is 6 or 7
-    (never 15, so never NaN). Per-block scales, drawn separately, give the blocks their magnitudes.
+    seconds on a CPU, and even drawing 1.4 GB of raw bits takes ~2 s there (once per trial). So an
+    eighth of the bits is drawn on the CPU from ``gen`` and expanded on ``device``: each further
+    eighth is the drawn words rotated by a random number of words and XORed with a random 64-bit word
+    (exact integer operations: every device gets the same bytes). Then the bits are masked to a safe
+    exponent range: the sign and the 3 mantissa bits stay random, the exponent field is 6 or 7 (never
+    15, so never NaN). Per-block scales, drawn separately, give the blocks their magnitudes.
     """
     words = (n + 7) // 8
-    r = torch.randint(-(2**63), 2**63 - 1, (words,), generator=gen, dtype=torch.int64)
+    k = (words + 7) // 8
+    base = torch.randint(-(2**63), 2**63 - 1, (k,), generator=gen, dtype=torch.int64)
+    shifts = torch.randint(1, max(k, 2), (8,), generator=gen).tolist()
+    keys = torch.randint(-(2**63), 2**63 - 1, (8,), generator=gen, dtype=torch.int64).tolist()
+    base = base.to(device)
+    r = torch.empty(8 * k, dtype=torch.int64, device=device)
+    r[:k] = base
+    for j in range(1, 8):  # chunk j = base rotated right by shifts[j] words, XOR keys[j]
+        c, sh = r[j * k:(j + 1) * k], shifts[j]
+        c[:sh], c[sh:] = base[k - sh:], base[:k - sh]
+        c.bitwise_xor_(keys[j])
     # keep sign (0x80), exponent low bit (0x08) and mantissa (0x07); force exponent bits 0x30 on.
     r.bitwise_and_(_KEEP_BITS).bitwise_or_(0x3030303030303030)  # in place: 1 GB temporaries are slow
     return r.view(torch.uint8)[:n].view(FP8)

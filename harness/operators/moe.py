@@ -6,7 +6,9 @@ Everything is built jointly by :func:`build` (the definition's ``inputs.py::make
   are hot, and some of the hot ones lie in this rank's local range ``[offset, offset + 32)`` so the
   local experts actually receive tokens (some many, some none);
 - a small, non-zero routing bias (it changes which experts are chosen but not their weights, which is
-  a classic place to get the math wrong);
+  a classic place to get the math wrong); the first token(s) of every batch are drawn until they
+  reach the local experts and the bias visibly moves their combination weights (``visible_bias_*``),
+  so a kernel that takes the weights from ``s + bias`` is wrong on a whole row of every workload;
 - hidden states quantized from float activations in 1x128 blocks (scales stored transposed,
   ``[num_hidden_blocks, seq_len]``, as the definition says);
 - weights as FP8 with random per-128x128-block scales.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -40,6 +42,13 @@ MOE_DEFAULTS: dict[str, Any] = {
     "popularity_std": 0.5,  # per-expert spread of the base popularity
     "noise_std": 1.0,      # per-token noise on the logits
     "bias_std": 0.1,       # routing bias (e_score_correction_bias)
+    # Leading tokens redrawn until they choose a local expert and the weights s + bias would give their
+    # local experts differ from the true ones (from s) by this relative L2 amount at least. Their logits
+    # are offset (a token with lower router scores overall, sigmoid ~0.5 instead of ~0.9), where a bias
+    # of std 0.1 moves weights by tens of percent; the other tokens keep the default regime.
+    "visible_bias_tokens": 1,
+    "visible_bias_min": 0.2,
+    "visible_logit_offset": -3.0,
     "act_std": 1.0,        # hidden activations before quantization
     "w13_std": 4.0,        # dequantized gemm1 weight std times sqrt(hidden_size)
     "w2_std": 8.0,         # dequantized gemm2 weight std times sqrt(intermediate_size)
@@ -72,45 +81,94 @@ def _local_offset(workload: Workload | None, num_experts: int, num_local: int, g
     return int(torch.randint(0, ranks, (1,), generator=gen)) * num_local
 
 
-def routing_logits(seq_len: int, num_experts: int, local_offset: int, num_local: int, gen: torch.Generator, p: dict[str, Any]) -> torch.Tensor:
-    """Logits = expert popularity + token-group affinity + per-token noise.
-
-    Tokens prefer 3 to 5 of the 8 expert groups (topic-like clustering); the local experts' group
-    is among them with probability ``local_share``, so about that share of tokens reaches this rank.
-    A few hot experts (some local, some anywhere) are strong on their own, which makes a strong
-    expert in a group whose second-best is weak: exactly where group routing changes the choice.
-    """
-    n_group = 8
-    per_group = num_experts // n_group
+def expert_popularity(num_experts: int, local_offset: int, num_local: int, gen: torch.Generator, p: dict[str, Any]) -> torch.Tensor:
+    """Per-expert base logit: a spread plus a few hot experts, some inside the local range."""
     pop = torch.randn(num_experts, generator=gen) * float(p["popularity_std"])
     local = torch.randperm(num_local, generator=gen)[: int(p["hot_local"])] + local_offset
     anywhere = torch.randperm(num_experts, generator=gen)[: int(p["hot_global"])]
     pop[local] += float(p["hot_boost"])
     pop[anywhere] += float(p["hot_boost"])
-    # Token-group affinity: random preferred groups; the local group (when the local range is one
-    # group, as with 32 local experts) is forced in or out with probability local_share.
+    return pop
+
+
+def token_logits(pop: torch.Tensor, seq_len: int, local_offset: int, num_local: int, gen: torch.Generator, p: dict[str, Any], local_share: float | None = None) -> torch.Tensor:
+    """Logits of ``seq_len`` tokens = expert popularity + token-group affinity + per-token noise.
+
+    Tokens prefer 3 to 5 of the 8 expert groups (topic-like clustering); the local experts' group
+    is among them with probability ``local_share``, so about that share of tokens reaches this rank.
+    """
+    num_experts = pop.numel()
+    n_group = 8
+    per_group = num_experts // n_group
     n_pref = torch.randint(3, 6, (seq_len, 1), generator=gen)
     rank = torch.rand(seq_len, n_group, generator=gen).argsort(dim=1).argsort(dim=1)
     pref = rank < n_pref
     g_local = local_offset // per_group
     if num_local == per_group and local_offset % per_group == 0:
-        pref[:, g_local] = torch.rand(seq_len, generator=gen) < float(p["local_share"])
+        share = float(p["local_share"] if local_share is None else local_share)
+        pref[:, g_local] = torch.rand(seq_len, generator=gen) < share
     affinity = pref.float().repeat_interleave(per_group, dim=1) * float(p["group_boost"])
     return pop + affinity + torch.randn(seq_len, num_experts, generator=gen) * float(p["noise_std"])
 
 
-def quantized_weights(n_exp: int, rows: int, cols: int, std: float, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """FP8 weights ``[n_exp, rows, cols]`` and per-128x128-block scales giving a dequantized ``std``."""
+def routing_logits(seq_len: int, num_experts: int, local_offset: int, num_local: int, gen: torch.Generator, p: dict[str, Any]) -> torch.Tensor:
+    """Logits with realistic, uneven loads (:func:`expert_popularity` then :func:`token_logits`).
+
+    A few hot experts (some local, some anywhere) are strong on their own, which makes a strong
+    expert in a group whose second-best is weak: exactly where group routing changes the choice.
+    """
+    pop = expert_popularity(num_experts, local_offset, num_local, gen, p)
+    return token_logits(pop, seq_len, local_offset, num_local, gen, p)
+
+
+def bias_shift(logits: torch.Tensor, bias: torch.Tensor, route: Callable[..., Any], local_offset: int, num_local: int) -> torch.Tensor:
+    """Per token: how far weights taken from ``s + bias`` would be from the true ones (from ``s``) on
+    its local experts, as relative L2 over those experts (0 for a token with no local expert)."""
+    experts, w = route(logits, bias, 1.0)
+    s = torch.sigmoid(logits.float())
+    wb = (s + bias.float().reshape(1, -1)).gather(1, experts)
+    wb = wb / wb.sum(dim=1, keepdim=True)
+    local = ((experts >= local_offset) & (experts < local_offset + num_local)).float()
+    den = (w * local).norm(dim=1)
+    return torch.where(den > 0, ((wb - w) * local).norm(dim=1) / den.clamp_min(1e-30), torch.zeros_like(den))
+
+
+_VISIBLE_TRIES = 2000
+
+
+def visible_bias_rows(logits: torch.Tensor, pop: torch.Tensor, bias: torch.Tensor, route: Callable[..., Any], local_offset: int, num_local: int,
+                      gen: torch.Generator, p: dict[str, Any]) -> torch.Tensor:
+    """Redraw the first ``visible_bias_tokens`` rows of ``logits`` (tokens that prefer the local group)
+    until each reaches a local expert and its :func:`bias_shift` is at least ``visible_bias_min``."""
+    n = min(int(p["visible_bias_tokens"]), logits.shape[0])
+    want = float(p["visible_bias_min"])
+    for i in range(n):
+        for _ in range(_VISIBLE_TRIES):
+            row = token_logits(pop + float(p["visible_logit_offset"]), 1, local_offset, num_local, gen, p, local_share=1.0)
+            if float(bias_shift(row, bias, route, local_offset, num_local)[0]) >= want:
+                logits[i] = row[0]
+                break
+        else:
+            raise SchemaError(f"no token in {_VISIBLE_TRIES} draws reached the local experts with a bias shift >= {want}: lower visible_bias_min")
+    return logits
+
+
+def quantized_weights(n_exp: int, rows: int, cols: int, std: float, gen: torch.Generator, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """FP8 weights ``[n_exp, rows, cols]`` (made on ``device``) and per-128x128-block scales giving a
+    dequantized ``std``."""
     if rows % BLOCK or cols % BLOCK:
         raise SchemaError(f"weight shape {rows}x{cols} is not a multiple of {BLOCK}")
-    w = random_fp8_bytes(n_exp * rows * cols, gen).reshape(n_exp, rows, cols)
+    w = random_fp8_bytes(n_exp * rows * cols, gen, device).reshape(n_exp, rows, cols)
     # Block scales vary by a factor of ~3 around the target, so a solution that applies the wrong
     # block's scale is visibly wrong.
     jitter = torch.exp((torch.rand(n_exp, rows // BLOCK, cols // BLOCK, generator=gen) - 0.5) * 1.2)
     return w, (jitter * (std / _FP8_BITS_STD)).float()
 
 
-def build(axes: dict[str, int], gen: torch.Generator, device: torch.device, workload: Workload | None = None, definition: Any = None) -> dict[str, Any]:
+def build(axes: dict[str, int], gen: torch.Generator, device: torch.device, workload: Workload | None = None, definition: Any = None,
+          route: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """All inputs of one trial. ``route`` is the definition's routing (``reference.py::route``); it is
+    needed when ``visible_bias_tokens`` > 0 (the default) to check the redrawn leading tokens."""
     T = axes["seq_len"]
     E, EL = axes["num_experts"], axes["num_local_experts"]
     H, I = axes["hidden_size"], axes["intermediate_size"]
@@ -122,8 +180,13 @@ def build(axes: dict[str, int], gen: torch.Generator, device: torch.device, work
     p = _params(workload)
     off = _local_offset(workload, E, EL, gen)
 
-    logits = routing_logits(T, E, off, EL, gen, p)
-    bias = torch.randn(E, generator=gen) * float(p["bias_std"])
+    bias = (torch.randn(E, generator=gen) * float(p["bias_std"])).to(torch.bfloat16)
+    pop = expert_popularity(E, off, EL, gen, p)
+    logits = token_logits(pop, T, off, EL, gen, p)
+    if int(p["visible_bias_tokens"]) > 0 and T > 0:
+        if route is None:
+            raise SchemaError("visible_bias_tokens needs the definition's routing function (pass route=)")
+        logits = visible_bias_rows(logits, pop, bias, route, off, EL, gen, p)
 
     # Per-token loudness varies (some tokens have much larger activations), as in real hidden states.
     # Drawn on the CPU, quantized on the device (exactly rounded arithmetic: same bytes everywhere).
@@ -131,12 +194,12 @@ def build(axes: dict[str, int], gen: torch.Generator, device: torch.device, work
     act = torch.randn(T, H, generator=gen).to(device) * loud.to(device)
     hs, hs_scale = quantize_fp8_blocks_1d(act, BLOCK)  # [T, H], [T, H/128]
 
-    w13, s13 = quantized_weights(EL, G1, H, float(p["w13_std"]) / math.sqrt(H), gen)
-    w2, s2 = quantized_weights(EL, H, I, float(p["w2_std"]) / math.sqrt(I), gen)
+    w13, s13 = quantized_weights(EL, G1, H, float(p["w13_std"]) / math.sqrt(H), gen, device)
+    w2, s2 = quantized_weights(EL, H, I, float(p["w2_std"]) / math.sqrt(I), gen, device)
 
     out = {
         "routing_logits": logits.float(),
-        "routing_bias": bias.to(torch.bfloat16),
+        "routing_bias": bias,
         "hidden_states": hs,
         "hidden_states_scale": hs_scale.t().contiguous(),
         "gemm1_weights": w13,

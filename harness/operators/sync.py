@@ -1,9 +1,12 @@
-"""Keep a definition's copies of its reference in step with ``reference.py``.
+"""Keep a definition's copies of its reference (and of its baselines' sources) in step with the files.
 
 ``reference.py`` is the one file people edit; ``definition.json`` carries it as the ``reference``
 string (what other tools and the official format read) and ``reference_solution.json`` carries it as
-the source of a python Solution (the reference evaluated as a solution of itself). Run
-``python -m harness.operators.sync`` after editing a reference; ``--check`` only reports drift.
+the source of a python Solution (the reference evaluated as a solution of itself). Likewise each
+``baselines/<name>/solution.json`` embeds its source files: the one beside it, or else the
+definition's own file of that name (a baseline that imports ``reference.py`` ships the current one). Run
+``python -m harness.operators.sync`` after editing a reference or a baseline; ``--check`` only
+reports drift.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ def reference_solution(name: str, source: str) -> dict:
     }
 
 
+def _baseline_source(here: Path, definition_folder: Path, path: str) -> Path:
+    for p in (here / path, definition_folder / path):
+        if p.is_file():
+            return p
+    raise FileNotFoundError(f"{here / 'solution.json'} lists {path}, which is neither beside it nor in {definition_folder}")
+
+
 def sync(name: str, root: Path = DEFINITIONS_DIR, write: bool = True) -> list[str]:
     """Files that differ from ``reference.py`` (rewritten when ``write``)."""
     folder = root / name
@@ -47,6 +57,13 @@ def sync(name: str, root: Path = DEFINITIONS_DIR, write: bool = True) -> list[st
         drift.append(str(spath))
         if write:
             spath.write_text(json.dumps(sol, indent=2) + "\n")
+    for bpath in sorted((folder / "baselines").glob("*/solution.json")):
+        b = json.loads(bpath.read_text())
+        fresh = [{**src, "content": _baseline_source(bpath.parent, folder, src["path"]).read_text()} for src in b["sources"]]
+        if fresh != b["sources"]:
+            drift.append(str(bpath))
+            if write:
+                bpath.write_text(json.dumps({**b, "sources": fresh}, indent=2) + "\n")
     return drift
 
 

@@ -23,7 +23,7 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from bot.agents.offline import load_seeds  # noqa: E402
+from bot.agents.providers.offline import load_seeds  # noqa: E402
 from bot.agents.tunables import apply  # noqa: E402
 from harness.compare import compare  # noqa: E402
 from harness.defconfig import load_config  # noqa: E402

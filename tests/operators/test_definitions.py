@@ -83,6 +83,23 @@ def test_workloads_cover_the_contest_regimes():
     moe = wl(MOE)
     assert len({w.inputs["local_expert_offset"].value for w in moe}) >= 6
     assert all(w.inputs["routing_logits"].type == "generated" for w in moe)
+    assert len({w.inputs["routed_scaling_factor"].value for w in moe}) >= 3  # a hard-coded 2.5 fails somewhere
+    small = load_workloads(REPO / "definitions" / MOE / "workloads.small.jsonl", ours(MOE)[0])
+    assert {w.uuid for w in small} <= {w.uuid for w in moe} and max(w.axes["seq_len"] for w in small) <= 8
+
+
+def test_moe_workloads_are_the_official_sizes_and_offsets(shared):
+    """Ours are the official file's (seq_len, local_expert_offset) pairs, in its order (written by
+    scripts/make_workloads.py; only the routing, which the official blobs hold, is generated)."""
+    import json
+
+    official = []
+    for line in (shared / "flashinfer-trace" / "workloads" / "moe" / f"{MOE}.jsonl").read_text().splitlines():
+        if line.strip():
+            w = json.loads(line)["workload"]
+            official.append((w["axes"]["seq_len"], w["inputs"]["local_expert_offset"]["value"]))
+    mine = [(w.axes["seq_len"], w.inputs["local_expert_offset"].value) for w in load_workloads(REPO / "definitions" / MOE / "workloads.jsonl", ours(MOE)[0])]
+    assert mine == official
 
 
 def test_reference_copies_are_in_sync():

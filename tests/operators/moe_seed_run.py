@@ -1,0 +1,52 @@
+"""Driver for test_moe_seed.py: judges the MoE seed on cases given as JSON, in a process of its own.
+
+Triton's interpreter must be chosen before ``triton.language`` is first imported (its standard
+library functions are decorated then), so the seed never runs inside a pytest process that may have
+imported Triton for compiling. Usage: ``TRITON_INTERPRET=1 python moe_seed_run.py CASES_JSON``, CASES
+a list of {"T", "offset", "seed", "params", "tunables"}; prints one JSON line per case.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from opkit import MOE, REPO, clone, gen, judge, make, our_run, ours, scalar, shrink, workload  # noqa: E402
+from test_references import SMALL  # noqa: E402
+
+
+def seed_module(tunables):
+    spec = importlib.util.spec_from_file_location("moe_seed_grouped", REPO / "skills" / "seeds" / MOE / "grouped.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for k, v in tunables.items():
+        if not hasattr(mod, k):
+            raise SystemExit(f"the seed has no tunable {k}")
+        setattr(mod, k, v)
+    return mod
+
+
+def judged(case):
+    mod = seed_module(case.get("tunables", {}))
+    defn, cfg = ours(MOE)
+    defn = shrink(defn, **SMALL)
+    T = case["T"]
+    w = workload({"seq_len": T}, routing_logits=gen("moe_routing_logits", **case.get("params", {})),
+                 local_expert_offset=scalar(case["offset"]), routed_scaling_factor=scalar(1.5))
+    x = make(defn, cfg, w, case["seed"])
+    expected = our_run(MOE)(**clone(x))
+    out = torch.full((T, defn.axes["hidden_size"].value), float("nan"), dtype=torch.bfloat16)  # destination poisoned
+    got = mod.run(**clone(x), output=out)
+    r = judge(defn, cfg, w, x, got, expected)
+    return {**case, "same_buffer": got is out, "ok": r.ok, "message": r.message, "matched": r.matched_ratio,
+            "checks": {k: {"ok": c.ok, "value": c.value, "message": c.message} for k, c in r.checks.items()}}
+
+
+if __name__ == "__main__":
+    for case in json.loads(sys.argv[1]):
+        print(json.dumps(judged(case)), flush=True)
