@@ -34,7 +34,7 @@ DP = 64
 BLOCK_N = 32  # kbot: tunable [32, 16, 64] role=block
 NUM_WARPS = 4  # kbot: tunable [4, 8]
 NUM_STAGES = 2  # kbot: tunable [2, 1, 3]
-TARGET_PROGRAMS = 264  # kbot: tunable [264, 132, 528] role=split
+TARGET_PROGRAMS = 264  # kbot: tunable [264, 132, 528, 1] role=split
 MIN_SPLIT_LEN = 64  # kbot: tunable [64, 128, 256, 512] role=split
 MERGE_BLOCK_D = 128  # kbot: tunable [128, 64, 256, 512] role=block
 

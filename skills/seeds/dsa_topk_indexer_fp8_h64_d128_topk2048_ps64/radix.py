@@ -39,6 +39,8 @@ SCORE_WARPS = 4  # kbot: tunable [4, 8]
 SELECT_BLOCK = 2048  # kbot: tunable [2048, 1024, 4096] role=block
 SELECT_WARPS = 8  # kbot: tunable [8, 4, 16]
 RADIX_BITS = 8  # kbot: tunable [8, 11] role=other
+SPLIT_BELOW_ROWS = 32  # kbot: tunable [32, 16, 64, 1, 1000000] role=split
+SPLIT_CHUNK = 8192  # kbot: tunable [8192, 4096, 16384, 32768] role=split
 
 
 @triton.jit
@@ -89,7 +91,7 @@ def _select_rows(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stri
             t = start + ar
             ok = t < n
             page = tl.load(bt_row + t // PS, mask=ok, other=0)
-            tl.store(out_row + t, tl.where(ok, page * PS + t % PS, -1))
+            tl.store(out_row + t, tl.where(ok, page * PS + t % PS, -1), mask=t < TOPK)  # BLOCK may exceed TOPK
     else:
         NB: tl.constexpr = 1 << BITS
         NPASS: tl.constexpr = (32 + BITS - 1) // BITS
@@ -140,6 +142,94 @@ def _select_rows(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stri
             n_eq += tl.sum(eq_i, axis=0)
 
 
+@triton.jit
+def _select_state(hist_ptr, b, P_DONE: tl.constexpr, TOPK: tl.constexpr, BITS: tl.constexpr):
+    """(prefix, want) after the first P_DONE passes of a row's radix select, from their histograms."""
+    NB: tl.constexpr = 1 << BITS
+    NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+    bins = tl.arange(0, NB)
+    prefix = tl.zeros([], dtype=tl.uint32)
+    want = tl.full([], TOPK, tl.int32)
+    for p in tl.static_range(P_DONE):
+        hi = 32 - p * BITS
+        lo = hi - BITS if hi > BITS else 0
+        hist = tl.load(hist_ptr + (b * NPASS + p) * NB + bins)
+        total = tl.sum(hist, axis=0)
+        above = total - tl.cumsum(hist, axis=0)
+        sel = (above < want) & (above + hist >= want)
+        want -= tl.sum(tl.where(sel, above, 0), axis=0)
+        prefix = (prefix << (hi - lo)) | tl.sum(tl.where(sel, bins, 0), axis=0).to(tl.uint32)
+    return prefix, want
+
+
+@triton.jit
+def _split_hist(s_ptr, s_stride, lens_ptr, hist_ptr, P_NOW: tl.constexpr,
+                TOPK: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr):
+    """Pass P_NOW of the radix select, one chunk of one row per program, histograms summed by atomics."""
+    b = tl.program_id(0)
+    c0 = tl.program_id(1) * CHUNK
+    n = tl.load(lens_ptr + b)
+    if (n > TOPK) & (c0 < n):
+        NB: tl.constexpr = 1 << BITS
+        NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+        hi = 32 - P_NOW * BITS
+        lo = hi - BITS if hi > BITS else 0
+        W = hi - lo
+        bins = tl.arange(0, NB)
+        ar = tl.arange(0, BLOCK)
+        prefix, want = _select_state(hist_ptr, b, P_NOW, TOPK, BITS)
+        hist = tl.zeros([NB], dtype=tl.int32)
+        for start in range(c0, c0 + CHUNK, BLOCK):
+            t = start + ar
+            ok = t < n
+            key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+            if P_NOW > 0:
+                ok = ok & ((key >> hi) == prefix)
+            digit = ((key >> lo) & ((1 << W) - 1)).to(tl.int32)
+            hist += tl.histogram(tl.where(ok, digit, 0), NB)
+            hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
+        tl.atomic_add(hist_ptr + (b * NPASS + P_NOW) * NB + bins, hist, mask=hist != 0, sem="relaxed")
+
+
+@triton.jit
+def _split_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride, hist_ptr, cnt_ptr,
+                  TOPK: tl.constexpr, PS: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr):
+    """Writes one chunk's share of a row's ids: pass-through rows in token order, long rows every key
+    above the threshold and the first ties (slots claimed with atomics on the row's two counters)."""
+    b = tl.program_id(0)
+    c0 = tl.program_id(1) * CHUNK
+    n = tl.load(lens_ptr + b)
+    ar = tl.arange(0, BLOCK)
+    out_row = out_ptr + b * out_stride
+    bt_row = bt_ptr + b * bt_stride
+    if n <= TOPK:
+        if c0 < TOPK:
+            for start in range(c0, c0 + CHUNK, BLOCK):
+                t = start + ar
+                ok = t < n
+                page = tl.load(bt_row + t // PS, mask=ok, other=0)
+                tl.store(out_row + t, tl.where(ok, page * PS + t % PS, -1), mask=t < TOPK)
+    elif c0 < n:
+        NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+        thr, want = _select_state(hist_ptr, b, NPASS, TOPK, BITS)
+        first_eq = TOPK - want
+        for start in range(c0, c0 + CHUNK, BLOCK):
+            t = start + ar
+            ok = t < n
+            key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+            gt = (ok & (key > thr)).to(tl.int32)
+            eq = (ok & (key == thr)).to(tl.int32)
+            n_gt = tl.sum(gt, axis=0)
+            n_eq = tl.sum(eq, axis=0)
+            base_gt = tl.atomic_add(cnt_ptr + b * 2, n_gt, mask=n_gt > 0, sem="relaxed")
+            base_eq = tl.atomic_add(cnt_ptr + b * 2 + 1, n_eq, mask=n_eq > 0, sem="relaxed")
+            rank_eq = base_eq + tl.cumsum(eq, axis=0) - 1
+            take = (gt > 0) | ((eq > 0) & (rank_eq < want))
+            pos = tl.where(gt > 0, base_gt + tl.cumsum(gt, axis=0) - 1, first_eq + rank_eq)
+            page = tl.load(bt_row + t // PS, mask=take, other=0)
+            tl.store(out_row + pos, page * PS + t % PS, mask=take)
+
+
 def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_indices=None):
     B, H, D = q_index_fp8.shape
     P, PS, KH, DW = k_index_cache_fp8.shape
@@ -159,7 +249,21 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     _score_pages[(B, triton.cdiv(mp, PAGES))](
         q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0),
         TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, num_warps=SCORE_WARPS)
-    _select_rows[(B,)](
-        scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
-        TOPK=TOPK, PS=PS, BLOCK=SELECT_BLOCK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+    if B >= SPLIT_BELOW_ROWS:  # enough rows to fill the GPU with one program each
+        _select_rows[(B,)](
+            scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
+            TOPK=TOPK, PS=PS, BLOCK=SELECT_BLOCK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+        return topk_indices
+    # Few rows: each row's selection spread over chunks of SPLIT_CHUNK scores (one pass per launch).
+    npass = (32 + RADIX_BITS - 1) // RADIX_BITS
+    hist = torch.zeros((B * npass * (1 << RADIX_BITS) + B * 2,), dtype=torch.int32, device=dev)  # + 2 counters per row
+    cnt = hist[B * npass * (1 << RADIX_BITS):]
+    grid = (B, triton.cdiv(mp * PS, SPLIT_CHUNK))
+    block = min(SELECT_BLOCK, SPLIT_CHUNK)
+    for p in range(npass):
+        _split_hist[grid](scores, scores.stride(0), seq_lens, hist, P_NOW=p,
+                          TOPK=TOPK, CHUNK=SPLIT_CHUNK, BLOCK=block, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+    _split_gather[grid](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
+                        topk_indices.stride(0), hist, cnt, TOPK=TOPK, PS=PS, CHUNK=SPLIT_CHUNK, BLOCK=block,
+                        BITS=RADIX_BITS, num_warps=SELECT_WARPS)
     return topk_indices
