@@ -74,9 +74,9 @@ ATTENTION_SETS = {
         (384, 1024, {"mix": "long", "max_context": 16384, "tokens_per_seq": 384}, 0.15),  # one prefill chunk
     ],
     "workloads.small.jsonl": [
-        (4, 100, {"mix": "mixed", "max_context": 3000}, DEEPSEEK_SCALE),
-        (3, 128, {"mix": "long", "max_context": 8192}, 0.25),
-        (6, 64, {"mix": "long", "max_context": 4096, "tokens_per_seq": 3}, 0.1),
+        (3, 100, {"mix": "mixed", "max_context": 3000}, DEEPSEEK_SCALE),
+        (2, 128, {"mix": "long", "max_context": 8192}, 0.25),
+        (4, 64, {"mix": "long", "max_context": 4096, "tokens_per_seq": 2}, 0.1),
     ],
 }
 

@@ -57,7 +57,7 @@ for seed_sol in load_seeds(name):
         ns = {}
         exec(compile(sol.source("main.py"), sol.name, "exec"), ns)
         for w in ws:
-            for trial in (0, 1):
+            for trial in (0,):
                 x = make(defn, cfg, w, trial)
                 # Poisoned outputs, as the harness makes them, inside a poisoned buffer with GUARD elements on
                 # each side: the interpreter does not check bounds, so a stray store shows as a changed guard.
@@ -79,18 +79,20 @@ print(json.dumps(out))
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the interpreter on a shared 2-core machine: minutes
 @pytest.mark.parametrize("name", [INDEXER, ATTENTION], ids=["indexer", "attention"])
 def test_seed_variants_are_correct_on_cpu(name):
     p = subprocess.run([sys.executable, "-c", DRIVER, str(REPO), name, json.dumps(VARIANTS[name])],
                        capture_output=True, text=True, timeout=1200, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads(p.stdout.strip().splitlines()[-1])
-    assert len(rows) == len(VARIANTS[name]) * 3 * 2 * len(list((REPO / "skills" / "seeds" / name).glob("[!_]*.py")))
+    assert len(rows) == len(VARIANTS[name]) * 3 * len(list((REPO / "skills" / "seeds" / name).glob("[!_]*.py")))
     bad = [r for r in rows if not r["ok"]]
     assert not bad, bad[:5]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)
 @pytest.mark.parametrize("name", [INDEXER, ATTENTION], ids=["indexer", "attention"])
 def test_seeds_pass_kbot_eval_on_cpu(tmp_path, name):
     from bot.agents.offline import load_seeds
@@ -102,7 +104,7 @@ def test_seeds_pass_kbot_eval_on_cpu(tmp_path, name):
         p = subprocess.run(
             [sys.executable, "-m", "harness.cli", "eval", str(path), "-d", name, "--device", "cpu",
              "--workloads", str(REPO / "definitions" / name / "workloads.small.jsonl"), "--trials", "2",
-             "--budget", "0.01", "--timing", "warmup=1", "--timing", "min_iters=2", "--timing", "recheck=1",
+             "--budget", "0.01", "--timing", "warmup=1", "--timing", "min_iters=2", "--timing", "recheck=1", "--timing", "chunk=2",
              "--out", str(out)],
             cwd=REPO, capture_output=True, text=True, timeout=1200, env={**os.environ, "OMP_NUM_THREADS": "1"})
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]

@@ -8,7 +8,7 @@ then an exact radix select on the GPU. Two launches, no host synchronization.
    scale, applies relu, weights the heads and sums them: one float32 score per token into a scratch
    row. Rows no longer than top-k are skipped entirely: they select every token, whatever the scores.
 2. ``_select_rows`` — one program per sequence. Rows of at most 2048 tokens pass through (token order,
-   then -1). Longer rows: a most-significant-digit radix select over the scores' order-preserving
+   then -1); a block table at most 2048 tokens wide means every row does, and this is the only launch. Longer rows: a most-significant-digit radix select over the scores' order-preserving
    uint32 keys (RADIX_BITS bits per pass, a ``tl.histogram`` per block, a cumulative sum to find the
    bucket holding the 2048th largest key), which ends with the exact threshold key and how many keys
    equal to it to take (ties are taken in token order); a last pass writes the ids of every key above
@@ -245,6 +245,12 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     k32 = cache.view(torch.float32)  # ... and as float32 scales (a page is 8448 bytes: 4-aligned)
     q = q_index_fp8.contiguous()
     w = weights.contiguous()
+    if mp * PS <= TOPK:  # the table cannot hold a row longer than top-k: every row passes through
+        unused = torch.empty((1,), dtype=torch.float32, device=dev)  # no scores are read
+        _select_rows[(B,)](
+            unused, 0, seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
+            TOPK=TOPK, PS=PS, BLOCK=SELECT_BLOCK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+        return topk_indices
     scores = torch.empty((B, mp * PS), dtype=torch.float32, device=dev)
     _score_pages[(B, triton.cdiv(mp, PAGES))](
         q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0),
