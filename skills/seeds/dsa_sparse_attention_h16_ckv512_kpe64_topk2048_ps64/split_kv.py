@@ -16,10 +16,14 @@ writes ``output`` and ``lse = max + log2(sum)``; a token with no valid index get
 
 Split count: the smallest power of two that gives at least TARGET_PROGRAMS programs, no more than
 TOPK / MIN_SPLIT_LEN splits (each split must amortize its partial's 32 KiB write). Decode batches of a
-few tokens therefore spread each token over many SMs; prefill batches run one split per token.
+few tokens therefore spread each token over many SMs; batches of TARGET_PROGRAMS tokens or more run
+one split per token and skip the merge (TARGET_PROGRAMS = 1: never split).
 
-Tunables (first listed = the best known, the offline search's start): BLOCK_N, NUM_WARPS, NUM_STAGES,
-TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D.
+On the CPU (Triton interpreter) the dots widen bf16 to fp32 first (see ``_mm``); on the GPU they are
+bf16 x bf16 -> fp32 ``mma.sync`` (M = 16 is under wgmma's 64).
+
+Tunables (first listed = the best guess before any GPU measurement, the offline search's start):
+BLOCK_N, NUM_WARPS, NUM_STAGES, TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D.
 """
 
 import torch

@@ -1,27 +1,32 @@
 """DSA top-k indexer (64 heads x 128, FP8 paged keys, page size 64, top 2048): FP8 tensor-core scores,
-then an exact radix select on the GPU. Two launches, no host synchronization.
+then an exact radix select on the GPU. No host synchronization: every choice below is made from shapes
+on the host or per row on the GPU.
 
 1. ``_score_pages`` — grid (batch, page groups). A program walks PAGES pages of one sequence through
    the block table; per page it loads the 64 tokens' FP8 keys (8 KiB, contiguous) and their float32
    scales (the 256 bytes after the page's FP8 data), computes ``q [64 heads, 128] @ k^T`` with one
-   FP8 x FP8 -> FP32 ``tl.dot`` (M = 64 heads, N = 64 tokens, K = 128), multiplies by the token's
-   scale, applies relu, weights the heads and sums them: one float32 score per token into a scratch
-   row. Rows no longer than top-k are skipped entirely: they select every token, whatever the scores.
-2. ``_select_rows`` — one program per sequence. Rows of at most 2048 tokens pass through (token order,
-   then -1); a block table at most 2048 tokens wide means every row does, and this is the only launch. Longer rows: a most-significant-digit radix select over the scores' order-preserving
-   uint32 keys (RADIX_BITS bits per pass, a ``tl.histogram`` per block, a cumulative sum to find the
-   bucket holding the 2048th largest key), which ends with the exact threshold key and how many keys
-   equal to it to take (ties are taken in token order); a last pass writes the ids of every key above
-   the threshold and the first such ties, through the block table. The ids are not in score order:
-   the definition's comparator (as the official evaluator) compares the sorted scores.
+   FP8 x FP8 -> FP32 ``tl.dot`` (M = 64 heads, N = 64 tokens, K = 128: ``wgmma m64n64k32 e4m3``),
+   multiplies by the token's scale, applies relu, weights the heads and sums them: one float32 score
+   per token into a scratch row. Rows no longer than top-k are skipped: they select every token,
+   whatever the scores.
+2. Selection, exact: a most-significant-digit radix select over the scores' order-preserving uint32
+   keys (RADIX_BITS bits per pass: a ``tl.histogram`` per block, a cumulative sum to find the bucket
+   holding the 2048th largest key) ends with the exact threshold key and how many keys equal to it to
+   take; a last pass writes the ids of every key above the threshold and that many ties, through the
+   block table. Rows of at most 2048 tokens pass through (token order, then -1). The ids are not in
+   score order: the definition's comparator (as the official evaluator) compares the sorted scores.
+   - ``_select_rows`` (batch >= SPLIT_BELOW_ROWS): one program per row does every pass (ties taken in
+     token order). Also the only launch when the table is at most 2048 tokens wide (all pass-through).
+   - ``_split_hist`` x passes + ``_split_gather`` (fewer rows): each row is cut into SPLIT_CHUNK-score
+     chunks, one program each; a launch per pass merges the chunks' histograms with atomics, and the
+     gather claims output slots with atomics (the order, and which ties, vary between runs).
 
-Known costs (see skills/operators/dsa_topk_indexer.md): the selection reads a row's scores
-ceil(32 / RADIX_BITS) + 1 times with one program per row, so a batch of one very long row leaves most
-SMs idle (the ``split`` seed splits each row over many programs); scores stay in L2 for all but the
-largest batches.
+Costs (see skills/operators/dsa_topk_indexer.md): the scorer is HBM-bound (124 FLOP per byte on
+fp8 tensor cores); the selection re-reads the 4-byte scores ceil(32 / RADIX_BITS) + 1 times, mostly
+from L2; few-row batches pay a launch per pass instead of idle SMs.
 
-Tunables (first listed = the best known, which is the offline search's start): PAGES, SCORE_WARPS,
-SELECT_BLOCK, SELECT_WARPS, RADIX_BITS.
+Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
+SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK.
 """
 
 import torch
