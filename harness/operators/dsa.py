@@ -78,8 +78,9 @@ def gen_index_k_cache(ctx: GenContext, std: float = 1.0) -> torch.Tensor:
 # ----------------------------------------------------------------------------- sequence lengths
 
 
-def _lengths(n: int, low: int, high: int, mix: str, threshold: int, gen: torch.Generator) -> torch.Tensor:
-    """``n`` lengths in ``[low, high]``; ``threshold`` (top-k) splits "short" from "long"."""
+def _lengths(n: int, low: int, high: int, mix: str, threshold: int, gen: torch.Generator, short_fraction: float = 0.5) -> torch.Tensor:
+    """``n`` lengths in ``[low, high]``; ``threshold`` (top-k) splits "short" from "long"; in the
+    ``mixed`` mix each length is short with probability ``short_fraction``."""
     if high < low:
         raise SchemaError(f"no length fits in [{low}, {high}]")
     def uni(lo: int, hi: int, m: int) -> torch.Tensor:
@@ -94,21 +95,25 @@ def _lengths(n: int, low: int, high: int, mix: str, threshold: int, gen: torch.G
     if mix == "long":  # all at least top-k: no padding
         return uni(threshold, high, n)
     if mix == "mixed":  # both, in random order
-        m = torch.rand(n, generator=gen) < 0.5
+        if not 0.0 <= short_fraction <= 1.0:
+            raise SchemaError(f"short_fraction must be in [0, 1], got {short_fraction}")
+        m = torch.rand(n, generator=gen) < short_fraction
         return torch.where(m, uni(low, threshold - 1, n), uni(threshold, high, n))
     raise SchemaError(f"unknown length mix '{mix}' (known: uniform, short, long, mixed)")
 
 
 @generator("dsa_seq_lens")
-def gen_seq_lens(ctx: GenContext, mix: str = "uniform", low: int = 1, fill_max: bool = True) -> torch.Tensor:
+def gen_seq_lens(ctx: GenContext, mix: str = "uniform", low: int = 1, fill_max: bool = True, short_fraction: float = 0.5) -> torch.Tensor:
     """Indexer sequence lengths that fit ``max_num_pages`` pages and, together, ``num_pages`` pages.
 
     With ``fill_max`` one sequence needs exactly ``max_num_pages`` pages (the block table is as wide
-    as its longest row, as a serving engine builds it).
+    as its longest row, as a serving engine builds it). ``low`` raises the shortest length (a band
+    ``[low, max_num_pages * page_size]`` keeps the rows close to the table's width, so the roofline's
+    full-row byte count stays a lower bound); ``short_fraction`` weights the ``mixed`` mix.
     """
     (B,) = ctx.shape
     ps, mp, P, topk = ctx.axes["page_size"], ctx.axes["max_num_pages"], ctx.axes["num_pages"], ctx.axes["topk"]
-    lens = _lengths(B, low, mp * ps, mix, topk, ctx.gen)
+    lens = _lengths(B, low, mp * ps, mix, topk, ctx.gen, short_fraction)
     if fill_max and B:
         i = int(torch.randint(0, B, (1,), generator=ctx.gen))
         lens[i] = int(torch.randint((mp - 1) * ps + 1, mp * ps + 1, (1,), generator=ctx.gen))
@@ -148,12 +153,13 @@ def gen_block_table(ctx: GenContext, unused: str = "foreign") -> torch.Tensor:
 
 
 @generator("dsa_sparse_indices")
-def gen_sparse_indices(ctx: GenContext, mix: str = "mixed", max_context: int = 8192, tokens_per_seq: int = 1) -> torch.Tensor:
+def gen_sparse_indices(ctx: GenContext, mix: str = "mixed", max_context: int = 8192, tokens_per_seq: int = 1, min_context: int = 1) -> torch.Tensor:
     """Top-k-like indices for each query token, valid by construction.
 
     Query tokens come in sequences of ``tokens_per_seq`` (1 = decode; more = a prefill chunk whose
     tokens see a causally growing context). Each sequence gets its own random pages; a token with
-    context ``n`` gets ``min(topk, n)`` distinct physical ids from its sequence, then ``-1``.
+    context ``n`` gets ``min(topk, n)`` distinct physical ids from its sequence, then ``-1``. A
+    sequence's context is drawn from ``[max(min_context, tokens_per_seq), max_context]`` by ``mix``.
     """
     T, K = ctx.shape
     P, ps = ctx.axes["num_pages"], ctx.axes["page_size"]
@@ -164,7 +170,7 @@ def gen_sparse_indices(ctx: GenContext, mix: str = "mixed", max_context: int = 8
     t = 0
     while t < T:
         m = min(tokens_per_seq, T - t)
-        last = int(_lengths(1, m, max_context, mix, K, ctx.gen)[0])
+        last = int(_lengths(1, max(m, min_context), max_context, mix, K, ctx.gen)[0])
         pages = torch.randperm(P, generator=ctx.gen)[: ceil_div(last, ps)]
         for j in range(m):
             n = last - (m - 1 - j)  # causal: the j-th token of the chunk sees n tokens

@@ -126,10 +126,10 @@ def phase_a(workloads, sols, defn, cfg, deadline, rows):
     import triton.testing
 
     from harness.compare import compare, normalize_outputs
-    from harness.inputs import _load_trusted_fn, make_inputs
+    from harness.inputs import load_trusted_fn, make_inputs
 
-    ref = _load_trusted_fn(cfg.reference_fn, cfg.root)
-    route = _load_trusted_fn("reference.py::route", cfg.root)
+    ref = load_trusted_fn(cfg.reference_fn, cfg.root)
+    route = load_trusted_fn("reference.py::route", cfg.root)
     data = {}
     for w in workloads:
         axes = defn.resolve_axes(w.axes)

@@ -74,12 +74,10 @@ def test_workloads_cover_the_contest_regimes():
         scales = {w.inputs["scale"].value for w in ws}
         assert 0.0 in scales and len(scales - {0.0, 1 / 128 ** 0.5}) >= 3
         assert any(w.absent_inputs() == {"state"} for w in ws) and any("state" not in w.absent_inputs() for w in ws)
-    idx = wl(INDEXER)
+    idx = wl(INDEXER)  # the DSA sets' finer properties: test_dsa_workloads.py
     assert {w.inputs["seq_lens"].params["mix"] for w in idx} >= {"short", "long", "mixed"}
-    assert min(w.axes["batch_size"] for w in idx) == 1 and max(w.axes["batch_size"] for w in idx) == 31
     att = wl(ATTENTION)
     assert {w.inputs["sparse_indices"].params["mix"] for w in att} >= {"short", "long", "mixed"}
-    assert any(w.inputs["sparse_indices"].params["tokens_per_seq"] > 1 for w in att)
     moe = wl(MOE)
     assert len({w.inputs["local_expert_offset"].value for w in moe}) >= 6
     assert all(w.inputs["routing_logits"].type == "generated" for w in moe)

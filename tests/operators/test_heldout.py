@@ -153,7 +153,8 @@ def test_gdn_prefill_wrong_caught(bug):
 
 
 def indexer_solution(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, page_shift=0, relu=True, logical=False,
-                     ignore_len=False, duplicate=False, pad=-1, shuffle=False):
+                     ignore_len=False, duplicate=False, pad=-1, shuffle=False, use_weights=True, use_scales=True,
+                     first_tokens=False, id_page_shift=0):
     B = q_index_fp8.shape[0]
     P, ps, _, Dw = k_index_cache_fp8.shape
     D = Dw - 4
@@ -164,17 +165,20 @@ def indexer_solution(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_ta
         npg = -(-n // ps)
         cols = torch.arange(npg) + page_shift
         pages = block_table[i, cols.clamp_max(block_table.shape[1] - 1)].long()
-        keys = []
-        for p in pages.tolist():
-            data = raw[p, : ps * D].view(torch.float8_e4m3fn).float().reshape(ps, D)
-            sc = raw[p, ps * D :].view(torch.float32).reshape(ps, 1)
-            keys.append(data * sc)
-        Kx = torch.cat(keys)[: (npg * ps if ignore_len else n)]
+        mine = raw[pages]  # [npg, ps * Dw]: this sequence's pages, each fp8 data then scales
+        data = mine[:, : ps * D].contiguous().view(torch.float8_e4m3fn).float().reshape(npg * ps, D)
+        sc = mine[:, ps * D :].contiguous().view(torch.float32).reshape(npg * ps, 1)
+        Kx = (data * sc if use_scales else data)[: (npg * ps if ignore_len else n)]
         logits = q_index_fp8[i].float() @ Kx.t()
-        s = (weights[i].float()[:, None] * (logits.clamp_min(0) if relu else logits)).sum(0)
+        w = weights[i].float() if use_weights else torch.ones(weights.shape[1])
+        s = (w[:, None] * (logits.clamp_min(0) if relu else logits)).sum(0)
         k = min(2048, s.numel())
-        top = torch.topk(s, k).indices
-        ids = top if logical else pages[top // ps] * ps + top % ps
+        top = torch.arange(k) if first_tokens else torch.topk(s, k).indices
+        if logical:
+            ids = top
+        else:
+            at = (top // ps + id_page_shift).clamp_max(npg - 1)  # id_page_shift: ids through the wrong table entry
+            ids = pages[at] * ps + top % ps
         if shuffle:
             ids = ids[torch.randperm(k, generator=torch.Generator().manual_seed(i))]
         if duplicate and k > 1:
@@ -191,11 +195,17 @@ def test_indexer_correct_passes(ok):
     assert_all_pass(verdicts(INDEXER, INDEXER_W, lambda **x: indexer_solution(**x, **ok)))
 
 
-@pytest.mark.parametrize("bug", [
-    {"page_shift": 1}, {"relu": False}, {"logical": True}, {"ignore_len": True}, {"duplicate": True}, {"pad": 0},
-])
+INDEXER_BUGS = {  # name -> switches; each must fail (the names are the held-out set of the DSA notes)
+    "page_off_by_one": {"page_shift": 1}, "ids_through_next_page": {"id_page_shift": 1}, "no_relu": {"relu": False},
+    "logical_ids": {"logical": True}, "reads_past_len": {"ignore_len": True}, "duplicate": {"duplicate": True},
+    "pads_with_zero": {"pad": 0}, "ignores_weights": {"use_weights": False}, "ignores_scales": {"use_scales": False},
+    "first_2048_tokens": {"first_tokens": True},
+}
+
+
+@pytest.mark.parametrize("bug", list(INDEXER_BUGS))
 def test_indexer_wrong_caught(bug):
-    assert_all_caught(verdicts(INDEXER, INDEXER_W, lambda **x: indexer_solution(**x, **bug)))
+    assert_all_caught(verdicts(INDEXER, INDEXER_W, lambda **x: indexer_solution(**x, **INDEXER_BUGS[bug])))
 
 
 def test_indexer_ties_judged_by_score():
@@ -234,20 +244,24 @@ def test_indexer_ties_judged_by_score():
 
 
 def attention_solution(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, lse_mode="log2", index_shift=0, pad_as_zero=False,
-                       use_pe=True, base2_bug=False, lse_bad_head=False):
+                       use_pe=True, base2_bug=False, lse_bad_head=False, fixed_scale=False, first_n=None):
     T, H, Dc = q_nope.shape
-    kc = ckv_cache.reshape(-1, Dc).float()
-    kp = kpe_cache.reshape(-1, q_pe.shape[-1]).float()
+    kc_all = ckv_cache.reshape(-1, Dc)
+    kp_all = kpe_cache.reshape(-1, q_pe.shape[-1])
     out = torch.zeros(T, H, Dc, dtype=torch.bfloat16)
     lse = torch.full((T, H), float("-inf"))
+    scale = 1 / math.sqrt(192) if fixed_scale else sm_scale  # fixed_scale: DeepSeek's value, whatever is passed
     for t in range(T):
-        idx = sparse_indices[t].long()
+        idx = sparse_indices[t, :first_n].long()  # first_n: only the first entries of the top-k
         idx = torch.where(idx == -1, 0, idx) if pad_as_zero else idx[idx != -1]
-        idx = (idx + index_shift).clamp_max(kc.shape[0] - 1)
-        logits = q_nope[t].float() @ kc[idx].t()
+        if idx.numel() == 0:
+            continue
+        idx = (idx + index_shift).clamp_max(kc_all.shape[0] - 1)
+        kc = kc_all[idx].float()
+        logits = q_nope[t].float() @ kc.t()
         if use_pe:
-            logits = logits + q_pe[t].float() @ kp[idx].t()
-        z = logits * sm_scale
+            logits = logits + q_pe[t].float() @ kp_all[idx].float().t()
+        z = logits * scale
         if base2_bug:  # exp2 of the natural-log logits without the log2(e) factor
             m = z.amax(-1, keepdim=True)
             p = torch.exp2(z - m)
@@ -257,7 +271,7 @@ def attention_solution(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_sc
             p = torch.exp(z - m)
             l2 = (torch.log(p.sum(-1)) + m.squeeze(-1)) / math.log(2)
         p = p / p.sum(-1, keepdim=True)
-        out[t] = (p @ kc[idx]).to(torch.bfloat16)
+        out[t] = (p @ kc).to(torch.bfloat16)
         lse[t] = l2 * (math.log(2) if lse_mode == "natural" else 1.0)
         if lse_bad_head:
             lse[t, -1] += 0.5
@@ -269,19 +283,34 @@ def attention_solution(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_sc
 
 
 ATTENTION_W = workload({"num_tokens": 6, "num_pages": 120}, sparse_indices=gen("dsa_sparse_indices", mix="mixed", max_context=3000), sm_scale=scalar(1 / math.sqrt(192)))
+# A second workload whose sm_scale is not DeepSeek's: the first cannot see a kernel that hard-wires it.
+ATTENTION_W2 = workload({"num_tokens": 5, "num_pages": 120}, sparse_indices=gen("dsa_sparse_indices", mix="long", max_context=6000), sm_scale=scalar(0.15))
 
 
+@pytest.mark.parametrize("w", [ATTENTION_W, ATTENTION_W2], ids=["deepseek_scale", "scale_0.15"])
 @pytest.mark.parametrize("ok", [{}, {"lse_mode": "none"}, {"lse_mode": "poison"}])
-def test_attention_correct_passes(ok):
-    assert_all_pass(verdicts(ATTENTION, ATTENTION_W, lambda **x: attention_solution(**x, **ok)))
+def test_attention_correct_passes(ok, w):
+    assert_all_pass(verdicts(ATTENTION, w, lambda **x: attention_solution(**x, **ok)))
 
 
-@pytest.mark.parametrize("bug", [
-    {"lse_mode": "natural"}, {"lse_bad_head": True}, {"index_shift": 64}, {"index_shift": 1}, {"pad_as_zero": True},
-    {"use_pe": False}, {"base2_bug": True},
-])
-def test_attention_wrong_caught(bug):
-    assert_all_caught(verdicts(ATTENTION, ATTENTION_W, lambda **x: attention_solution(**x, **bug)))
+ATTENTION_BUGS = {  # name -> switches; each must fail on both workloads (padding bugs: where there is padding)
+    "lse_natural_log": {"lse_mode": "natural"}, "lse_one_head_off": {"lse_bad_head": True}, "index_next_page": {"index_shift": 64},
+    "index_off_by_one": {"index_shift": 1}, "padding_as_row_0": {"pad_as_zero": True}, "ignores_kpe": {"use_pe": False},
+    "exp2_without_log2e": {"base2_bug": True}, "first_half_of_topk": {"first_n": 1024}, "all_but_last_tile": {"first_n": 2048 - 64},
+}
+
+
+@pytest.mark.parametrize("bug,w", [(b, w) for b in ATTENTION_BUGS for w in ("deepseek_scale", "scale_0.15")
+                                   if not (b == "padding_as_row_0" and w == "scale_0.15")])  # W2 has no padding
+def test_attention_wrong_caught(bug, w):
+    wl = {"deepseek_scale": ATTENTION_W, "scale_0.15": ATTENTION_W2}[w]
+    assert_all_caught(verdicts(ATTENTION, wl, lambda **x: attention_solution(**x, **ATTENTION_BUGS[bug])))
+
+
+def test_attention_ignoring_sm_scale_caught_where_the_scale_differs():
+    assert_all_caught(verdicts(ATTENTION, ATTENTION_W2, lambda **x: attention_solution(**x, fixed_scale=True)))
+    # ... and, the reason the workloads vary it, invisible where it is DeepSeek's own value:
+    assert_all_pass(verdicts(ATTENTION, ATTENTION_W, lambda **x: attention_solution(**x, fixed_scale=True)))
 
 
 # ============================================================================ MoE (shrunk hidden/intermediate sizes)
@@ -438,3 +467,73 @@ def test_shipped_gdn_workloads_catch(name, file, wrong):
     caught = [w.uuid for w in ws if not verdicts(name, w, wrong(run), seeds=(0,))[0].ok]
     assert caught, f"{wrong.__name__} passes every shipped workload of {name}"
     assert all(r.ok for w in ws for r in verdicts(name, w, run, seeds=(0,)))
+
+
+# ============================================================================ DSA: the real workload sets
+
+
+def _dsa_expected(name, bug, x):
+    """Whether a held-out bug must show on these inputs (some need long rows, padding or a non-DeepSeek scale)."""
+    if name == INDEXER:
+        n = x["seq_lens"].long()
+        ranking = {"no_relu", "ignores_weights", "ignores_scales", "first_2048_tokens"}
+        if bug in ranking:
+            return bool((n > 2048).any())
+        if bug == "pads_with_zero":
+            return bool((n < 2048).any())
+        if bug == "reads_past_len":  # surely only where the extra tokens change the count; in long rows it
+            return bool(((n < 2048) & (n % 64 != 0)).any())  # shows when one of them scores into the top-k
+        return True
+    valid = (x["sparse_indices"] >= 0).sum(1)
+    if bug == "padding_as_row_0":
+        return bool((valid < 2048).any())
+    if bug == "first_half_of_topk":
+        return bool((valid > 1024).any())
+    if bug == "all_but_last_tile":
+        return bool((valid > 2048 - 64).any())
+    if bug == "ignores_sm_scale":
+        return not math.isclose(x["sm_scale"], 1 / math.sqrt(192))
+    return True
+
+
+def _dsa_full_cases():
+    from harness.schema import load_workloads
+    from opkit import REPO
+
+    out = []
+    for name in (INDEXER, ATTENTION):
+        defn, _ = ours(name)
+        for w in load_workloads(REPO / "definitions" / name / "workloads.jsonl", defn):
+            out.append(pytest.param(name, w, id=f"{name.split('_')[1]}-{'-'.join(f'{k}{v}' for k, v in w.axes.items())}"))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,w", _dsa_full_cases())
+def test_dsa_heldout_on_the_real_workloads(name, w):
+    """Every held-out wrong solution fails on every workload of definitions/*/workloads.jsonl where its bug
+    can show, the correct one passes everywhere (CPU, full size: minutes per workload, opt in with
+    KBOT_DSA_FULL=1)."""
+    import os
+
+    if os.environ.get("KBOT_DSA_FULL") != "1":
+        pytest.skip("full-size DSA workloads on the CPU take minutes each: set KBOT_DSA_FULL=1")
+    torch.set_num_threads(os.cpu_count() or 1)
+    defn, cfg = ours(name)
+    x = make(defn, cfg, w, 0)
+    expected = our_run(name)(**clone(x))
+    if name == INDEXER:
+        sols = {"correct": {}, **INDEXER_BUGS}
+        fn = indexer_solution
+    else:
+        sols = {"correct": {}, "no_lse": {"lse_mode": "none"}, **ATTENTION_BUGS, "ignores_sm_scale": {"fixed_scale": True}}
+        fn = attention_solution
+    wrong_passed, right_failed = [], []
+    for label, switches in sols.items():
+        r = judge(defn, cfg, w, x, fn(**clone(x), **switches), expected)
+        if label in ("correct", "no_lse"):
+            if not r.ok:
+                right_failed.append(f"{label}: {r.message}")
+        elif r.ok and _dsa_expected(name, label, x):
+            wrong_passed.append(label)
+    assert not right_failed and not wrong_passed, (right_failed, wrong_passed)

@@ -1,0 +1,29 @@
+"""scripts/gpu/dsa_dev.py runs end to end on the CPU (--smoke: interpreter, one small workload, the
+harness's eval-many and the in-process variant check), so the lead's GPU run does not fail on plumbing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from opkit import INDEXER, REPO
+
+
+@pytest.mark.slow
+def test_dsa_dev_script_smoke(tmp_path):
+    env = {**os.environ, "OUT": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu" / "dsa_dev.py"), "--smoke", "--only", "indexer", "--max-workloads", "1"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    result = json.loads((tmp_path / "dsa_dev.json").read_text())
+    op = result["ops"]["indexer"]
+    assert op["definition"] == INDEXER
+    (row,) = op["A"]["default"].values()
+    assert row["status"] == "PASSED" and row["event_us"] > 0 and row["floor_us"] is not None
+    assert all(r["ok"] for v in op["B"].values() for r in v.values()), op["B"]
+    assert set(os.listdir(tmp_path)) == {"dsa_dev.json", "dsa_dev.md", "evals.tar.gz"}
+    assert "| B=3 mp=40 P=160 | PASSED |" in p.stdout.splitlines()[-1] or "| B=3 mp=40 P=160 | PASSED |" in p.stdout

@@ -1,0 +1,113 @@
+"""The DSA seed kernels (skills/seeds/<definition>/*.py) are right on the CPU, through the Triton
+interpreter: every seed at its default tunables and at the variants that take its other code paths,
+judged by the definition's own comparator on workloads.small.jsonl; and each seed through the real
+harness (`kbot eval --device cpu`), guard included.
+
+The interpreter is chosen when a kernel is decorated, so the seeds run in a subprocess that sets
+TRITON_INTERPRET=1 first (this process may have imported Triton already)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from opkit import ATTENTION, INDEXER, REPO
+
+# Variants (tunable -> value, applied with the offline agent's own rewriting) that reach the other paths.
+VARIANTS = {
+    INDEXER: [
+        {},  # split selection (few rows), one chunk per row at these sizes
+        {"SPLIT_BELOW_ROWS": 1},  # one program per row
+        {"RADIX_BITS": 11, "SPLIT_CHUNK": 4096, "SELECT_BLOCK": 1024, "PAGES": 4},  # 3 passes, rows over several chunks
+        {"RADIX_BITS": 11, "SPLIT_BELOW_ROWS": 1, "SELECT_BLOCK": 4096},
+    ],
+    ATTENTION: [
+        {},  # split-KV + merge
+        {"TARGET_PROGRAMS": 1},  # one split per token: the direct path, no merge
+        {"BLOCK_N": 64, "MIN_SPLIT_LEN": 512, "MERGE_BLOCK_D": 512},
+        {"BLOCK_N": 16, "MIN_SPLIT_LEN": 128},
+    ],
+}
+
+DRIVER = r"""
+import json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests", "operators")]
+import torch
+torch.set_num_threads(1)
+from bot.agents.providers.offline import load_seeds
+from bot.agents.tunables import apply
+from harness.compare import normalize_outputs
+from harness.inputs import allocate_outputs, poison
+from harness.measure import call_solution
+from harness.schema import load_workloads
+from opkit import clone, judge, make, our_run, ours
+name, variants = sys.argv[2], json.loads(sys.argv[3])
+GUARD = 4096
+defn, cfg = ours(name)
+ws = load_workloads(os.path.join(sys.argv[1], "definitions", name, "workloads.small.jsonl"), defn)
+out = []
+for seed_sol in load_seeds(name):
+    for v in variants:
+        sol = apply(seed_sol, v) if v else seed_sol
+        ns = {}
+        exec(compile(sol.source("main.py"), sol.name, "exec"), ns)
+        for w in ws:
+            for trial in (0,):
+                x = make(defn, cfg, w, trial)
+                # Poisoned outputs, as the harness makes them, inside a poisoned buffer with GUARD elements on
+                # each side: the interpreter does not check bounds, so a stray store shows as a changed guard.
+                dest, guards = {}, {}
+                for k, t in allocate_outputs(defn, defn.resolve_axes(w.axes), "cpu").items():
+                    flat = torch.empty(t.numel() + 2 * GUARD, dtype=t.dtype)
+                    poison(flat)
+                    guards[k] = (flat, flat.clone())
+                    dest[k] = flat[GUARD : GUARD + t.numel()].view(t.shape)
+                got = call_solution(ns["run"], defn, clone(x), dest)
+                r = judge(defn, cfg, w, x, got, our_run(name)(**clone(x)))
+                stray = [k for k, (flat, before) in guards.items()
+                         if not (torch.equal(flat[:GUARD].view(torch.uint8), before[:GUARD].view(torch.uint8))
+                                 and torch.equal(flat[-GUARD:].view(torch.uint8), before[-GUARD:].view(torch.uint8)))]
+                msg = r.message + (f" stores outside {stray}" if stray else "")
+                out.append({"seed": seed_sol.name, "variant": v, "workload": w.uuid, "trial": trial, "ok": r.ok and not stray, "message": msg})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # the interpreter on a shared 2-core machine: minutes
+@pytest.mark.parametrize("name", [INDEXER, ATTENTION], ids=["indexer", "attention"])
+def test_seed_variants_are_correct_on_cpu(name):
+    p = subprocess.run([sys.executable, "-c", DRIVER, str(REPO), name, json.dumps(VARIANTS[name])],
+                       capture_output=True, text=True, timeout=1200, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(rows) == len(VARIANTS[name]) * 3 * len(list((REPO / "skills" / "seeds" / name).glob("[!_]*.py")))
+    bad = [r for r in rows if not r["ok"]]
+    assert not bad, bad[:5]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("name", [INDEXER, ATTENTION], ids=["indexer", "attention"])
+def test_seeds_pass_kbot_eval_on_cpu(tmp_path, name):
+    from bot.agents.providers.offline import load_seeds
+
+    for sol in load_seeds(name):
+        path = tmp_path / f"{sol.name}.json"
+        path.write_text(sol.model_dump_json())
+        out = tmp_path / sol.name
+        p = subprocess.run(
+            [sys.executable, "-m", "harness.cli", "eval", str(path), "-d", name, "--device", "cpu",
+             "--workloads", str(REPO / "definitions" / name / "workloads.small.jsonl"), "--trials", "2",
+             "--budget", "0.01", "--timing", "warmup=1", "--timing", "min_iters=2", "--timing", "recheck=1", "--timing", "chunk=2",
+             "--out", str(out)],
+            cwd=REPO, capture_output=True, text=True, timeout=1200, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-2000:]
+        report = json.loads((out / "report.json").read_text())
+        statuses = [w["status"] for w in report["workloads"]]
+        assert statuses == ["PASSED"] * 3, statuses
