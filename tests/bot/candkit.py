@@ -4,9 +4,11 @@ solution, its hash and ``solution_path``. Promotion refuses anything less (bot/p
 
 from __future__ import annotations
 
+from reportkit import CAND_HASH, stand_in
+
 from bot.forge.markers import with_meta
 
-CAND_HASH = "c" * 64  # reportkit.report's default solution_hash
+__all__ = ["CAND_HASH", "bot_candidate", "candidate_meta"]
 
 
 def candidate_meta(definition: str, node: str, *, solution: str = "cand_v2", solution_hash: str = CAND_HASH,
@@ -17,9 +19,12 @@ def candidate_meta(definition: str, node: str, *, solution: str = "cand_v2", sol
 
 def bot_candidate(forge, definition: str, node: str = "n1", *, solution: str = "cand_v2",
                   solution_hash: str = CAND_HASH, labels=(), **extra):
-    """Branch + bot commit + PR (MemForge or GitHubForge); returns the PR."""
+    """Branch + bot commit + PR (MemForge or GitHubForge); returns the PR. The committed file is the
+    stand-in solution of that hash when there is one (reportkit.stand_in), else a placeholder."""
     meta = candidate_meta(definition, node, solution=solution, solution_hash=solution_hash, **extra)
     branch = f"kbot/{definition}/{node}"
     _, main = forge.default_head()
-    forge.commit_files(branch, main, {meta["solution_path"]: '{"name": "%s"}' % solution}, f"kbot: {solution}")
+    sol = stand_in(solution, definition)
+    content = sol.to_json(indent=2) if sol.content_hash() == solution_hash else '{"name": "%s"}' % solution
+    forge.commit_files(branch, main, {meta["solution_path"]: content}, f"kbot: {solution}")
     return forge.open_pr(branch, f"kbot: {solution}", with_meta("Candidate.", meta), labels=list(labels))

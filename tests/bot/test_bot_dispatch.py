@@ -247,7 +247,7 @@ def _evaluated_candidate(forge, ratio=(1.2, 1.15, 1.25)):
     base = forge.branches["main"]
     forge.commit_files("main", base, {f"kernels/{DEF}/champion.json": '{"solution": "champ_v1", "solution_hash": "' + "b" * 64 + '"}'}, "champ")
     pr = bot_candidate(forge, DEF, "n9")
-    publish_results(forge, pr.number, pr.head_sha, reports=[good(ratio=ratio, definition=DEF)], promote=False)
+    publish_results(forge, pr.number, pr.head_sha, report=good(ratio=ratio, definition=DEF), promote=False)
     return pr
 
 

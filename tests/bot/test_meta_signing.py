@@ -39,7 +39,7 @@ def test_signed_candidate_is_read_and_promoted(signed):
     forge = MemForge()
     pr = signed_candidate(forge)
     assert "sha256=" in pr.body and read_meta(pr, forge.info.bot_login)["definition"] == DEF
-    publish_results(forge, pr.number, pr.head_sha, reports=[first()])
+    publish_results(forge, pr.number, pr.head_sha, report=first())
     assert forge.get_pr(pr.number).merged
 
 
@@ -50,7 +50,7 @@ def test_unsigned_or_edited_block_is_not_trusted(signed):
     forge.update_pr(pr.number, body=with_meta("Candidate.", {**meta, "rounds": 99}))  # edited, no valid signature
     pr = forge.get_pr(pr.number)
     assert decode_meta(pr.body)["rounds"] == 99 and read_meta(pr, forge.info.bot_login) is None
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[first()])
+    out = publish_results(forge, pr.number, pr.head_sha, report=first())
     assert not forge.get_pr(pr.number).merged and out.decision.action == "reject"
 
 

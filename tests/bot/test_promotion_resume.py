@@ -30,7 +30,7 @@ def interrupted():
     """A loser (evaluated, open) and a winner merged whose pointer commit failed."""
     forge = MemForge()
     loser = bot_candidate(forge, DEF, "n1")
-    publish_results(forge, loser.number, loser.head_sha, reports=[first()], promote=False)
+    publish_results(forge, loser.number, loser.head_sha, report=first(), promote=False)
     winner = bot_candidate(forge, DEF, "n2", solution_hash="e" * 64)
     real_commit = forge.commit_files
 
@@ -40,7 +40,7 @@ def interrupted():
         return real_commit(branch, base, files, message)
 
     forge.commit_files = pointer_fails
-    out = publish_results(forge, winner.number, winner.head_sha, reports=[first(solution_hash="e" * 64)])
+    out = publish_results(forge, winner.number, winner.head_sha, report=first(solution_hash="e" * 64))
     forge.commit_files = real_commit
     return forge, loser, winner, out
 
@@ -54,7 +54,7 @@ def test_losers_stay_open_when_the_pointer_was_not_written(interrupted):
 
 def test_a_rerun_report_resumes_the_pointer(interrupted):
     forge, loser, winner, _ = interrupted
-    out = publish_results(forge, winner.number, winner.head_sha, reports=[first(solution_hash="e" * 64)])
+    out = publish_results(forge, winner.number, winner.head_sha, report=first(solution_hash="e" * 64))
     assert out.state == "resumed"
     champ = json.loads(forge.read_file(CHAMP))
     assert champ["pr"] == winner.number and champ["merge_sha"] == forge.get_pr(winner.number).merge_commit_sha
@@ -62,7 +62,7 @@ def test_a_rerun_report_resumes_the_pointer(interrupted):
     assert out.closed == [loser.number] and not forge.get_pr(loser.number).is_open
     # done once: nothing more to resume
     assert resume_pointer(forge, forge.get_pr(winner.number)) is None
-    assert publish_results(forge, winner.number, winner.head_sha, reports=[first(solution_hash="e" * 64)]).state == "skipped"
+    assert publish_results(forge, winner.number, winner.head_sha, report=first(solution_hash="e" * 64)).state == "skipped"
 
 
 def test_promote_command_resumes_the_pointer(shared, interrupted):

@@ -87,7 +87,12 @@ def test_bench_is_gated_read_only_and_secret_free():
     assert bench["permissions"] == {"contents": "read"}
     assert "matrix" in bench["strategy"]
     uploads = [s for s in bench["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
-    assert uploads and uploads[0]["with"]["path"] == "results/"
+    # exactly the fixed layout report.yml reads (bot/review/results.py), rooted at results/
+    from bot.review.results import BENCH_SIDECAR, PROFILE_FOLDER, RUN_FILES, RUN_FOLDER
+
+    want = {f"results/*/{BENCH_SIDECAR}", f"results/*/{RUN_FOLDER}/{PROFILE_FOLDER}/*/*"}
+    want |= {f"results/*/{RUN_FOLDER}/{name}" for name in RUN_FILES}
+    assert uploads and set(uploads[0]["with"]["path"].split()) == want
     assert wf["concurrency"]["cancel-in-progress"] is True
 
 
