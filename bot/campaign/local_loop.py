@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from bot.campaign.attempts import AttemptError, ensure_attempt, folder_for, read_solution, solution_files
+from bot.campaign.attempts import AttemptError, ensure_attempt, folder_for, read_solution, solution_files, update_attempt
 from bot.campaign.harness_evaluator import HarnessEvaluator
 from bot.controller.campaign import Campaign, CampaignConfig, StepResult
 from bot.controller.tree import ROOT, solution_node_id
@@ -233,7 +233,7 @@ class PullRequestEvaluator:
         report: Report | None = None
         for _ in range(3):  # a re-benchmark is asked for when the champion or main moved meanwhile
             _, champ = self.ws.champion_solution(self.definition.name)
-            head = forge.update_branch(pr.number)
+            head = update_attempt(forge, pr.number)  # main merged in, the new head recorded
             forge.set_status(head, "pending", context=STATUS_CONTEXT,
                              description=f"evaluating on {self.harness.device}" + (" (CPU timing)" if self.harness.device == "cpu" else ""))
             self.event("evaluate", {"node": nid, "pr": pr.number, "solution": solution.name,

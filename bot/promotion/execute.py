@@ -174,7 +174,7 @@ def resume_pointer(forge: Forge, pr: PullRequest, *, policy: PromotionPolicy | N
     if decision.action != "promote":
         out.note = "merged, but the rules no longer hold against the current champion: pointer not written"
         return out
-    meta = read_meta(pr, forge.info.bot_login)
+    meta = read_meta(pr, forge)
     path = meta.get("solution_path") if solution_folder(meta) else None
     out.pointer_sha, out.note = write_pointer(forge, pr, ev, decision, pr.merge_commit_sha, solution_path=path)
     if out.pointer_sha:

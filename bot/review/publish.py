@@ -10,9 +10,9 @@ from typing import Any
 from bot.commands.bot_policy import paused as bot_paused
 from bot.forge.base import UnsupportedError
 from bot.forge.markers import REVIEW_MARKER, sticky_marker
-from bot.forge.trusted_meta import read_meta
+from bot.forge.trusted_meta import META_KEY_ENV, read_meta
 from bot.names import STATUS_CONTEXT, is_candidate_pr
-from bot.promotion.candidate_gate import solution_folder
+from bot.promotion.candidate_gate import NO_KEY, solution_folder
 from bot.promotion.execute import current_decision, execute, find_losers, resume_pointer
 from bot.review.evidence import Evidence, find_bot_review, read_evidence
 from bot.review.markdown import escape_inline
@@ -59,7 +59,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
                 return Published(pr_number, "resumed", resumed.decision, merged_sha=resumed.merged_sha,
                                  closed=resumed.closed, problems=problems)
         return Published(pr_number, "skipped", problems=problems)
-    meta = read_meta(pr, forge.info.bot_login)
+    meta = read_meta(pr, forge)
     if results_dir is not None:
         read = read_bench_results(results_dir, meta)
         report, problems = read.report, read.problems
@@ -90,6 +90,8 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
     state, desc = status_line(report, decision)
     if paused:
         desc = (desc + " (promotion paused)")[:140]
+    elif any(not r.ok and NO_KEY in r.detail for r in decision.reasons):
+        desc = (desc + f"; not merged: {META_KEY_ENV} is not configured")[:140]
     forge.set_status(head_sha, state, context=STATUS_CONTEXT, description=desc, target_url=run_url)
     if getattr(forge.info, "supports_check_runs", False):
         try:

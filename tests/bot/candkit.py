@@ -1,12 +1,13 @@
 """A candidate PR made the way the bot makes one (bot/campaign/attempts.py): a ``kbot/<definition>/<node>``
-branch with one bot commit under ``kernels/<definition>/<name>/`` and a meta block naming the
-solution, its hash and ``solution_path``. Promotion refuses anything less (bot/promotion/candidate_gate.py)."""
+branch with one bot commit under ``kernels/<definition>/<name>/`` and a signed meta block naming the
+solution, its hash, ``solution_path`` and the head the bot pushed. Promotion refuses anything less
+(bot/promotion/candidate_gate.py)."""
 
 from __future__ import annotations
 
 from reportkit import CAND_HASH, stand_in
 
-from bot.forge.markers import with_meta
+from bot.forge.trusted_meta import write_meta
 
 __all__ = ["CAND_HASH", "bot_candidate", "candidate_meta"]
 
@@ -26,5 +27,6 @@ def bot_candidate(forge, definition: str, node: str = "n1", *, solution: str = "
     _, main = forge.default_head()
     sol = stand_in(solution, definition)
     content = sol.to_json(indent=2) if sol.content_hash() == solution_hash else '{"name": "%s"}' % solution
-    forge.commit_files(branch, main, {meta["solution_path"]: content}, f"kbot: {solution}")
-    return forge.open_pr(branch, f"kbot: {solution}", with_meta("Candidate.", meta), labels=list(labels))
+    head = forge.commit_files(branch, main, {meta["solution_path"]: content}, f"kbot: {solution}")
+    return forge.open_pr(branch, f"kbot: {solution}", write_meta("Candidate.", meta, branch, head_sha=head, forge=forge),
+                         labels=list(labels))

@@ -1,6 +1,7 @@
 """The end-to-end rig: the fake GitHub (through GitHubForge/PyGithub), the webhook app with its durable
 queue and worker, signed deliveries built from GitHub's payload examples, and an injected candidate
-generator that opens PRs the way the bot does (deterministic branches, kbot:meta block, idempotent)."""
+generator that opens PRs through the bot's own attempt code (bot/campaign/attempts.py: deterministic
+branches, the signed kbot:meta block recording the pushed head, idempotent)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import json
 from eventkit import comment_event, example
 from reportkit import bench_for_pr, stand_in
 
+from bot.campaign.attempts import ensure_attempt
 from bot.commands.auth import RateLimiter
 from bot.commands.bot_policy import POLICY_PATH
 from bot.commands.services import ForgeServices
 from bot.forge.github import GitHubForge
-from bot.forge.markers import decode_meta, with_meta
+from bot.forge.markers import decode_meta
 from bot.intake.events import EventRouter
 from bot.intake.queue import JobQueue
 from bot.intake.server import JobRunner, WebhookApp, sign
@@ -36,20 +38,12 @@ class Generator:
         self.calls += 1
         prs = []
         for i in range(req.candidates):
-            branch = f"kbot/{req.definition}/n{i}"
-            pr = self.forge.find_open_pr(branch)
-            if pr is None:
-                sol = stand_in(f"cand_{i}", req.definition, variant=f"candidate {i}")
-                if self.forge.branch_head(branch) is None:
-                    _, base = self.forge.default_head()
-                    self.forge.commit_files(branch, base, {f"kernels/{req.definition}/cand_{i}/solution.json":
-                                                           sol.to_json(indent=2)}, f"kbot: candidate n{i}")
-                meta = {"definition": req.definition, "node": f"n{i}", "solution": f"cand_{i}",
-                        "solution_hash": sol.content_hash(), "agent": req.agent,
-                        "solution_path": f"kernels/{req.definition}/cand_{i}/solution.json"}
-                pr = self.forge.open_pr(branch, f"kbot: {req.definition} candidate n{i}",
-                                        with_meta(f"Candidate n{i} for `{req.definition}`.", meta))
-            prs.append(pr.number)
+            sol = stand_in(f"cand_{i}", req.definition, variant=f"candidate {i}")
+            meta = {"definition": req.definition, "node": f"n{i}", "solution": f"cand_{i}",
+                    "solution_hash": sol.content_hash(), "agent": req.agent}
+            att = ensure_attempt(self.forge, sol, node=f"n{i}", meta=meta, body=f"Candidate n{i} for `{req.definition}`.",
+                                 title=f"kbot: {req.definition} candidate n{i}", labels=())
+            prs.append(att.pr.number)
         return prs
 
 

@@ -14,7 +14,7 @@ from bot.commands.bot_policy import POLICY_PATH
 from bot.commands.dispatch import CommandDispatcher, reply_marker
 from bot.commands.services import ForgeServices
 from bot.forge.base import Permission
-from bot.forge.markers import with_meta
+from bot.forge.trusted_meta import write_meta
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 
@@ -207,8 +207,8 @@ def test_pr_only_commands(shared, forge, campaign):
 
 
 def test_evaluate_and_optimize_on_candidate_pr(shared, forge, campaign):
-    forge.commit_files(f"kbot/{DEF}/n7", forge.branches["main"], {"kernels/x.py": "k"}, "cand")
-    pr = forge.open_pr(f"kbot/{DEF}/n7", "cand", with_meta("body", {"definition": DEF, "node": "n7"}))
+    head = forge.commit_files(f"kbot/{DEF}/n7", forge.branches["main"], {"kernels/x.py": "k"}, "cand")
+    pr = forge.open_pr(f"kbot/{DEF}/n7", "cand", write_meta("body", {"definition": DEF, "node": "n7"}, f"kbot/{DEF}/n7", head_sha=head))
     d = dispatcher(forge, campaign)
     out = d.handle_issue_comment(comment_event(shared, body="/evaluate", number=pr.number, is_pr=True))
     assert out.status == "done"

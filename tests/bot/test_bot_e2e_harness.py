@@ -16,7 +16,8 @@ import json
 import pytest
 from e2ekit import Env, real_bench
 
-from bot.forge.markers import REVIEW_MARKER, with_meta
+from bot.forge.markers import REVIEW_MARKER
+from bot.forge.trusted_meta import write_meta
 from bot.promotion.champion import read_champion
 from bot.promotion.decision import PROMOTION_PATH
 from harness.runner import RunConfig
@@ -46,12 +47,13 @@ class TunableGenerator:
             branch = f"kbot/{DEF}/w{warps}"
             pr = self.forge.find_open_pr(branch)
             if pr is None:
-                if self.forge.branch_head(branch) is None:
+                head = self.forge.branch_head(branch)
+                if head is None:
                     _, base = self.forge.default_head()
-                    self.forge.commit_files(branch, base, {path: json.dumps(sol, indent=2)}, f"kbot: {sol['name']}")
+                    head = self.forge.commit_files(branch, base, {path: json.dumps(sol, indent=2)}, f"kbot: {sol['name']}")
                 meta = {"definition": DEF, "node": f"w{warps}", "solution": sol["name"], "solution_path": path,
                         "solution_hash": Solution.model_validate(sol).content_hash()}
-                pr = self.forge.open_pr(branch, f"kbot: {sol['name']}", with_meta("NUM_WARPS variant.", meta))
+                pr = self.forge.open_pr(branch, f"kbot: {sol['name']}", write_meta("NUM_WARPS variant.", meta, branch, head_sha=head))
             prs.append(pr.number)
         return prs
 

@@ -13,7 +13,7 @@ from reportkit import good
 
 from bot.commands.services import ForgeServices
 from bot.forge.base import Permission
-from bot.forge.markers import with_meta
+from bot.forge.trusted_meta import write_meta
 from bot.promotion.candidate_gate import candidate_problems, solution_folder
 from bot.review.publish import publish_results
 
@@ -81,8 +81,8 @@ def test_report_must_match_the_meta(forge, kw, why):
 def test_meta_without_a_valid_solution_path_is_not_promoted(forge):
     meta = {"definition": DEF, "solution": "cand_v2", "solution_hash": CAND_HASH, "solution_path": "kernels/../x.json"}
     branch = f"kbot/{DEF}/n1"
-    forge.commit_files(branch, forge.branches["main"], {f"kernels/{DEF}/cand_v2/solution.json": "{}"}, "c")
-    pr = forge.open_pr(branch, "c", with_meta("b", meta))
+    head = forge.commit_files(branch, forge.branches["main"], {f"kernels/{DEF}/cand_v2/solution.json": "{}"}, "c")
+    pr = forge.open_pr(branch, "c", write_meta("b", meta, branch, head_sha=head))
     out = publish_results(forge, pr.number, pr.head_sha, report=first_champion_report())
     _assert_not_promoted(forge, pr, out, "no valid solution\\_path")
 

@@ -52,7 +52,7 @@ def forged():
 def meta_of(forge, pr):
     from bot.forge.trusted_meta import read_meta
 
-    return read_meta(forge.get_pr(pr.number), forge.info.bot_login)
+    return read_meta(forge.get_pr(pr.number), forge)
 
 
 def assert_refused(forge, pr, out, why):

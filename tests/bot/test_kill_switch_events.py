@@ -11,7 +11,7 @@ from test_bot_events import DEF, pr_event, router, run_event
 
 import bot.campaign.github_campaign as gc
 from bot.forge.base import Permission
-from bot.forge.markers import with_meta
+from bot.forge.trusted_meta import write_meta
 from bot.review.publish import publish_results
 
 POLICY = "skills/bot-policy.yaml"
@@ -94,8 +94,8 @@ def round_pr(forge, labels=(), **meta_over):
                           agent="offline", requested_agent="offline", thread=issue, requested_by="alice")
     meta.update(meta_over)
     branch = f"kbot/{DEF}/n1"
-    forge.commit_files(branch, forge.branches["main"], {meta["solution_path"]: "{}"}, "c")
-    return forge.open_pr(branch, "c", with_meta("b", meta), labels=list(labels)), issue
+    head = forge.commit_files(branch, forge.branches["main"], {meta["solution_path"]: "{}"}, "c")
+    return forge.open_pr(branch, "c", write_meta("b", meta, branch, head_sha=head), labels=list(labels)), issue
 
 
 def test_rounds_continue_when_not_paused(rounds):
