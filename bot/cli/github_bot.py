@@ -159,7 +159,7 @@ def register(cli: click.Group) -> None:
         """Publish a bench run: sticky review, kbot/harness status, promotion."""
         import re
 
-        from bot.review.publish import publish_results
+        from bot.review.publish import find_run_pr, publish_results
         from bot.review.results import ResultsError
 
         if not re.fullmatch(r"[0-9a-f]{40}", head_sha):
@@ -168,9 +168,9 @@ def register(cli: click.Group) -> None:
         if pr_number is None:
             if not head_branch:
                 _fail("give --pr or --head-branch")
-            pr = forge.find_open_pr(head_branch)
+            pr = find_run_pr(forge, head_branch, head_sha)  # merged too: a re-run resumes its promotion
             if pr is None:
-                click.echo(f"no open PR for {head_branch}; nothing to report")
+                click.echo(f"no open PR for {head_branch} (nor a merged one at {head_sha[:12]}); nothing to report")
                 return
             pr_number = pr.number
         from bot.commands.bot_policy import paused

@@ -32,6 +32,18 @@ class Published:
     problems: list[str] | None = None
 
 
+def find_run_pr(forge: Any, head_branch: str, head_sha: str) -> Any | None:
+    """The PR a bench run of ``head_branch`` at ``head_sha`` belongs to: the open PR of the branch, else
+    the merged one whose head was that sha (a re-run of the report for a merged PR finishes a promotion
+    whose champion-pointer commit failed: ``publish_results`` resumes it)."""
+    pr = forge.find_open_pr(head_branch)
+    if pr is not None:
+        return pr
+    merged = [p for p in forge.list_prs(state="all", head_prefix=head_branch)
+              if p.head_branch == head_branch and p.merged and p.head_sha == head_sha and not p.from_fork]
+    return max(merged, key=lambda p: p.number) if merged else None
+
+
 def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: str | Path | None = None,
                     report: Report | None = None, champion: Report | None = None, run_url: str | None = None,
                     promote: bool = True) -> Published:
