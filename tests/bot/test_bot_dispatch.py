@@ -64,14 +64,18 @@ def test_authorized_optimize(shared, forge, campaign):
 
 
 def test_author_association_is_never_trusted(shared, forge, campaign):
-    # The payload says OWNER; the API says mallory has no role. The API wins.
+    # The payload says OWNER; the API says reader may only read. The API wins.
     out = dispatcher(forge, campaign).handle_issue_comment(
-        comment_event(shared, body=f"/optimize {DEF}", login="mallory", association="OWNER"))
+        comment_event(shared, body=f"/optimize {DEF}", login="reader", association="OWNER"))
     assert out.status == "failed"
     assert campaign.calls == []
-    assert ("permission?", "mallory") in forge.writes
+    assert ("permission?", "reader") in forge.writes
     assert reactions(forge, 555) == ["eyes", "confused"]
     assert "needs repository permission `write`" in replies(forge, 1)[0].body
+    # mallory has no role at all: below answer_min_permission, the bot reads and writes nothing
+    out = dispatcher(forge, campaign).handle_issue_comment(
+        comment_event(shared, body=f"/optimize {DEF}", login="mallory", association="OWNER", comment_id=556))
+    assert out.status == "ignored" and campaign.calls == [] and reactions(forge, 556) == [] and len(replies(forge, 1)) == 1
 
 
 def test_authorize_uses_api_permission_and_teams(forge):
@@ -143,7 +147,7 @@ def test_policy_comes_from_default_branch_not_the_pr(shared, forge, campaign):
     forge.commit_files("kbot/x/n1", forge.branches["main"], {POLICY_PATH: open_policy}, "open up")
     pr = forge.open_pr("kbot/x/n1", "t", "b")
     out = dispatcher(forge, campaign).handle_issue_comment(
-        comment_event(shared, body=f"/optimize {DEF}", login="mallory", number=pr.number, is_pr=True))
+        comment_event(shared, body=f"/optimize {DEF}", login="reader", number=pr.number, is_pr=True))
     assert out.status == "failed" and campaign.calls == []
 
 
