@@ -89,9 +89,9 @@ def test_a_rerun_of_the_report_workflow_resumes_the_pointer(interrupted, tmp_pat
     """report.yml re-run: `bot report --head-branch B --head-sha S` for a PR that is merged (no open PR
     any more) finishes the interrupted promotion; before, it said "no open PR" and only /promote could."""
     from click.testing import CliRunner
+    from test_bot_app_mode import cli
 
     import bot.cli.github_bot as gb
-    from test_bot_app_mode import cli
 
     forge, loser, winner, _ = interrupted
     monkeypatch.setattr(gb, "_github_forge", lambda repo, installation_id=None: forge)
