@@ -204,3 +204,43 @@ def test_secrets_from_env():
     assert secrets_from_env({"KBOT_WEBHOOK_SECRET": "a", "KBOT_WEBHOOK_SECRET_OLD": "b"}) == [b"a", b"b"]
     with pytest.raises(SystemExit):
         secrets_from_env({})
+
+
+def test_kbot_serve_starts_answers_and_stops(tmp_path, shared):
+    """`kbot serve` (python -m bot.cli.github_bot serve): up, a signed ping answered, a graceful stop on SIGTERM."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "KBOT_WEBHOOK_SECRET": NEW.decode(), "PYTHONPATH": str(repo)}
+    proc = subprocess.Popen([sys.executable, "-m", "bot.cli.github_bot", "serve", "--state-dir", str(tmp_path / "state"),
+                             "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
+                    assert json.loads(resp.read()) == {"ok": True}
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read().decode()[-2000:]
+                time.sleep(0.2)
+        body = b"{}"
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/webhook", data=body, method="POST", headers={
+            "X-GitHub-Event": "ping", "X-GitHub-Delivery": "p-1", "Content-Type": "application/json",
+            "X-Hub-Signature-256": sign(NEW, body)})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert json.loads(resp.read()) == {"pong": True}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=15)
+    # uvicorn shuts down gracefully, then re-raises the signal so the exit status says why it stopped
+    assert rc in (0, -signal.SIGTERM) and b"Finished server process" in proc.stdout.read()
