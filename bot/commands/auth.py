@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -120,59 +120,58 @@ class RateLimiter:
         db.execute("PRAGMA journal_mode=WAL")
         return db
 
+    @contextmanager
+    def _immediate(self):
+        """One write transaction (``BEGIN IMMEDIATE``, so two workers cannot both take the last slot):
+        committed when the block ends, unless it rolled back itself; rolled back when it raises."""
+        with self._lock, closing(self._connect()) as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+                if db.in_transaction:
+                    db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+
     def take(self, login: str, command: str, policy: BotPolicy, now: float | None = None) -> AuthDecision:
         """Count one use of ``command`` by ``login`` if the window allows it."""
         now = time.time() if now is None else now
         rl = policy.rate_limit
         since = now - rl.window_seconds
         key = login.lower()
-        with self._lock, closing(self._connect()) as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.execute("DELETE FROM rate_events WHERE ts < ?", (now - 7 * 86400,))
-                total, oldest = db.execute(
-                    "SELECT COUNT(*), MIN(ts) FROM rate_events WHERE login = ? AND ts > ?", (key, since)
+        with self._immediate() as db:
+            db.execute("DELETE FROM rate_events WHERE ts < ?", (now - 7 * 86400,))
+            total, oldest = db.execute(
+                "SELECT COUNT(*), MIN(ts) FROM rate_events WHERE login = ? AND ts > ?", (key, since)
+            ).fetchone()
+            if total >= rl.max_commands:
+                db.execute("ROLLBACK")
+                return AuthDecision(False, _limit_msg(rl.max_commands, "commands", rl.window_seconds, oldest, now))
+            per = rl.per_command.get(command)
+            if per is not None:
+                n, oldest_c = db.execute(
+                    "SELECT COUNT(*), MIN(ts) FROM rate_events WHERE login = ? AND command = ? AND ts > ?",
+                    (key, command, since),
                 ).fetchone()
-                if total >= rl.max_commands:
+                if n >= per:
                     db.execute("ROLLBACK")
-                    return AuthDecision(False, _limit_msg(rl.max_commands, "commands", rl.window_seconds, oldest, now))
-                per = rl.per_command.get(command)
-                if per is not None:
-                    n, oldest_c = db.execute(
-                        "SELECT COUNT(*), MIN(ts) FROM rate_events WHERE login = ? AND command = ? AND ts > ?",
-                        (key, command, since),
-                    ).fetchone()
-                    if n >= per:
-                        db.execute("ROLLBACK")
-                        return AuthDecision(False, _limit_msg(per, f"/{command}", rl.window_seconds, oldest_c, now))
-                db.execute("INSERT INTO rate_events VALUES (?, ?, ?)", (key, command, now))
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
+                    return AuthDecision(False, _limit_msg(per, f"/{command}", rl.window_seconds, oldest_c, now))
+            db.execute("INSERT INTO rate_events VALUES (?, ?, ?)", (key, command, now))
         return AuthDecision(True)
-
 
     def take_writes(self, login: str, n: int, budget: int, window_seconds: int, now: float | None = None) -> bool:
         """Reserve ``n`` bot writes answering ``login`` if the sliding window's ``budget`` allows them."""
         now = time.time() if now is None else now
-        key = login.lower()
-        with self._lock, closing(self._connect()) as db:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                db.execute("DELETE FROM write_events WHERE ts < ?", (now - 7 * 86400,))
-                (used,) = db.execute("SELECT COALESCE(SUM(n), 0) FROM write_events WHERE login = ? AND ts > ?",
-                                     (key, now - window_seconds)).fetchone()
-                if used + n > budget:
-                    db.execute("ROLLBACK")
-                    return False
-                db.execute("INSERT INTO write_events VALUES (?, ?, ?)", (key, n, now))
-                db.execute("COMMIT")
-            except BaseException:
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-                raise
+        with self._immediate() as db:
+            db.execute("DELETE FROM write_events WHERE ts < ?", (now - 7 * 86400,))
+            (used,) = db.execute("SELECT COALESCE(SUM(n), 0) FROM write_events WHERE login = ? AND ts > ?",
+                                 (login.lower(), now - window_seconds)).fetchone()
+            if used + n > budget:
+                db.execute("ROLLBACK")
+                return False
+            db.execute("INSERT INTO write_events VALUES (?, ?, ?)", (login.lower(), n, now))
         return True
 
 
