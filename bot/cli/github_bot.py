@@ -97,6 +97,15 @@ def register(cli: click.Group) -> None:
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         secrets = secrets_from_env()
+        from bot.forge.trusted_meta import META_KEY_ENV, MetaKeyError, meta_key
+
+        try:
+            key = meta_key()
+        except MetaKeyError as e:
+            _fail(str(e))
+        if key is None:
+            logging.getLogger(__name__).warning("%s is not set: candidates are reviewed but never merged (docs/bot.md)",
+                                                META_KEY_ENV)
         Path(state_dir).mkdir(parents=True, exist_ok=True)
         campaign_fn = _load_callable(campaign or DEFAULT_CAMPAIGN)
         forges: dict[str, Any] = {}
