@@ -10,6 +10,13 @@ Accepted forms (first that yields files wins):
 4. exactly one unnamed Python block: taken as the entry file.
 
 Anything else raises ExtractionError with a message written for the model (the repair turn shows it).
+
+A reply is model output, so it chooses code and nothing else: the build spec (the language, which
+selects the guard policy, the target hardware and the entry point the guard checks) is the parent's,
+or the default for a first kernel, and a reply's ``spec`` may only restate it (``dependencies`` aside);
+no file of a reply may be JSON (``solution.json`` is the bot's, written from the validated Solution,
+and a JSON file beside it would be benchmarked as a solution of its own); and the name, definition and
+author are the caller's.
 """
 
 from __future__ import annotations
@@ -26,7 +33,10 @@ from harness.schema import Definition, Solution
 from .base import AgentContext
 from .tunables import TunableError, solution_tunables
 
-PATH_RE = r"[A-Za-z0-9_][A-Za-z0-9_./-]*\.(?:py|cu|cuh|cpp|cc|c|h|hpp|txt|json)"
+PATH_RE = r"[A-Za-z0-9_][A-Za-z0-9_./-]*\.(?:py|cu|cuh|cpp|cc|c|h|hpp|txt)"
+# The build spec of a first kernel (no parent): the agents' default, one home (the offline agent's seeds too).
+DEFAULT_SPEC = {"language": "triton", "target_hardware": ["NVIDIA_H200"], "entry_point": "main.py::run"}
+PINNED_SPEC = ("language", "target_hardware", "entry_point", "destination_passing_style")  # a reply cannot change these
 TAG = re.compile(r"<file\s+path\s*=\s*[\"']([^\"']+)[\"']\s*>\n?(.*?)</file>", re.DOTALL)
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,}|~{3,})(?P<info>[^\n`]*)\n(?P<body>.*?)^(?P=indent)(?P=ticks)[ \t]*$", re.DOTALL | re.MULTILINE)
 BEFORE = re.compile(
@@ -140,15 +150,15 @@ def rationale_of(text: str) -> str:
 def build_solution(text: str, ctx: AgentContext, name: str, author: str) -> tuple[Solution, str]:
     """A validated Solution from a model reply; ExtractionError says exactly what is wrong."""
     parent = ctx.parent
-    spec: dict[str, Any] = (
-        parent.spec.model_dump(mode="json", exclude_none=True)
-        if parent
-        else {"language": "triton", "target_hardware": ["NVIDIA_H200"], "entry_point": "main.py::run"}
-    )
+    spec: dict[str, Any] = parent.spec.model_dump(mode="json", exclude_none=True) if parent else dict(DEFAULT_SPEC)
     entry_file = spec["entry_point"].split("::", 1)[0]
     files, obj = extract_files(text, entry_file)
-    if obj is not None and isinstance(obj.get("spec"), dict):
-        spec = {**spec, **obj["spec"]}
+    if obj is not None and obj.get("spec") is not None:
+        spec = _pinned_spec(spec, obj["spec"])
+    for path in files:
+        if path.strip().lower().endswith(".json"):
+            raise ExtractionError(f"{path}: a solution has no JSON files (the bot writes solution.json itself); "
+                                  "give only source files")
     sources = {s.path: s.content for s in parent.sources} if parent and ctx.mode.value != "initial" else {}
     # A reply may give only the files it changed; unchanged files of the parent are kept.
     sources.update(files)
@@ -174,6 +184,28 @@ def build_solution(text: str, ctx: AgentContext, name: str, author: str) -> tupl
     except TunableError as e:
         raise ExtractionError(f"bad tunable mark: {e}") from None
     return sol, rationale_of(text)
+
+
+def _pinned_spec(spec: dict[str, Any], asked: Any) -> dict[str, Any]:
+    """``spec`` with a reply's ``dependencies``; every pinned field must restate ``spec``'s value."""
+    if not isinstance(asked, dict):
+        raise ExtractionError("JSON solution: 'spec' must be an object (or left out: the build spec is fixed)")
+    language = str(asked.get("language", spec.get("language"))).lower()
+    for key in PINNED_SPEC:
+        if key not in asked:
+            continue
+        mine = spec.get(key, True if key == "destination_passing_style" else None)
+        theirs = language if key == "language" else asked[key]
+        if theirs != mine:
+            raise ExtractionError(f"spec.{key} is fixed for this kernel ({json.dumps(mine)}); the reply asked for "
+                                  f"{json.dumps(theirs)[:80]}. Leave 'spec' out, or keep it as it is")
+    unknown = sorted(set(asked) - set(PINNED_SPEC) - {"dependencies"})
+    if unknown:
+        raise ExtractionError(f"spec: unknown or fixed field(s) {unknown}; only 'dependencies' may be given")
+    out = dict(spec)
+    if "dependencies" in asked:
+        out["dependencies"] = asked["dependencies"]
+    return out
 
 
 def _check_entry(sol: Solution, definition: Definition) -> None:

@@ -12,8 +12,12 @@ Shared by the local loop (``bot.campaign.local_loop``, evaluates at once) and th
 * a PR whose body ends with the ``kbot:meta`` block (``bot.forge.markers``); ``solution_path`` is
   added to the caller's metadata, so the tree can later read the kernel back from the PR.
 
-A branch that exists without a PR is reused only when every commit on it is the bot's; a branch a
-person pushed to is never written to or opened (``BranchTouchedByHumansError``).
+The meta block records the exact commit the bot pushed (``head_sha``, signed with the meta key:
+``bot.forge.trusted_meta``); promotion merges only that head. A branch that exists without a PR (left
+by an interrupted run) cannot be proven to be the bot's -- its commits may carry the bot's name and
+e-mail without being the bot's -- so it is made again from the default branch; one that a person
+visibly pushed to is never written to or opened (``BranchTouchedByHumansError``). When the bot itself
+moves a candidate's head (``update_attempt``: the default branch merged in), it records the new head.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from bot.forge.base import BranchTouchedByHumansError, ForgeError, PullRequest
-from bot.forge.trusted_meta import write_meta
+from bot.forge.trusted_meta import pushed_head, read_meta, record_head, write_meta
 from bot.names import CANDIDATE_LABEL, attempt_branch
+from bot.review.markdown import commit_text
 from harness.schema import Solution
 
 
@@ -42,8 +47,19 @@ def solution_files(solution: Solution, folder: str) -> dict[str, str]:
     for src in solution.sources:
         if src.path.startswith("/") or ".." in src.path.split("/"):
             raise AttemptError(f"{solution.name}: source path {src.path!r} escapes its folder")
+        if src.path.lower().endswith(".json"):
+            # A JSON file beside solution.json would overwrite it, or be benchmarked as a solution of its own.
+            raise AttemptError(f"{solution.name}: source {src.path!r} is a JSON file; a solution's folder holds one, solution.json")
         files[f"{folder}/{src.path}"] = src.content
     return files
+
+
+def commit_message(title: str, description: str | None) -> str:
+    """A candidate's commit message: the title, and the agent's description (model text) as one
+    defused line (``bot.review.markdown.commit_text``), so nothing in it acts as a git trailer."""
+    head = commit_text(title, 200)
+    text = commit_text(description or "", 2000)
+    return f"{head}\n\n{text}" if text else head
 
 
 def _holds(forge: Any, path: str, ref: str | None, solution: Solution) -> bool | None:
@@ -106,17 +122,31 @@ def ensure_attempt(forge: Any, solution: Solution, *, node: str, meta: Mapping[s
         return Attempt(existing[-1], branch, False, None)
     folder = folder_for(forge, solution)
     path = f"{folder}/solution.json"
-    if forge.branch_head(branch) is None:
-        _, main = forge.default_head()
-        message = f"kbot: {solution.name} for {definition}\n\n{solution.description or ''}".strip()
-        forge.commit_files(branch, main, solution_files(solution, folder), message)
-    else:
+    if forge.branch_head(branch) is not None:
         # Left by an interrupted earlier run (commit made, PR not opened yet) -- or by a person.
         humans = forge.branch_touched_by_humans(branch)
         if humans:
             raise BranchTouchedByHumansError(branch, humans)
-        if not _holds(forge, path, branch, solution):
-            raise AttemptError(f"branch {branch} exists but does not hold {solution.name} at {path}")
+        # Its commits say they are the bot's, which anyone can write: start the branch again.
+        forge.delete_branch(branch)
+    _, main = forge.default_head()
+    message = commit_message(f"kbot: {solution.name} for {definition}", solution.description)
+    head = forge.commit_files(branch, main, solution_files(solution, folder), message)
     pr = forge.open_pr(branch, title or f"kbot: {solution.name} ({definition})",
-                       write_meta(body, {**meta, "solution_path": path}, branch), labels=list(labels))
+                       write_meta(body, {**meta, "solution_path": path}, branch, head_sha=head, forge=forge),
+                       labels=list(labels))
     return Attempt(pr, branch, True, path)
+
+
+def update_attempt(forge: Any, number: int) -> str:
+    """Merge the default branch into candidate PR ``number`` (a forge with ``update_branch``) and record
+    the new head in its signed meta block; returns the head to measure. Only a head the bot recorded
+    is updated: a head someone else pushed stays as it is (and the candidate gate refuses it)."""
+    pr = forge.get_pr(number)
+    meta = read_meta(pr, forge)
+    if meta is None or pushed_head(meta) != pr.head_sha:
+        return pr.head_sha
+    head = forge.update_branch(number, expected_head=pr.head_sha)
+    if head != pr.head_sha:
+        record_head(forge, number, meta, head)
+    return head

@@ -170,8 +170,8 @@ def _read_solution(forge: Any, path: Any, refs: list[str | None], want_hash: str
     return read_solution(forge, [(path, ref) for ref in refs if ref is not None], want_hash)
 
 
-def _trusted_meta(pr: PullRequest, definition: str, bot_login: str) -> dict[str, Any] | None:
-    meta = read_meta(pr, bot_login)
+def _trusted_meta(pr: PullRequest, definition: str, forge: Any) -> dict[str, Any] | None:
+    meta = read_meta(pr, forge)
     if not meta or pr.from_fork or meta.get("definition") != definition:
         return None
     node, h = meta.get("node"), meta.get("solution_hash")
@@ -185,7 +185,6 @@ def _trusted_meta(pr: PullRequest, definition: str, bot_login: str) -> dict[str,
 def read_snapshot(forge: Any, definition: str, *, load_solutions: bool = True) -> Snapshot:
     """Node records (``Tree.from_records`` input) from the PRs, their reviews and the champion pointer."""
     snap = Snapshot(definition)
-    bot_login = forge.info.bot_login
     snap.prs = sorted((p for p in forge.list_prs(state="all", head_prefix=definition_branch_prefix(definition)) if not p.from_fork),
                       key=lambda p: p.number)
     lineage = champion_lineage(read_champion(forge, definition))
@@ -196,7 +195,7 @@ def read_snapshot(forge: Any, definition: str, *, load_solutions: bool = True) -
 
     pr_records: list[dict[str, Any]] = []
     for pr in snap.prs:
-        meta = _trusted_meta(pr, definition, bot_login)
+        meta = _trusted_meta(pr, definition, forge)
         if meta is None:
             continue
         snap.meta_of[pr.number] = meta
@@ -459,7 +458,7 @@ def continue_after_results(forge: Any, pr_number: int, *, agent: Any = None) -> 
     policy), ``kbot:stopped`` on the thread or the candidate PR, and the policy's bounds.
     """
     pr = forge.get_pr(pr_number)
-    meta = read_meta(pr, forge.info.bot_login)
+    meta = read_meta(pr, forge)
     if not meta or not isinstance(meta.get("definition"), str):
         return []
     round_no = _whole(meta.get("round"))

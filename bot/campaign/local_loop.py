@@ -13,7 +13,6 @@ Workspace layout (``--workspace``, default ``.kbot/workspace``)::
     forge/repo.git       bare git repository: main + kbot/<definition>/<node> branches
     forge/forge.json     pull requests, reviews, comments, labels, statuses
     runs/                harness run folders, cached by (solution, baseline, workloads, settings)
-    publish/             per-PR result folders in the bench-artifact shape (reports + sidecar)
     campaigns/<definition>/<nnn>/   campaign stores (tree, memory, reports, outcomes.json)
 
 Starting point: a definition with no champion on the workspace's main gets one before the first
@@ -27,14 +26,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from bot.campaign.attempts import AttemptError, ensure_attempt, folder_for, read_solution, solution_files
+from bot.campaign.attempts import AttemptError, ensure_attempt, folder_for, read_solution, solution_files, update_attempt
 from bot.campaign.harness_evaluator import HarnessEvaluator
 from bot.controller.campaign import Campaign, CampaignConfig, StepResult
 from bot.controller.tree import ROOT, solution_node_id
@@ -43,7 +41,6 @@ from bot.names import STATUS_CONTEXT, attempt_branch
 from bot.promotion.champion import champion_path, leaderboard_path, read_champion, render_leaderboard, updated_champion
 from bot.review.markdown import escape_inline
 from bot.review.publish import publish_results
-from bot.review.results import BENCH_SIDECAR
 from harness.report import Report
 from harness.schema import Definition, SchemaError, Solution, load_definition, load_solution, load_workloads
 
@@ -84,7 +81,6 @@ class Workspace:
         self.source = source
         self.forge = LocalForge(self.root / "forge")
         self.runs = self.root / "runs"
-        self.publish = self.root / "publish"
         self.campaigns = self.root / "campaigns"
         if self.forge.branch_head("main") is None:
             self._init_main()
@@ -237,14 +233,16 @@ class PullRequestEvaluator:
         report: Report | None = None
         for _ in range(3):  # a re-benchmark is asked for when the champion or main moved meanwhile
             _, champ = self.ws.champion_solution(self.definition.name)
-            head = forge.update_branch(pr.number)
+            head = update_attempt(forge, pr.number)  # main merged in, the new head recorded
             forge.set_status(head, "pending", context=STATUS_CONTEXT,
                              description=f"evaluating on {self.harness.device}" + (" (CPU timing)" if self.harness.device == "cpu" else ""))
             self.event("evaluate", {"node": nid, "pr": pr.number, "solution": solution.name,
                                     "champion": champ.name if champ else None})
             report = self.harness.evaluate(solution, champ)
-            results = self._results_dir(pr.number, head, report, champ)
-            pub = publish_results(forge, pr.number, head, results_dir=results)
+            # Measured by this process (no artifact in between): published as it is, with the
+            # champion's latest report beside it.
+            shown = self.harness.latest_report(champ.content_hash()) if champ is not None else None
+            pub = publish_results(forge, pr.number, head, report=report, champion=shown)
             action = pub.decision.action if pub.decision is not None else "error"
             if action != "rebenchmark":
                 break
@@ -289,31 +287,6 @@ class PullRequestEvaluator:
         rec = json.loads(path.read_text()) if path.exists() else {}
         return {"parent": rec.get("parent_id"), "agent": rec.get("agent"), "model": rec.get("model"),
                 "prompt_hash": rec.get("prompt_hash"), "rationale": rec.get("rationale") or ""}
-
-    def _results_dir(self, number: int, head: str, report: Report, champ: Solution | None) -> Path:
-        """The bench-artifact shape ``publish_results`` reads: the reports plus the sidecar naming the
-        solution's path in the repository (the champion pointer records it)."""
-        d = self.ws.publish / f"pr{number}-{head[:12]}"
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir(parents=True)
-        report.dump(d / "candidate.json")
-        if champ is not None:
-            cr = self.harness.latest_report(champ.content_hash())
-            if cr is not None:
-                cr.dump(d / "champion.json")
-        folder = None
-        for p in self.ws.forge.list_files(ref=head, under=f"kernels/{self.definition.name}"):
-            if p.endswith("/solution.json"):
-                raw = self.ws.forge.read_file(p, ref=head)
-                try:
-                    if raw and Solution.model_validate_json(raw).content_hash() == report.solution_hash:
-                        folder = p
-                except ValueError:
-                    continue
-        (d / BENCH_SIDECAR).write_text(json.dumps({"solution": report.solution, "solution_path": folder}) + "\n")
-        return d
-
 
 # ------------------------------------------------------------------------------------------ the loop
 

@@ -97,6 +97,15 @@ def register(cli: click.Group) -> None:
 
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         secrets = secrets_from_env()
+        from bot.forge.trusted_meta import META_KEY_ENV, MetaKeyError, meta_key
+
+        try:
+            key = meta_key()
+        except MetaKeyError as e:
+            _fail(str(e))
+        if key is None:
+            logging.getLogger(__name__).warning("%s is not set: candidates are reviewed but never merged (docs/bot.md)",
+                                                META_KEY_ENV)
         Path(state_dir).mkdir(parents=True, exist_ok=True)
         campaign_fn = _load_callable(campaign or DEFAULT_CAMPAIGN)
         forges: dict[str, Any] = {}
@@ -159,7 +168,7 @@ def register(cli: click.Group) -> None:
         """Publish a bench run: sticky review, kbot/harness status, promotion."""
         import re
 
-        from bot.review.publish import publish_results
+        from bot.review.publish import find_run_pr, publish_results
         from bot.review.results import ResultsError
 
         if not re.fullmatch(r"[0-9a-f]{40}", head_sha):
@@ -168,9 +177,9 @@ def register(cli: click.Group) -> None:
         if pr_number is None:
             if not head_branch:
                 _fail("give --pr or --head-branch")
-            pr = forge.find_open_pr(head_branch)
+            pr = find_run_pr(forge, head_branch, head_sha)  # merged too: a re-run resumes its promotion
             if pr is None:
-                click.echo(f"no open PR for {head_branch}; nothing to report")
+                click.echo(f"no open PR for {head_branch} (nor a merged one at {head_sha[:12]}); nothing to report")
                 return
             pr_number = pr.number
         from bot.commands.bot_policy import paused

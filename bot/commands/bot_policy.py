@@ -60,6 +60,12 @@ class RateLimit(_Strict):
     max_commands: int = Field(20, ge=1, le=10_000)
     # default: each command's own ``rate_limit`` (bot.commands.<name>.SPEC)
     per_command: dict[str, int] = Field(default_factory=lambda: {n: s.rate_limit for n, s in specs().items() if s.rate_limit})
+    # Writes the bot makes answering one account per window (its reactions and replies: /help and
+    # parse-error replies included). An account with `write` or more may have every comment its
+    # max_commands allow answered; past the budget the bot reads and writes nothing.
+    max_writes: int = Field(9, ge=0, le=10_000)
+    # The least repository role an account needs for the bot to answer it at all.
+    answer_min_permission: Role = "read"
 
     @field_validator("per_command")
     @classmethod

@@ -4,11 +4,14 @@ Order of checks (each can end the handling; see docs/bot.md):
 
 1. only ``created`` comments; bots (and the bot itself) are ignored silently;
 2. the body is parsed; a comment with no command is ignored silently;
-3. the comment gets an ``eyes`` reaction (we saw it);
-4. the policy is read from the default branch (invalid → refuse all), the kill switch is checked;
-5. parse errors → nothing runs, ``confused`` + a reply with the errors and the help;
-6. per command: PR-only check, rate limit, authorization by API, then the handler;
-7. ``rocket`` if every command succeeded, else ``confused``; one reply per comment, kept sticky by a
+3. the policy is read from the default branch (invalid: the defaults bound the answer below);
+4. the author's role is asked from the API: below the policy's ``answer_min_permission`` the comment is
+   ignored silently, and so is one past the author's write budget (``auth.write_budget``, counted by
+   the rate limiter): comments cannot make the bot write without bound, /help and errors included;
+5. the comment gets an ``eyes`` reaction (we saw it); an invalid policy or the kill switch refuses all;
+6. parse errors → nothing runs, ``confused`` + a reply with the errors and the help;
+7. per command: PR-only check, rate limit, authorization by API, then the handler;
+8. ``rocket`` if every command succeeded, else ``confused``; one reply per comment, kept sticky by a
    marker that names the comment, so a re-delivered event edits the reply instead of adding one.
 """
 
@@ -18,13 +21,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from bot.commands.auth import RateLimiter, authorize, is_bot_account
-from bot.commands.bot_policy import kill_switch, load_policy
+from bot.commands.auth import WRITES_PER_ANSWER, RateLimiter, authorize, is_bot_account, role_of, write_budget
+from bot.commands.bot_policy import BotPolicy, kill_switch, load_policy
 from bot.commands.context import CommandContext, CommandFailed, CommandResult, Services
 from bot.commands.help import help_text
 from bot.commands.parser import parse_comment
 from bot.commands.spec import specs
-from bot.forge.base import Forge, ForgeError
+from bot.forge.base import Forge, ForgeError, Permission
 from bot.forge.markers import sticky_marker
 from bot.policy_file import PolicyError
 from bot.review.markdown import escape_inline
@@ -88,15 +91,25 @@ class CommandDispatcher:
             lab["name"] for lab in issue.get("labels") or [] if isinstance(lab, Mapping) and isinstance(lab.get("name"), str)
         )
 
-        self._react(comment_id, "eyes")
         try:
-            policy = load_policy(self.forge)
+            policy, invalid = load_policy(self.forge), None
         except PolicyError as e:
-            self._react(comment_id, "confused")
-            self._reply(number, comment_id, f"kbot refuses commands: the policy file is invalid.\n\n<pre>{escape_inline(str(e), 1500, code=True)}</pre>")
-            return Outcome("refused", "invalid policy")
+            policy, invalid = BotPolicy(), e  # the defaults bound the answer; nothing runs
         if is_bot_account(user, self.forge.info.bot_login, policy.ignore_logins):
             return Outcome("ignored", "login ignored by policy")
+        role = role_of(self.forge, actor)
+        budget = write_budget(policy, role if role is not None else Permission.NONE)
+        if budget == 0:
+            return Outcome("ignored", f"the author's role is below {policy.rate_limit.answer_min_permission}")
+        if self.limiter is not None and not self.limiter.take_writes(actor, WRITES_PER_ANSWER, budget,
+                                                                     policy.rate_limit.window_seconds):
+            return Outcome("ignored", "the author's write budget for this window is spent")
+
+        self._react(comment_id, "eyes")
+        if invalid is not None:
+            self._react(comment_id, "confused")
+            self._reply(number, comment_id, f"kbot refuses commands: the policy file is invalid.\n\n<pre>{escape_inline(str(invalid), 1500, code=True)}</pre>")
+            return Outcome("refused", "invalid policy")
         paused = kill_switch(self.forge, policy, labels)
         if paused:
             self._react(comment_id, "confused")
@@ -113,7 +126,7 @@ class CommandDispatcher:
         messages: list[str] = []
         for inv in parsed.invocations:
             spec = table[inv.name]
-            res = self._run_one(spec, inv, policy, actor, number, is_pr, comment_id, labels)
+            res = self._run_one(spec, inv, policy, actor, number, is_pr, comment_id, labels, role)
             results.append((inv.name, res.ok))
             if res.message:
                 messages.append(f"**/{inv.name}** {'✅' if res.ok else '❌'}\n\n{res.message}")
@@ -126,14 +139,14 @@ class CommandDispatcher:
             self._reply(number, comment_id, text)
         return Outcome("done" if ok else "failed", "", results)
 
-    def _run_one(self, spec, inv, policy, actor, number, is_pr, comment_id, labels) -> CommandResult:
+    def _run_one(self, spec, inv, policy, actor, number, is_pr, comment_id, labels, role=None) -> CommandResult:
         if spec.pr_only and not is_pr:
             return CommandResult(False, f"/{spec.name} works on pull requests only.")
         if self.limiter is not None and spec.rate_limited:
             rl = self.limiter.take(actor, spec.name, policy)
             if not rl.allowed:
                 return CommandResult(False, rl.reason)
-        auth = authorize(self.forge, policy, actor, spec.name)
+        auth = authorize(self.forge, policy, actor, spec.name, role)
         if not auth.allowed:
             return CommandResult(False, f"not allowed: {auth.reason}.")
         ctx = CommandContext(self.forge, policy, self.services, actor, number, is_pr, comment_id, labels)

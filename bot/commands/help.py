@@ -18,7 +18,7 @@ def help_text(policy=None) -> str:
                 who += f" or team {', '.join(f'`{t}`' for t in rule.teams)}"
         where = " (on a kbot PR)" if spec.pr_only else ""
         lines.append(f"- `{spec.usage_for(policy)}` — {spec.summary}{where}{who}")
-    lines += ["", "Commands inside code blocks or quotes are ignored."]
+    lines += ["", "Commands inside code blocks, quotes, HTML comments or tags and `<details>` are ignored."]
     return "\n".join(lines)
 
 

@@ -27,7 +27,7 @@ def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
     if ctx.is_pr:
         pr = ctx.forge.get_pr(ctx.number)
         # Only a PR the bot opened carries trusted metadata (a person's kbot/ PR is a plain thread).
-        meta = (read_meta(pr, ctx.forge.info.bot_login)
+        meta = (read_meta(pr, ctx.forge)
                 if is_candidate_pr(pr) else None)
         if meta:
             parent_pr = pr.number

@@ -5,8 +5,9 @@ therefore strict and small:
 
 - only lines that start with `/` in the first column are candidates (so quoted lines `> /x`, indented
   code and list items are never commands), one command per line;
-- fenced code blocks (``` or ~~~) and HTML comments are skipped: what a reader does not see as a
-  command is not executed;
+- what a reader does not see is not a command (``visible_lines``): fenced code blocks, HTML comments,
+  the inside of a tag spread over lines (a multi-line ``<img alt>``), ``<details>`` content, and block
+  quotes with the lines a quoted paragraph lazily continues onto;
 - a command word must be a registered command (`/usr/bin/x` and prose like `/s` are not commands; an
   unknown `/word` is reported so a typo gets help rather than silence);
 - arguments are whitespace-separated tokens from a small alphabet, bounded in count and length, each
@@ -115,11 +116,31 @@ def _quote(raw: str, cap: int = 40) -> str:
     return f"'{cleaned}'" + ("…" if len(raw) > cap else "")
 
 
+@dataclass
+class _HtmlState:
+    """Where the HTML scanner is at the end of a line: in text, an HTML comment, or a tag (with the quote
+    character of an attribute value still open), and how many ``<details>`` elements are open."""
+
+    state: str = "text"          # text | comment | tag
+    quote: str | None = None     # inside a tag: the open attribute quote
+    tag: str = ""                # inside a tag: its name, lowercase
+    closing: bool = False        # inside a tag: it is a closing tag (``</...``)
+    details: int = 0             # open <details> elements: their content is collapsed
+
+
 def visible_lines(body: str) -> list[tuple[int, str]]:
-    """(line number, text) of lines outside fenced code blocks and HTML comments."""
+    """(line number, text) of the lines a reader sees as ordinary text of the comment, from their start.
+
+    Hidden, so never commands: fenced code blocks; HTML comments; the inside of an HTML tag (an
+    attribute value spread over lines, e.g. a multi-line ``<img alt="...">``); everything inside a
+    ``<details>`` element (collapsed; open or not, fail closed); block quotes, including the lines a
+    quoted paragraph continues onto without a ``>`` (CommonMark's lazy continuation). Of a line that
+    starts visible only the text before a comment, a ``<details>`` or a tag left open is kept.
+    """
     out: list[tuple[int, str]] = []
     fence: str | None = None
-    in_comment = False
+    html = _HtmlState()
+    quoted_paragraph = False  # the previous line was paragraph text inside a block quote
     for i, line in enumerate(body.split("\n"), start=1):
         line = line.rstrip("\r")
         if fence is not None:
@@ -128,36 +149,95 @@ def visible_lines(body: str) -> list[tuple[int, str]]:
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line.strip()[len(m.group(1)):].strip():
                 fence = None
             continue
-        if in_comment:
-            # The rest of a line that closes a comment is not at the start of a line: never a command,
-            # but it may open another comment.
-            in_comment = _ends_in_comment(line, True)
+        if not line.strip():
+            quoted_paragraph = False
+            if html.state == "tag":  # a tag cannot span a blank line: what came before was text
+                html.state, html.quote = "text", None
             continue
-        m = _FENCE.match(line)
-        if m:
-            fence = m.group(1)
+        started_hidden = html.state != "text" or html.details > 0
+        if html.state == "text":
+            m = _FENCE.match(line)
+            if m:
+                fence, quoted_paragraph = m.group(1), False
+                continue
+        is_quote = bool(_QUOTE.match(line))
+        lazy = not is_quote and quoted_paragraph and not _INTERRUPTS.match(line)
+        cut = _scan_html(line, html)
+        if is_quote:
+            content = _QUOTE_MARKERS.sub("", line)
+            quoted_paragraph = bool(content.strip()) and not _NOT_PARAGRAPH.match(content)
             continue
-        if "<!--" in line:
-            # ``<!--`` anywhere opens a comment (GitHub hides what follows, on this and later lines
-            # until ``-->``): only the text before it is visible.
-            in_comment = _ends_in_comment(line, False)
-            before = line[: line.index("<!--")]
-            if before.strip():
-                out.append((i, before.rstrip()))
+        if lazy:
+            continue  # still inside the quoted paragraph
+        quoted_paragraph = False
+        if started_hidden:
             continue
-        out.append((i, line))
+        visible = line[:cut].rstrip()
+        if visible.strip():
+            out.append((i, visible))
     return out
 
 
-def _ends_in_comment(line: str, inside: bool) -> bool:
-    """Whether an HTML comment is still open at the end of ``line`` (``inside``: open at its start)."""
-    pos = 0
-    while True:
-        idx = line.find("-->" if inside else "<!--", pos)
-        if idx < 0:
-            return inside
-        pos = idx + (3 if inside else 4)
-        inside = not inside
+_QUOTE = re.compile(r"^ {0,3}>")
+_QUOTE_MARKERS = re.compile(r"^(?: {0,3}> ?)+")
+# Lines that end a paragraph instead of continuing it: headings, thematic breaks, list items, fences,
+# HTML blocks (CommonMark: "can interrupt a paragraph").
+_INTERRUPTS = re.compile(r"^ {0,3}(?:#{1,6}(?:[ \t]|$)|(?:[-*_][ \t]*){3,}$|[-+*][ \t]|\d{1,9}[.)][ \t]|`{3,}|~{3,}|<)")
+# Quoted content that is not a paragraph (so nothing continues it lazily): code, headings, breaks.
+_NOT_PARAGRAPH = re.compile(r"^(?: {4}|\t| {0,3}(?:`{3,}|~{3,}|#{1,6}(?:[ \t]|$)|(?:[-*_][ \t]*){3,}$))")
+_TAG_OPEN = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9-]*)")
+_BACKTICKS = re.compile(r"`+")
+
+
+def _scan_html(line: str, st: _HtmlState) -> int:
+    """Advance ``st`` over ``line``; returns where the text visible from the line's start ends: the
+    first comment opener, ``<details>`` or tag still open at the end of the line (else the length)."""
+    cut = len(line)
+    tag_at = -1
+    i, n = 0, len(line)
+    while i < n:
+        if st.state == "comment":
+            j = line.find("-->", i)
+            if j < 0:
+                break
+            st.state, i = "text", j + 3
+            continue
+        if st.state == "tag":
+            c = line[i]
+            if st.quote:
+                if c == st.quote:
+                    st.quote = None
+            elif c in "\"'":
+                st.quote = c
+            elif c == ">":
+                st.state = "text"
+                if st.tag == "details":
+                    if st.closing:
+                        st.details = max(0, st.details - 1)
+                    else:
+                        st.details += 1
+                        if tag_at >= 0:
+                            cut = min(cut, tag_at)
+            i += 1
+            continue
+        c = line[i]
+        if c == "`":  # an inline code span is text, whatever it holds
+            run = _BACKTICKS.match(line, i).group(0)
+            end = line.find(run, i + len(run))
+            i = end + len(run) if end >= 0 else i + len(run)
+            continue
+        if line.startswith("<!--", i):
+            cut, st.state, i = min(cut, i), "comment", i + 4
+            continue
+        m = _TAG_OPEN.match(line, i)
+        if m:
+            st.state, st.quote, st.tag, st.closing = "tag", None, m.group(2).lower(), bool(m.group(1))
+            tag_at, i = i, m.end()
+            continue
+        i += 1
+    if st.state == "tag" and tag_at >= 0:
+        cut = min(cut, tag_at)
+    return cut
 
 
 def parse_comment(body: str, specs: Mapping[str, Any]) -> ParseResult:

@@ -127,7 +127,7 @@ class ForgeServices:
                 passed = sum(1 for x in w if isinstance(x, list) and len(x) > 1 and x[1] == "PASSED")
                 lines.append(f"Last evaluation: {passed}/{len(w)} workloads passed, measured at "
                              f"`{escape_inline(str(data.get('head_sha'))[:12], 12)}`.")
-            meta = read_meta(pr, self.forge.info.bot_login) if is_candidate_pr(pr) else None
+            meta = read_meta(pr, self.forge) if is_candidate_pr(pr) else None
             definition = meta.get("definition") if meta else None
             if isinstance(definition, str):
                 champ = read_champion(self.forge, definition)

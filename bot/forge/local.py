@@ -29,6 +29,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -121,6 +122,29 @@ class LocalForge:
         if not (self.git_dir / "HEAD").exists():
             subprocess.run(["git", "init", "--quiet", "--bare", f"--initial-branch={DEFAULT_BRANCH}", str(self.git_dir)],
                            check=True, capture_output=True)
+
+    # -- the bot's signing key ---------------------------------------------------------------------
+    def meta_signing_key(self) -> bytes:
+        """This forge's key for the signed meta block (``bot.forge.trusted_meta``), made on first use.
+
+        The local forge is its own host: whoever can write its store can write its pull requests too, so
+        a key kept there (``meta.key``, mode 0600) is as trustworthy as the forge itself. It lets the
+        local loop prove which heads the bot pushed, like ``KBOT_META_KEY`` on GitHub (which wins
+        when it is set)."""
+        path = self.root / "meta.key"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            pass
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32))
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd) as f:
+            key = f.read().strip()
+        if len(key) < 32:
+            raise ForgeError(f"{path}: not a signing key (remove it to make a new one)")
+        return key.encode()
 
     # -- store -------------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -305,10 +329,13 @@ class LocalForge:
                 if rec["head_branch"] == branch and rec["state"] == "open":
                     rec.update(state="closed", head_sha=head, closed_at=_now(), updated_at=_now())
 
-    def update_branch(self, number: int) -> str:
-        """Merge the default branch into the PR head (GitHub's "Update branch"): one bot merge commit.
-        Returns the new head sha (unchanged when already up to date)."""
+    def update_branch(self, number: int, expected_head: str | None = None) -> str:
+        """Merge the default branch into the PR head (GitHub's "Update branch", with its
+        ``expected_head_sha``): one bot merge commit. Returns the new head sha (unchanged when already
+        up to date); ``BranchMovedError`` when the head is not ``expected_head``."""
         pr = self.get_pr(number)
+        if expected_head is not None and pr.head_sha != expected_head:
+            raise BranchMovedError(f"{pr.head_branch} is at {pr.head_sha[:12]}, not {expected_head[:12]}")
         main = self.branch_head(DEFAULT_BRANCH)
         if main is None or not self.branch_commits(DEFAULT_BRANCH, base=pr.head_branch):
             return pr.head_sha

@@ -1,12 +1,19 @@
-"""Signing the PR meta block (``kbot:meta``) when the deployment provides a key.
+"""The PR meta block (``kbot:meta``), signed, and the head it records: how the bot proves which commits it made.
 
-The meta block lives in a PR body that anyone with write access can edit. With ``KBOT_META_KEY`` set
-(a repository/App secret given to every entry point: ``kbot serve``, command.yml, report.yml), the bot
-writes each block with an HMAC-SHA256 over its JSON and the PR's head branch (``bot.forge.markers``),
-and reads back only blocks that verify: an edited, typed or copied-from-another-PR block is ignored,
-so the PR loses its trusted metadata instead of gaining a forged one. Without the key, blocks are
-unsigned and the defences are the author check (only PRs the bot opened) and clamping every value to
-the current policy at use.
+The meta block lives in a PR body that anyone with write access can edit, and commits carry whatever
+author and committer a person types (GitHub attributes them by e-mail), so neither a block nor a
+commit's identity proves anything on its own. With a signing key, the bot writes each block with an
+HMAC-SHA256 over its JSON and the PR's head branch (``bot.forge.markers``) and records in it the exact
+head sha it pushed (``head_sha``); it reads back only blocks that verify. A commit is then the bot's
+when it IS the recorded head: a person's push moves the head away from it, and a person cannot write a
+block naming their own head without the key. Promotion merges only such heads
+(``bot.promotion.candidate_gate``).
+
+The key: ``KBOT_META_KEY`` (a repository/App secret given to every entry point: ``kbot serve``,
+command.yml, report.yml), or, for a forge that is its own host (the local workspace forge), a key it
+keeps in its store (``meta_signing_key()``). Without a key, blocks are unsigned and still read (the bot
+reviews, continues campaigns and clamps every value to the policy at use), but nothing is merged: the
+bot cannot prove it made the head, and says so.
 """
 
 from __future__ import annotations
@@ -18,29 +25,47 @@ from bot.forge.markers import decode_meta, with_meta
 
 META_KEY_ENV = "KBOT_META_KEY"
 MIN_KEY_CHARS = 32
+HEAD_FIELD = "head_sha"  # the commit the bot pushed, recorded in the signed block
 
 
 class MetaKeyError(ValueError):
     """``KBOT_META_KEY`` is set but too short to be a secret."""
 
 
-def meta_key() -> bytes | None:
-    """The signing key from the environment, or None when signing is off."""
+def meta_key(forge: Any = None) -> bytes | None:
+    """The signing key: ``KBOT_META_KEY`` from the environment, else the forge's own (a local
+    workspace), else None (signing off)."""
     raw = os.environ.get(META_KEY_ENV, "")
-    if not raw:
-        return None
-    if len(raw) < MIN_KEY_CHARS:
-        raise MetaKeyError(f"{META_KEY_ENV} must be at least {MIN_KEY_CHARS} characters (a random secret)")
-    return raw.encode()
+    if raw:
+        if len(raw) < MIN_KEY_CHARS:
+            raise MetaKeyError(f"{META_KEY_ENV} must be at least {MIN_KEY_CHARS} characters (a random secret)")
+        return raw.encode()
+    own = getattr(forge, "meta_signing_key", None)
+    return own() if callable(own) else None
 
 
-def write_meta(body: str, meta: Mapping[str, Any], branch: str) -> str:
-    """``body`` with the meta block for ``meta``, signed for ``branch`` when a key is configured."""
-    return with_meta(body, meta, key=meta_key(), context=branch)
+def write_meta(body: str, meta: Mapping[str, Any], branch: str, *, head_sha: str, forge: Any = None) -> str:
+    """``body`` with the meta block for ``meta`` and the head the bot just pushed to ``branch``, signed
+    for ``branch`` when a key is configured."""
+    return with_meta(body, {**meta, HEAD_FIELD: head_sha}, key=meta_key(forge), context=branch)
 
 
-def read_meta(pr: Any, bot_login: str) -> dict[str, Any] | None:
+def read_meta(pr: Any, forge: Any) -> dict[str, Any] | None:
     """The trusted meta block of ``pr``: None unless the bot opened it and (with a key) it verifies."""
+    bot_login = forge.info.bot_login
     if not isinstance(pr.author, str) or pr.author.lower() != bot_login.lower():
         return None
-    return decode_meta(pr.body, key=meta_key(), context=pr.head_branch)
+    return decode_meta(pr.body, key=meta_key(forge), context=pr.head_branch)
+
+
+def pushed_head(meta: Mapping[str, Any] | None) -> str | None:
+    """The head sha the bot recorded when it pushed (None for a block without one)."""
+    head = meta.get(HEAD_FIELD) if isinstance(meta, Mapping) else None
+    return head if isinstance(head, str) else None
+
+
+def record_head(forge: Any, number: int, meta: Mapping[str, Any], head_sha: str) -> None:
+    """Rewrite PR ``number``'s meta block (``meta``, already trusted) to record ``head_sha``, a commit
+    the bot itself just made on top of the head the block recorded (e.g. merging the default branch in)."""
+    pr = forge.get_pr(number)
+    forge.update_pr(number, body=write_meta(pr.body, meta, pr.head_branch, head_sha=head_sha, forge=forge))

@@ -25,7 +25,7 @@ from bot.commands.context import Services
 from bot.commands.dispatch import CommandDispatcher
 from bot.forge.base import Forge
 from bot.names import BENCH_WORKFLOW, STATUS_CONTEXT, is_candidate_branch
-from bot.review.publish import publish_results
+from bot.review.publish import find_run_pr, publish_results
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ class EventRouter:
             return "ignored"
         if not isinstance(sha, str) or not _SHA.match(sha):
             return "ignored"
-        pr = forge.find_open_pr(branch)
+        pr = find_run_pr(forge, branch, sha)  # a merged PR too: its interrupted promotion is finished
         if pr is None:
             return "ignored"
         why = paused(forge, pr.labels)

@@ -1,11 +1,17 @@
 """Is this PR a candidate the bot may promote? Checked right before any merge.
 
-A ``kbot/`` branch name and a ``kbot:meta`` block prove nothing: anyone with write access can push a
-``kbot/...`` branch, open a PR from it, add commits to a bot branch, or paste a meta block. Promotion
-merges code into the default branch without a person's review, so before it the bot requires:
+A ``kbot/`` branch name, a ``kbot:meta`` block and a commit's author or committer prove nothing: anyone
+with write access can push a ``kbot/...`` branch, open a PR from it, add commits to a bot branch under
+the bot's own name and noreply e-mail (GitHub attributes commits by e-mail), or paste a meta block.
+Promotion merges code into the default branch without a person's review, so before it the bot requires:
 
+* a signing key is configured (``KBOT_META_KEY``, ``bot.forge.trusted_meta``): without one the bot
+  cannot prove which commits it made, so it reviews but never merges, and says why;
 * the PR was opened by the bot's login (a person's PR carries no trusted metadata);
-* every commit on the branch was authored and committed by the bot (``branch_touched_by_humans``);
+* the PR head is exactly the commit the bot pushed, as its signed meta block recorded it at push time
+  (a person's push moves the head; a person cannot sign a block naming their own);
+* every commit on the branch was authored and committed by the bot (``branch_touched_by_humans``: a
+  second, weaker line that catches an honest person's push with a clear message);
 * the PR changes only files under the meta block's solution folder ``kernels/<definition>/<name>/``;
 * the evaluated report is for the definition and solution hash the meta block names.
 
@@ -18,10 +24,14 @@ import re
 from typing import Any, Mapping
 
 from bot.forge.base import ForgeError, PullRequest
-from bot.forge.trusted_meta import read_meta
+from bot.forge.trusted_meta import META_KEY_ENV, meta_key, pushed_head, read_meta
 from bot.names import is_candidate_pr
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+# Said in the review, the status and a /promote reply when the deployment has no signing key.
+NO_KEY = (f"{META_KEY_ENV} is not configured, so the bot cannot prove that it made this head: it reviews "
+          "but does not merge (docs/bot.md, the meta key)")
 
 
 def solution_folder(meta: Mapping[str, Any] | None) -> str | None:
@@ -50,15 +60,23 @@ def candidate_problems(forge: Any, pr: PullRequest, *, definition: str | None, s
                        meta: Mapping[str, Any] | None = None) -> list[str]:
     """Why ``pr`` must not be promoted for a report of (``definition``, ``solution_hash``); [] if it may."""
     bot = forge.info.bot_login
+    if meta_key(forge) is None:
+        return [NO_KEY]
     if pr.author.lower() != bot.lower():
         return [f"the PR was opened by {pr.author!r}, not by the bot"]
     if not is_candidate_pr(pr):
         return ["the PR is not a kbot branch of this repository"]
     if meta is None:
-        meta = read_meta(pr, bot)
+        meta = read_meta(pr, forge)
     if not isinstance(meta, Mapping):
-        return ["the PR has no kbot metadata block"]
+        return ["the PR has no valid signed kbot metadata block"]
     problems: list[str] = []
+    pushed = pushed_head(meta)
+    if pushed is None:
+        problems.append("the PR's metadata records no head pushed by the bot")
+    elif pushed != pr.head_sha:
+        problems.append(f"the PR head {pr.head_sha[:12]} is not the commit the bot pushed ({pushed[:12]}): "
+                        "someone else pushed to the branch")
     if definition is None or meta.get("definition") != definition:
         problems.append("the report's definition differs from the PR's metadata")
     if solution_hash is None or meta.get("solution_hash") != solution_hash:

@@ -24,7 +24,7 @@ from bot.promotion.candidate_gate import candidate_problems, solution_folder
 from bot.promotion.champion import champion_mentions, champion_path, leaderboard_path, read_champion, render_leaderboard, updated_champion
 from bot.promotion.decision import PROMOTION_PATH, Decision, PromotionPolicy, Reason, decide, valid_ratio
 from bot.review.evidence import Evidence, find_evidence
-from bot.review.markdown import escape_inline
+from bot.review.markdown import commit_text, escape_inline
 from harness.geomean import geomean_ci
 from harness.schema import Status
 
@@ -66,10 +66,11 @@ def execute(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decision, pol
     if decision.action != "promote":
         return out
     assert ev.head_sha, "a promote decision always has a measured head sha"
-    title = f"kbot: promote {ev.solution} for {ev.definition} (#{pr.number})"
+    # Names come from the report: one defused line each, so nothing in them acts as a git trailer.
+    title = f"kbot: promote {commit_text(ev.solution, 128)} for {commit_text(ev.definition, 128)} (#{pr.number})"
     try:
         merged = forge.merge(pr.number, ev.head_sha, method=policy.merge_method, title=title,
-                             message=f"{decision.headline}\n\nPromoted by kbot from #{pr.number} at {ev.head_sha}.")
+                             message=f"{commit_text(decision.headline, 600)}\n\nPromoted by kbot from #{pr.number} at {ev.head_sha}.")
     except HeadMovedError:
         out.decision = Decision("rebenchmark", decision.reasons + (
             Reason("merge", False, "the PR head moved during the merge", "rebenchmark"),), decision.geomean, decision.ci95)
@@ -116,7 +117,7 @@ def write_pointer(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decisio
             }
             try:
                 return forge.commit_files(branch, base, files,
-                                          f"kbot: {ev.definition} champion is {ev.solution} (#{pr.number})"), ""
+                                          f"kbot: {commit_text(ev.definition, 128)} champion is {commit_text(ev.solution, 128)} (#{pr.number})"), ""
             except BranchMovedError:
                 time.sleep(0.2 * (attempt + 1))
     except ForgeError as e:
@@ -174,7 +175,7 @@ def resume_pointer(forge: Forge, pr: PullRequest, *, policy: PromotionPolicy | N
     if decision.action != "promote":
         out.note = "merged, but the rules no longer hold against the current champion: pointer not written"
         return out
-    meta = read_meta(pr, forge.info.bot_login)
+    meta = read_meta(pr, forge)
     path = meta.get("solution_path") if solution_folder(meta) else None
     out.pointer_sha, out.note = write_pointer(forge, pr, ev, decision, pr.merge_commit_sha, solution_path=path)
     if out.pointer_sha:

@@ -9,7 +9,8 @@ author cannot forget to escape.
 Escaping (``escape_inline``): control characters dropped, length capped, ``& < >`` as entities (no
 HTML, no fake ``<!-- kbot:... -->`` markers), Markdown punctuation backslash-escaped (no links,
 images, emphasis, code spans, table breaks), ``@`` and ``#`` followed by a zero-width space (no
-mentions, no cross-references), ``://`` broken (no autolinks).
+mentions, no cross-references), ``://`` broken (no autolinks). ``commit_text`` does the same for the
+plain text of a commit message, on one line and with git trailers defused.
 """
 
 from __future__ import annotations
@@ -49,6 +50,23 @@ def escape_inline(value: Any, cap: int = 200, *, code: bool = False) -> str:
         return text.replace("`", "&#96;")
     text = text.replace("\r", " ").replace("\n", " ")
     return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+# A git trailer token (``Signed-off-by:``, ``Co-authored-by:``, ``Change-Id:``) or a one-word one that
+# GitHub acts on (``Fixes:``, ``Closes:``, ``Resolves:``, ``Cc:``), followed by its colon.
+_TRAILER = re.compile(r"(?i)\b([a-z][a-z0-9]*(?:-[a-z0-9]+)+|cc|fix(?:e[sd])?|close[sd]?|resolve[sd]?)\s*:")
+
+
+def commit_text(value: Any, cap: int = 500) -> str:
+    """Untrusted text (a model's rationale, a name) → safe text for a commit message: one line
+    (whitespace collapsed, so it can never be a trailer paragraph of its own), control characters
+    dropped, length capped, trailer-shaped tokens defused (``Co-authored-by:`` would credit a person,
+    ``Signed-off-by:`` certify for one), and ``@``, ``#`` and ``://`` broken as in ``escape_inline``
+    (no mentions, no ``Fixes #12`` closing an issue when the commit lands, no links)."""
+    text = " ".join(strip_control(str(value)).split())
+    text = _cap(text, cap)
+    text = text.replace("@", "@" + ZWSP).replace("#", "#" + ZWSP).replace("://", ":" + ZWSP + "//")
+    return _TRAILER.sub(lambda m: f"{m.group(1)} -", text)
 
 
 def _finalize(value: Any) -> Any:

@@ -10,13 +10,13 @@ from typing import Any
 from bot.commands.bot_policy import paused as bot_paused
 from bot.forge.base import UnsupportedError
 from bot.forge.markers import REVIEW_MARKER, sticky_marker
-from bot.forge.trusted_meta import read_meta
+from bot.forge.trusted_meta import META_KEY_ENV, read_meta
 from bot.names import STATUS_CONTEXT, is_candidate_pr
-from bot.promotion.candidate_gate import solution_folder
+from bot.promotion.candidate_gate import NO_KEY, solution_folder
 from bot.promotion.execute import current_decision, execute, find_losers, resume_pointer
 from bot.review.evidence import Evidence, find_bot_review, read_evidence
 from bot.review.markdown import escape_inline
-from bot.review.results import ResultsError, load_results, pick_reports
+from bot.review.results import ResultsError, read_bench_results
 from bot.review.sticky_review import render_review, status_line, with_note
 from harness.report import Report
 
@@ -32,20 +32,33 @@ class Published:
     problems: list[str] | None = None
 
 
-def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[Report] | None = None,
-                    results_dir: str | Path | None = None, run_url: str | None = None,
+def find_run_pr(forge: Any, head_branch: str, head_sha: str) -> Any | None:
+    """The PR a bench run of ``head_branch`` at ``head_sha`` belongs to: the open PR of the branch, else
+    the merged one whose head was that sha (a re-run of the report for a merged PR finishes a promotion
+    whose champion-pointer commit failed: ``publish_results`` resumes it)."""
+    pr = forge.find_open_pr(head_branch)
+    if pr is not None:
+        return pr
+    merged = [p for p in forge.list_prs(state="all", head_prefix=head_branch)
+              if p.head_branch == head_branch and p.merged and p.head_sha == head_sha and not p.from_fork]
+    return max(merged, key=lambda p: p.number) if merged else None
+
+
+def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: str | Path | None = None,
+                    report: Report | None = None, champion: Report | None = None, run_url: str | None = None,
                     promote: bool = True) -> Published:
     """Sticky review + ``kbot/harness`` status (+ check run as an App) + promotion for one bench run.
 
-    ``head_sha`` is the sha GitHub says was benchmarked (the workflow_run's head_sha), never a value
-    read from the artifact. Promotion happens only when the kill switch is off and the PR passes
-    ``bot.promotion.candidate_gate`` (checked in ``current_decision``).
+    ``results_dir``: a bench results folder (an artifact: hostile), from which exactly one report is
+    read, at the place the PR's trusted meta block names, and checked (``bot.review.results``).
+    ``report`` (and ``champion``, shown beside it): a report this process measured itself (the local
+    loop, tests). ``head_sha`` is the sha GitHub says was benchmarked (the workflow_run's head_sha),
+    never a value read from the artifact. Promotion happens only when the kill switch is off and the
+    PR passes ``bot.promotion.candidate_gate`` (checked in ``current_decision``).
     """
+    if (results_dir is None) == (report is None):
+        raise ValueError("give exactly one of results_dir and report")
     problems: list[str] = []
-    if reports is None:
-        if results_dir is None:
-            raise ValueError("give reports or results_dir")
-        reports, problems = load_results(results_dir)
     pr = forge.get_pr(pr_number)
     if not is_candidate_pr(pr):
         raise ResultsError(f"PR #{pr_number} is not a kbot candidate branch of this repository")
@@ -58,8 +71,10 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
                 return Published(pr_number, "resumed", resumed.decision, merged_sha=resumed.merged_sha,
                                  closed=resumed.closed, problems=problems)
         return Published(pr_number, "skipped", problems=problems)
-    meta = read_meta(pr, forge.info.bot_login)
-    report, champion = pick_reports(reports, meta)
+    meta = read_meta(pr, forge)
+    if results_dir is not None:
+        read = read_bench_results(results_dir, meta)
+        report, problems = read.report, read.problems
     if report is None:
         desc = "no usable report in the results" + (f" ({len(problems)} problem(s))" if problems else "")
         forge.set_status(head_sha, "error", context=STATUS_CONTEXT, description=desc[:140], target_url=run_url)
@@ -87,6 +102,8 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
     state, desc = status_line(report, decision)
     if paused:
         desc = (desc + " (promotion paused)")[:140]
+    elif any(not r.ok and NO_KEY in r.detail for r in decision.reasons):
+        desc = (desc + f"; not merged: {META_KEY_ENV} is not configured")[:140]
     forge.set_status(head_sha, state, context=STATUS_CONTEXT, description=desc, target_url=run_url)
     if getattr(forge.info, "supports_check_runs", False):
         try:

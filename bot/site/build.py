@@ -178,7 +178,7 @@ def build_site(ws: Any, out: str | Path) -> list[Path]:
     (out / "index.html").write_text(page)
     written.append(out / "index.html")
     for pr in prs:
-        meta = read_meta(pr, forge.info.bot_login) or {}
+        meta = read_meta(pr, forge) or {}
         report = _report_for(ws, meta)
         review = find_bot_review(forge, pr.number)
         status = forge.combined_status(pr.head_sha).get(STATUS_CONTEXT)

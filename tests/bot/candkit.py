@@ -1,12 +1,15 @@
 """A candidate PR made the way the bot makes one (bot/campaign/attempts.py): a ``kbot/<definition>/<node>``
-branch with one bot commit under ``kernels/<definition>/<name>/`` and a meta block naming the
-solution, its hash and ``solution_path``. Promotion refuses anything less (bot/promotion/candidate_gate.py)."""
+branch with one bot commit under ``kernels/<definition>/<name>/`` and a signed meta block naming the
+solution, its hash, ``solution_path`` and the head the bot pushed. Promotion refuses anything less
+(bot/promotion/candidate_gate.py)."""
 
 from __future__ import annotations
 
-from bot.forge.markers import with_meta
+from reportkit import CAND_HASH, stand_in
 
-CAND_HASH = "c" * 64  # reportkit.report's default solution_hash
+from bot.forge.trusted_meta import write_meta
+
+__all__ = ["CAND_HASH", "bot_candidate", "candidate_meta"]
 
 
 def candidate_meta(definition: str, node: str, *, solution: str = "cand_v2", solution_hash: str = CAND_HASH,
@@ -17,9 +20,13 @@ def candidate_meta(definition: str, node: str, *, solution: str = "cand_v2", sol
 
 def bot_candidate(forge, definition: str, node: str = "n1", *, solution: str = "cand_v2",
                   solution_hash: str = CAND_HASH, labels=(), **extra):
-    """Branch + bot commit + PR (MemForge or GitHubForge); returns the PR."""
+    """Branch + bot commit + PR (MemForge or GitHubForge); returns the PR. The committed file is the
+    stand-in solution of that hash when there is one (reportkit.stand_in), else a placeholder."""
     meta = candidate_meta(definition, node, solution=solution, solution_hash=solution_hash, **extra)
     branch = f"kbot/{definition}/{node}"
     _, main = forge.default_head()
-    forge.commit_files(branch, main, {meta["solution_path"]: '{"name": "%s"}' % solution}, f"kbot: {solution}")
-    return forge.open_pr(branch, f"kbot: {solution}", with_meta("Candidate.", meta), labels=list(labels))
+    sol = stand_in(solution, definition)
+    content = sol.to_json(indent=2) if sol.content_hash() == solution_hash else '{"name": "%s"}' % solution
+    head = forge.commit_files(branch, main, {meta["solution_path"]: content}, f"kbot: {solution}")
+    return forge.open_pr(branch, f"kbot: {solution}", write_meta("Candidate.", meta, branch, head_sha=head, forge=forge),
+                         labels=list(labels))

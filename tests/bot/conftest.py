@@ -21,4 +21,16 @@ for extra in (str(HERE.parent), str(HERE)):
 if getattr(sys.modules.get("bot"), "__file__", "") is None:
     del sys.modules["bot"]  # a namespace package made of tests/bot: drop it so the real one loads
 
+import pytest  # noqa: E402
 from fakes.github_server import github_app_key, github_server  # noqa: E402,F401  (fixtures for the end-to-end tests)
+
+from bot.forge.trusted_meta import META_KEY_ENV  # noqa: E402
+
+TEST_META_KEY = "bot-tests-meta-signing-key-0123456789"
+
+
+@pytest.fixture(autouse=True)
+def _deployment_meta_key(monkeypatch):
+    """Every bot test runs as a deployment with the meta signing key (KBOT_META_KEY), which promotion
+    requires; the tests of its absence remove it."""
+    monkeypatch.setenv(META_KEY_ENV, TEST_META_KEY)

@@ -1,18 +1,21 @@
 """The end-to-end rig: the fake GitHub (through GitHubForge/PyGithub), the webhook app with its durable
 queue and worker, signed deliveries built from GitHub's payload examples, and an injected candidate
-generator that opens PRs the way the bot does (deterministic branches, kbot:meta block, idempotent)."""
+generator that opens PRs through the bot's own attempt code (bot/campaign/attempts.py: deterministic
+branches, the signed kbot:meta block recording the pushed head, idempotent)."""
 
 from __future__ import annotations
 
 import json
 
 from eventkit import comment_event, example
+from reportkit import bench_for_pr, stand_in
 
+from bot.campaign.attempts import ensure_attempt
 from bot.commands.auth import RateLimiter
 from bot.commands.bot_policy import POLICY_PATH
 from bot.commands.services import ForgeServices
 from bot.forge.github import GitHubForge
-from bot.forge.markers import with_meta
+from bot.forge.markers import decode_meta
 from bot.intake.events import EventRouter
 from bot.intake.queue import JobQueue
 from bot.intake.server import JobRunner, WebhookApp, sign
@@ -20,7 +23,8 @@ from bot.promotion.decision import PROMOTION_PATH
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 SECRET = b"e2e-secret"
-CHAMP_HASH = "b" * 64
+CHAMPION = stand_in("champ_v1", DEF, variant="the champion on main")
+CHAMP_HASH = CHAMPION.content_hash()
 
 
 class Generator:
@@ -34,20 +38,12 @@ class Generator:
         self.calls += 1
         prs = []
         for i in range(req.candidates):
-            branch = f"kbot/{req.definition}/n{i}"
-            pr = self.forge.find_open_pr(branch)
-            if pr is None:
-                if self.forge.branch_head(branch) is None:
-                    _, base = self.forge.default_head()
-                    sol = {"name": f"cand_{i}", "definition": req.definition}
-                    self.forge.commit_files(branch, base, {f"kernels/{req.definition}/cand_{i}/solution.json":
-                                                           json.dumps(sol)}, f"kbot: candidate n{i}")
-                meta = {"definition": req.definition, "node": f"n{i}", "solution": f"cand_{i}",
-                        "solution_hash": f"{i}" * 64, "agent": req.agent,
-                        "solution_path": f"kernels/{req.definition}/cand_{i}/solution.json"}
-                pr = self.forge.open_pr(branch, f"kbot: {req.definition} candidate n{i}",
-                                        with_meta(f"Candidate n{i} for `{req.definition}`.", meta))
-            prs.append(pr.number)
+            sol = stand_in(f"cand_{i}", req.definition, variant=f"candidate {i}")
+            meta = {"definition": req.definition, "node": f"n{i}", "solution": f"cand_{i}",
+                    "solution_hash": sol.content_hash(), "agent": req.agent}
+            att = ensure_attempt(self.forge, sol, node=f"n{i}", meta=meta, body=f"Candidate n{i} for `{req.definition}`.",
+                                 title=f"kbot: {req.definition} candidate n{i}", labels=())
+            prs.append(att.pr.number)
         return prs
 
 
@@ -73,10 +69,18 @@ class Env:
         self.n = 0
 
     def fetch(self, forge, run, dest):
+        """The bench artifact for the run's head: the report the test chose, laid out as bench.yml and
+        the harness write it, with the solution read from the PR head."""
+        from harness.schema import Solution
+
         rep = self.results.get(run["head_sha"])
         if rep is None:
             return False
-        rep.dump(dest / "report.json")
+        pr = forge.find_open_pr(run["head_branch"])
+        meta = decode_meta(pr.body)
+        sol = Solution.model_validate_json(forge.read_file(meta["solution_path"], ref=run["head_sha"]))
+        bench_for_pr(dest, forge, pr, rep, solution=sol,
+                     baseline=CHAMPION if rep.baseline_hash == CHAMP_HASH else None)
         return True
 
     def deliver(self, event, payload, *, delivery=None, secret=SECRET):
@@ -115,3 +119,29 @@ class Env:
 
     def reactions(self, comment):
         return [r["content"] for r in self.server.comments[comment["id"]]["reactions"]]
+
+
+def real_bench(definition, workloads, scratch, cfg):
+    """A results fetcher that does what bench.yml's evaluate and upload steps do, in-process: the PR's
+    solution (meta ``solution_path`` at the measured head), the champion on main as the paired baseline,
+    the real harness (``cfg``: a ``harness.runner.RunConfig``), then the artifact as bench.yml uploads it
+    (the sidecar and the parent's files of the run folder)."""
+    from bot.promotion.champion import read_champion
+    from bot.review.results import write_bench_results
+    from harness.runner import evaluate
+    from harness.schema import parse_solution
+
+    def fetch(forge, run, dest):
+        pr = forge.find_open_pr(run["head_branch"])
+        path = decode_meta(pr.body)["solution_path"]
+        solution = parse_solution(json.loads(forge.read_file(path, ref=run["head_sha"])))
+        champ = read_champion(forge, definition.name)
+        baseline = None
+        if champ and champ.get("solution_path"):
+            baseline = parse_solution(json.loads(forge.read_file(champ["solution_path"])))
+        out = scratch / f"run-{run['head_sha'][:12]}"
+        evaluate(definition, solution, workloads, out, cfg, baseline=baseline)
+        write_bench_results(dest, out, path, solution.name, artifact="kbot-results-0")
+        return True
+
+    return fetch

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from candkit import bot_candidate
 from memforge import MemForge
-from reportkit import good
+from reportkit import bench_for_pr, good
 from test_bot_events import DEF, router, run_event
 
 from bot.review.evidence import find_evidence
@@ -33,35 +33,37 @@ def test_failed_runs_are_still_published(shared, forge):
     assert forge.combined_status(pr.head_sha).get("kbot/harness").state == "error"
 
 
-def test_no_usable_report_keeps_the_last_evaluation(forge):
+def test_no_usable_report_keeps_the_last_evaluation(forge, tmp_path):
     pr = bot_candidate(forge, DEF)
-    publish_results(forge, pr.number, pr.head_sha, reports=[good(definition=DEF)], promote=False)
+    publish_results(forge, pr.number, pr.head_sha, report=good(definition=DEF), promote=False)
     before = find_evidence(forge, pr.number)
     assert before is not None
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[])
+    out = publish_results(forge, pr.number, pr.head_sha, results_dir=tmp_path)
     assert out.state == "error"
     assert forge.combined_status(pr.head_sha).get("kbot/harness").state == "error"
     assert find_evidence(forge, pr.number) == before  # the sticky review was not overwritten
     assert len(forge.reviews[pr.number]) == 1
     notes = [c.body for c in forge.comments.get(pr.number, []) if "bench run without results" in c.body]
     assert len(notes) == 1
-    publish_results(forge, pr.number, pr.head_sha, reports=[])  # again: the note is sticky, not repeated
+    publish_results(forge, pr.number, pr.head_sha, results_dir=tmp_path)  # again: the note is sticky, not repeated
     assert len([c for c in forge.comments[pr.number] if "bench run without results" in c.body]) == 1
 
 
-def test_no_usable_report_without_earlier_evaluation_writes_the_review(forge):
+def test_no_usable_report_without_earlier_evaluation_writes_the_review(forge, tmp_path):
     pr = bot_candidate(forge, DEF)
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[])
+    out = publish_results(forge, pr.number, pr.head_sha, results_dir=tmp_path)
     assert out.review_id is not None and "no usable report" in forge.combined_status(pr.head_sha).get("kbot/harness").description
 
 
 @pytest.mark.parametrize("content", ['["kernels/d/x.json"]', '"text"', "42", "null",
                                      '{"solution": "cand_v2", "solution_path": 5}', '{"solution": ["cand_v2"]}'])
-def test_bench_sidecar_of_the_wrong_shape_is_ignored(tmp_path, content):
-    from bot.review.results import bench_solution_path
-
-    (tmp_path / "kbot-bench.json").write_text(content)
-    assert bench_solution_path(tmp_path, "cand_v2") is None
+def test_bench_sidecar_of_the_wrong_shape_refuses_the_results(tmp_path, forge, content):
+    pr = bot_candidate(forge, DEF)
+    results = bench_for_pr(tmp_path, forge, pr, good(baseline=None, baseline_hash=None, definition=DEF))
+    (sidecar,) = results.glob("*/*/kbot-bench.json")
+    sidecar.write_text(content)
+    out = publish_results(forge, pr.number, pr.head_sha, results_dir=results)
+    assert out.state == "error" and any("kbot-bench.json" in p for p in out.problems)
 
 
 def test_champion_path_comes_from_the_meta_not_the_artifact(tmp_path, forge):
@@ -70,8 +72,7 @@ def test_champion_path_comes_from_the_meta_not_the_artifact(tmp_path, forge):
     from candkit import candidate_meta
 
     pr = bot_candidate(forge, DEF)
-    good(baseline=None, baseline_hash=None, definition=DEF).dump(tmp_path / "r.json")
-    (tmp_path / "kbot-bench.json").write_text(json.dumps({"solution": "cand_v2", "solution_path": f"kernels/{DEF}/evil.json"}))
-    publish_results(forge, pr.number, pr.head_sha, results_dir=tmp_path)
+    results = bench_for_pr(tmp_path, forge, pr, good(baseline=None, baseline_hash=None, definition=DEF))
+    publish_results(forge, pr.number, pr.head_sha, results_dir=results)
     champ = json.loads(forge.read_file(f"kernels/{DEF}/champion.json"))
     assert champ["solution_path"] == candidate_meta(DEF, "n1")["solution_path"]

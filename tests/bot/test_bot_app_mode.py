@@ -24,12 +24,12 @@ def test_publish_as_app_creates_check_run(github_server, github_app_key):
     assert forge.info.supports_check_runs
     _, main = forge.default_head()
     pr = bot_candidate(forge, "d", "n1")
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[good(definition="d")], promote=False)
+    out = publish_results(forge, pr.number, pr.head_sha, report=good(definition="d"), promote=False)
     assert out.state == "success"
     runs = [c for c in github_server.check_runs.values() if c["head_sha"] == pr.head_sha]
     assert len(runs) == 1 and runs[0]["name"] == "kbot/harness" and runs[0]["conclusion"] == "success"
     # a re-run updates the same check run and review
-    publish_results(forge, pr.number, pr.head_sha, reports=[good(definition="d")], promote=False)
+    publish_results(forge, pr.number, pr.head_sha, report=good(definition="d"), promote=False)
     assert len([c for c in github_server.check_runs.values() if c["head_sha"] == pr.head_sha]) == 1
     assert len(github_server.reviews_on(pr.number)) == 1
 

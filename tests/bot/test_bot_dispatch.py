@@ -14,7 +14,7 @@ from bot.commands.bot_policy import POLICY_PATH
 from bot.commands.dispatch import CommandDispatcher, reply_marker
 from bot.commands.services import ForgeServices
 from bot.forge.base import Permission
-from bot.forge.markers import with_meta
+from bot.forge.trusted_meta import write_meta
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 
@@ -64,14 +64,18 @@ def test_authorized_optimize(shared, forge, campaign):
 
 
 def test_author_association_is_never_trusted(shared, forge, campaign):
-    # The payload says OWNER; the API says mallory has no role. The API wins.
+    # The payload says OWNER; the API says reader may only read. The API wins.
     out = dispatcher(forge, campaign).handle_issue_comment(
-        comment_event(shared, body=f"/optimize {DEF}", login="mallory", association="OWNER"))
+        comment_event(shared, body=f"/optimize {DEF}", login="reader", association="OWNER"))
     assert out.status == "failed"
     assert campaign.calls == []
-    assert ("permission?", "mallory") in forge.writes
+    assert ("permission?", "reader") in forge.writes
     assert reactions(forge, 555) == ["eyes", "confused"]
     assert "needs repository permission `write`" in replies(forge, 1)[0].body
+    # mallory has no role at all: below answer_min_permission, the bot reads and writes nothing
+    out = dispatcher(forge, campaign).handle_issue_comment(
+        comment_event(shared, body=f"/optimize {DEF}", login="mallory", association="OWNER", comment_id=556))
+    assert out.status == "ignored" and campaign.calls == [] and reactions(forge, 556) == [] and len(replies(forge, 1)) == 1
 
 
 def test_authorize_uses_api_permission_and_teams(forge):
@@ -143,7 +147,7 @@ def test_policy_comes_from_default_branch_not_the_pr(shared, forge, campaign):
     forge.commit_files("kbot/x/n1", forge.branches["main"], {POLICY_PATH: open_policy}, "open up")
     pr = forge.open_pr("kbot/x/n1", "t", "b")
     out = dispatcher(forge, campaign).handle_issue_comment(
-        comment_event(shared, body=f"/optimize {DEF}", login="mallory", number=pr.number, is_pr=True))
+        comment_event(shared, body=f"/optimize {DEF}", login="reader", number=pr.number, is_pr=True))
     assert out.status == "failed" and campaign.calls == []
 
 
@@ -207,8 +211,8 @@ def test_pr_only_commands(shared, forge, campaign):
 
 
 def test_evaluate_and_optimize_on_candidate_pr(shared, forge, campaign):
-    forge.commit_files(f"kbot/{DEF}/n7", forge.branches["main"], {"kernels/x.py": "k"}, "cand")
-    pr = forge.open_pr(f"kbot/{DEF}/n7", "cand", with_meta("body", {"definition": DEF, "node": "n7"}))
+    head = forge.commit_files(f"kbot/{DEF}/n7", forge.branches["main"], {"kernels/x.py": "k"}, "cand")
+    pr = forge.open_pr(f"kbot/{DEF}/n7", "cand", write_meta("body", {"definition": DEF, "node": "n7"}, f"kbot/{DEF}/n7", head_sha=head))
     d = dispatcher(forge, campaign)
     out = d.handle_issue_comment(comment_event(shared, body="/evaluate", number=pr.number, is_pr=True))
     assert out.status == "done"
@@ -247,7 +251,7 @@ def _evaluated_candidate(forge, ratio=(1.2, 1.15, 1.25)):
     base = forge.branches["main"]
     forge.commit_files("main", base, {f"kernels/{DEF}/champion.json": '{"solution": "champ_v1", "solution_hash": "' + "b" * 64 + '"}'}, "champ")
     pr = bot_candidate(forge, DEF, "n9")
-    publish_results(forge, pr.number, pr.head_sha, reports=[good(ratio=ratio, definition=DEF)], promote=False)
+    publish_results(forge, pr.number, pr.head_sha, report=good(ratio=ratio, definition=DEF), promote=False)
     return pr
 
 

@@ -118,7 +118,7 @@ def test_promote_command_on_stale_pr_asks_for_rebenchmark(env):
     # review posted without promotion (e.g. /evaluate in progress), then a person pushes to the branch
     env.results[env.forge.get_pr(pr).head_sha] = rep
     from bot.review.publish import publish_results
-    publish_results(env.forge, pr, env.forge.get_pr(pr).head_sha, reports=[rep], promote=False)
+    publish_results(env.forge, pr, env.forge.get_pr(pr).head_sha, report=rep, promote=False)
     env.server.push_commit(env.forge.get_pr(pr).head_branch, {"kernels/x.txt": "human"}, author="alice")
     # /promote by a writer: refused (maintainers only)
     c, p = env.comment(pr, "/promote")

@@ -14,13 +14,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from e2ekit import Env
+from e2ekit import Env, real_bench
 
-from bot.forge.markers import REVIEW_MARKER, with_meta
+from bot.forge.markers import REVIEW_MARKER
+from bot.forge.trusted_meta import write_meta
 from bot.promotion.champion import read_champion
 from bot.promotion.decision import PROMOTION_PATH
-from harness.runner import RunConfig, evaluate
-from harness.schema import Solution, load_definition, load_workloads, parse_solution
+from harness.runner import RunConfig
+from harness.schema import Solution, load_definition, load_workloads
 
 pytestmark = pytest.mark.slow
 
@@ -46,44 +47,28 @@ class TunableGenerator:
             branch = f"kbot/{DEF}/w{warps}"
             pr = self.forge.find_open_pr(branch)
             if pr is None:
-                if self.forge.branch_head(branch) is None:
+                head = self.forge.branch_head(branch)
+                if head is None:
                     _, base = self.forge.default_head()
-                    self.forge.commit_files(branch, base, {path: json.dumps(sol, indent=2)}, f"kbot: {sol['name']}")
+                    head = self.forge.commit_files(branch, base, {path: json.dumps(sol, indent=2)}, f"kbot: {sol['name']}")
                 meta = {"definition": DEF, "node": f"w{warps}", "solution": sol["name"], "solution_path": path,
                         "solution_hash": Solution.model_validate(sol).content_hash()}
-                pr = self.forge.open_pr(branch, f"kbot: {sol['name']}", with_meta("NUM_WARPS variant.", meta))
+                pr = self.forge.open_pr(branch, f"kbot: {sol['name']}", write_meta("NUM_WARPS variant.", meta, branch, head_sha=head))
             prs.append(pr.number)
         return prs
 
 
-def bench(repo):
-    """What bench.yml's evaluate step does, in-process: data from git, the harness from this checkout."""
+def bench(repo, scratch):
+    """What bench.yml's evaluate step does, in-process (e2ekit.real_bench)."""
     definition = load_definition(repo / "definitions" / DEF / "definition.json")
     workloads = load_workloads(repo / "definitions" / DEF / "workloads.small.jsonl", definition)
-
-    def fetch(forge, run, dest):
-        pr = forge.find_open_pr(run["head_branch"])
-        changed = [c for c in (f"kernels/{DEF}/triton_rows_w{w}/solution.json" for w in (4, 16))
-                   if forge.read_file(c, ref=run["head_sha"]) is not None]
-        (path,) = changed
-        solution = parse_solution(json.loads(forge.read_file(path, ref=run["head_sha"])))
-        champ = read_champion(forge, DEF)
-        baseline = None
-        if champ and champ.get("solution_path"):
-            baseline = parse_solution(json.loads(forge.read_file(champ["solution_path"])))
-        cfg = RunConfig(device="cpu", trials=1, timing={"budget_s": 0.05}, timeout_s=120)
-        evaluate(definition, solution, workloads, dest / "run", cfg, baseline=baseline)
-        (dest / "kbot-bench.json").write_text(json.dumps({"solution": solution.name, "solution_path": path}))
-        assert pr is not None
-        return True
-
-    return fetch
+    return real_bench(definition, workloads, scratch, RunConfig(device="cpu", trials=1, timing={"budget_s": 0.05}, timeout_s=120))
 
 
 def test_real_harness_cpu_to_leaderboard(github_server, shared, tmp_path, repo):
     permissive = (repo / PROMOTION_PATH).read_text().replace(
         "first_champion_min_speedup_vs_reference: 1.0", "first_champion_min_speedup_vs_reference: 0.0")
-    env = Env(github_server, shared, tmp_path, repo, generator=TunableGenerator, fetch=bench(repo),
+    env = Env(github_server, shared, tmp_path, repo, generator=TunableGenerator, fetch=bench(repo, tmp_path),
               files={PROMOTION_PATH: permissive, SEED: (repo / SEED).read_text()})
     issue = env.server.create_issue("rmsnorm", author="alice")
     _, payload = env.comment(issue, f"/optimize {DEF} --candidates 1")

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 from candkit import bot_candidate
 from eventkit import example
 from memforge import MemForge
-from reportkit import good
+from reportkit import bench_for_pr, good
 
 from bot.commands.services import ForgeServices
 from bot.intake.events import EventRouter
 from bot.review.publish import publish_results
-from bot.review.results import MAX_REPORT_BYTES, ResultsError, bench_solution_path, load_results, pick_reports
+from bot.review.results import ResultsError
 
 DEF = "gdn_decode_qk4_v8_d128_k_last"
 
@@ -69,7 +68,7 @@ def test_workflow_run_publishes_review(shared, forge):
     pr = candidate(forge)
 
     def fetch(f, run, dest):
-        good(baseline=None, baseline_hash=None, definition=DEF).dump(dest / "r.json")
+        bench_for_pr(dest, forge, f.find_open_pr(run["head_branch"]), good(baseline=None, baseline_hash=None, definition=DEF))
         return True
 
     r = router(forge, fetch)
@@ -104,53 +103,16 @@ def test_missing_results_mark_error(shared, forge):
     assert router(forge).handle("workflow_run", run_event(shared, forge, pr.head_branch, pr.head_sha)) == "skipped"
 
 
-def test_load_results_reads_only_valid_reports(tmp_path):
-    good().dump(tmp_path / "ok.json")
-    (tmp_path / "trace.json").write_text(json.dumps({"definition": "x"}))  # other JSON: skipped silently
-    (tmp_path / "broken.json").write_text("{" * 10)
-    (tmp_path / "invalid.json").write_text(json.dumps({"kbot_report": 1, "workloads": "nope"}))
-    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
-    (tmp_path / "big.json").write_bytes(b" " * (MAX_REPORT_BYTES + 1))
-    os.symlink("/etc/passwd", tmp_path / "link.json")
-    reports, problems = load_results(tmp_path)
-    assert [r.solution for r in reports] == ["cand_v2"]
-    text = "\n".join(problems)
-    for name in ("broken.json", "invalid.json", "deep.json", "big.json", "link.json: symlink refused"):
-        assert name in text
-
-
-def test_load_results_limits(tmp_path):
-    with pytest.raises(ResultsError):
-        load_results(tmp_path / "absent")
-    for i in range(70):
-        (tmp_path / f"{i}.json").write_text("{}")
-    with pytest.raises(ResultsError, match="more than"):
-        load_results(tmp_path)
-
-
-def test_pick_reports_and_sidecar(tmp_path):
-    cand = good(solution="cand_v2", solution_hash="c" * 64, baseline_hash="b" * 64)
-    champ = good(solution="champ_v1", solution_hash="b" * 64, baseline=None, baseline_hash=None)
-    c, ch = pick_reports([champ, cand], {"solution_hash": "c" * 64})
-    assert c is cand and ch is champ
-    assert pick_reports([champ, cand], None)[0] is cand  # the one measured against a baseline
-    (tmp_path / "a").mkdir()
-    (tmp_path / "a" / "kbot-bench.json").write_text(json.dumps({"solution": "cand_v2", "solution_path": f"kernels/{DEF}/s/cand_v2.json"}))
-    (tmp_path / "kbot-bench.json").write_text(json.dumps({"solution": "evil", "solution_path": "kernels/../../etc/x.json"}))
-    assert bench_solution_path(tmp_path, "cand_v2") == f"kernels/{DEF}/s/cand_v2.json"
-    assert bench_solution_path(tmp_path, "evil") is None
-
-
 def test_publish_refuses_non_candidate_pr(forge):
     forge.commit_files("feature/x", forge.branches["main"], {"a": "b"}, "x")
     pr = forge.open_pr("feature/x", "t", "b")
     with pytest.raises(ResultsError):
-        publish_results(forge, pr.number, pr.head_sha, reports=[good()])
+        publish_results(forge, pr.number, pr.head_sha, report=good())
 
 
-def test_publish_without_usable_report(forge):
+def test_publish_without_usable_report(forge, tmp_path):
     pr = candidate(forge)
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[])
+    out = publish_results(forge, pr.number, pr.head_sha, results_dir=tmp_path)
     assert out.state == "error" and forge.combined_status(pr.head_sha).get("kbot/harness").state == "error"
 
 
@@ -188,7 +150,7 @@ def test_safe_extract_zip(tmp_path):
 def test_publish_leaves_closed_prs_alone(forge):
     pr = candidate(forge)
     forge.close_pr(pr.number)
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[good()])
+    out = publish_results(forge, pr.number, pr.head_sha, report=good())
     assert out.state == "skipped" and pr.number not in forge.reviews
 
 
@@ -198,7 +160,7 @@ def test_workflow_run_opens_the_next_round_after_publishing(shared, forge):
     pr = candidate(forge)
 
     def fetch(f, run, dest):
-        good(baseline=None, baseline_hash=None, definition=DEF).dump(dest / "r.json")
+        bench_for_pr(dest, forge, f.find_open_pr(run["head_branch"]), good(baseline=None, baseline_hash=None, definition=DEF))
         return True
 
     calls = []

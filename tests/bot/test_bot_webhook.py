@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
 
@@ -11,7 +10,7 @@ import pytest
 from eventkit import comment_event, example
 
 from bot.intake.queue import JobQueue
-from bot.intake.server import JobRunner, WebhookApp, make_server, secrets_from_env, sign, verify_signature
+from bot.intake.server import JobRunner, WebhookApp, WebhookServer, secrets_from_env, sign, verify_signature
 
 NEW, OLD = b"new-secret", b"old-secret"
 
@@ -111,9 +110,10 @@ def test_handled_event_kinds(shared, app, queue):
     assert queue.counts() == {"queued": 3}
 
 
-def test_healthz(app):
+def test_healthz_reveals_nothing_but_liveness(shared, app):
+    post(app, raw(comment_event(shared, body="/status")))
     r = app.handle("GET", "/healthz", {}, b"")
-    assert r.status == 200 and r.body["ok"] is True
+    assert r.status == 200 and r.body == {"ok": True}  # no queue figures, no uptime
 
 
 def test_queue_survives_restart(shared, app, tmp_path, clock):
@@ -176,30 +176,71 @@ def test_worker_runs_and_retries(queue, clock):
 
 
 def test_real_http_server(shared, app):
-    server = make_server(app, "127.0.0.1", 0)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
+    server = WebhookServer(app, "127.0.0.1", 0).start()
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}"
+        url = f"http://127.0.0.1:{server.port}"
         body = raw(comment_event(shared, body="/status"))
         req = urllib.request.Request(url + "/webhook", data=body, method="POST", headers={
             "X-GitHub-Event": "issue_comment", "X-GitHub-Delivery": "h-1", "Content-Type": "application/json",
             "X-Hub-Signature-256": sign(NEW, body)})
         with urllib.request.urlopen(req, timeout=5) as resp:
-            assert resp.status == 202
+            assert resp.status == 202 and json.loads(resp.read())["queued"]
         req.remove_header("X-hub-signature-256")
         req.add_header("X-Hub-Signature-256", sign(b"forged", body))
         with pytest.raises(urllib.error.HTTPError) as e:
             urllib.request.urlopen(req, timeout=5)
         assert e.value.code == 401
         with urllib.request.urlopen(url + "/healthz", timeout=5) as resp:
-            assert json.loads(resp.read())["jobs"] == {"queued": 1}
+            assert json.loads(resp.read()) == {"ok": True}
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(url + "/webhook", timeout=5)  # GET
+        assert e.value.code == 405
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
+    assert app.queue.counts() == {"queued": 1}
 
 
 def test_secrets_from_env():
     assert secrets_from_env({"KBOT_WEBHOOK_SECRET": "a", "KBOT_WEBHOOK_SECRET_OLD": "b"}) == [b"a", b"b"]
     with pytest.raises(SystemExit):
         secrets_from_env({})
+
+
+def test_kbot_serve_starts_answers_and_stops(tmp_path, shared):
+    """`kbot serve` (python -m bot.cli.github_bot serve): up, a signed ping answered, a graceful stop on SIGTERM."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "KBOT_WEBHOOK_SECRET": NEW.decode(), "PYTHONPATH": str(repo)}
+    proc = subprocess.Popen([sys.executable, "-m", "bot.cli.github_bot", "serve", "--state-dir", str(tmp_path / "state"),
+                             "--port", str(port)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
+                    assert json.loads(resp.read()) == {"ok": True}
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stdout.read().decode()[-2000:]
+                time.sleep(0.2)
+        body = b"{}"
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/webhook", data=body, method="POST", headers={
+            "X-GitHub-Event": "ping", "X-GitHub-Delivery": "p-1", "Content-Type": "application/json",
+            "X-Hub-Signature-256": sign(NEW, body)})
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert json.loads(resp.read()) == {"pong": True}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=15)
+    # uvicorn shuts down gracefully, then re-raises the signal so the exit status says why it stopped
+    assert rc in (0, -signal.SIGTERM) and b"Finished server process" in proc.stdout.read()

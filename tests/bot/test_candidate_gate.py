@@ -13,7 +13,7 @@ from reportkit import good
 
 from bot.commands.services import ForgeServices
 from bot.forge.base import Permission
-from bot.forge.markers import with_meta
+from bot.forge.trusted_meta import write_meta
 from bot.promotion.candidate_gate import candidate_problems, solution_folder
 from bot.review.publish import publish_results
 
@@ -38,7 +38,7 @@ def _assert_not_promoted(forge, pr, out, why):
 
 def test_a_clean_bot_candidate_is_promoted(forge):
     pr = bot_candidate(forge, DEF)
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[first_champion_report()])
+    out = publish_results(forge, pr.number, pr.head_sha, report=first_champion_report())
     assert out.decision.action == "promote" and forge.get_pr(pr.number).merged
     champ = json.loads(forge.read_file(f"kernels/{DEF}/champion.json"))
     assert champ["solution_path"] == candidate_meta(DEF, "n1")["solution_path"]
@@ -47,7 +47,7 @@ def test_a_clean_bot_candidate_is_promoted(forge):
 def test_a_pr_opened_by_a_person_is_not_promoted(forge):
     pr = bot_candidate(forge, DEF)
     forge.prs[pr.number] = replace(forge.prs[pr.number], author="mallory")  # same branch and meta, a person's PR
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[first_champion_report()])
+    out = publish_results(forge, pr.number, pr.head_sha, report=first_champion_report())
     _assert_not_promoted(forge, pr, out, "not by the bot")
 
 
@@ -55,7 +55,7 @@ def test_a_human_commit_on_the_branch_blocks_promotion(forge):
     pr = bot_candidate(forge, DEF)
     forge.human_push(pr.head_branch, {candidate_meta(DEF, "n1")["solution_path"]: '{"name": "evil"}'})
     pr = forge.get_pr(pr.number)
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[first_champion_report()])
+    out = publish_results(forge, pr.number, pr.head_sha, report=first_champion_report())
     _assert_not_promoted(forge, pr, out, "not made by the bot")
 
 
@@ -64,7 +64,7 @@ def test_files_outside_the_solution_folder_block_promotion(forge):
     # a bot-made commit (e.g. a compromised agent) that also touches a workflow
     forge.commit_files(pr.head_branch, pr.head_sha, {".github/workflows/x.yml": "on: push"}, "more")
     pr = forge.get_pr(pr.number)
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[first_champion_report()])
+    out = publish_results(forge, pr.number, pr.head_sha, report=first_champion_report())
     _assert_not_promoted(forge, pr, out, "outside kernels/")
     assert forge.read_file(".github/workflows/x.yml") is None
 
@@ -74,16 +74,16 @@ def test_files_outside_the_solution_folder_block_promotion(forge):
 def test_report_must_match_the_meta(forge, kw, why):
     pr = bot_candidate(forge, DEF)
     report = good(baseline=None, baseline_hash=None, **{"definition": DEF, **kw})
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[report])
+    out = publish_results(forge, pr.number, pr.head_sha, report=report)
     _assert_not_promoted(forge, pr, out, why)
 
 
 def test_meta_without_a_valid_solution_path_is_not_promoted(forge):
     meta = {"definition": DEF, "solution": "cand_v2", "solution_hash": CAND_HASH, "solution_path": "kernels/../x.json"}
     branch = f"kbot/{DEF}/n1"
-    forge.commit_files(branch, forge.branches["main"], {f"kernels/{DEF}/cand_v2/solution.json": "{}"}, "c")
-    pr = forge.open_pr(branch, "c", with_meta("b", meta))
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[first_champion_report()])
+    head = forge.commit_files(branch, forge.branches["main"], {f"kernels/{DEF}/cand_v2/solution.json": "{}"}, "c")
+    pr = forge.open_pr(branch, "c", write_meta("b", meta, branch, head_sha=head))
+    out = publish_results(forge, pr.number, pr.head_sha, report=first_champion_report())
     _assert_not_promoted(forge, pr, out, "no valid solution\\_path")
 
 
@@ -91,12 +91,12 @@ def test_promote_command_applies_the_same_gate(shared, forge):
     from bot.commands.dispatch import CommandDispatcher
 
     pr = bot_candidate(forge, DEF)
-    publish_results(forge, pr.number, pr.head_sha, reports=[first_champion_report()], promote=False)
+    publish_results(forge, pr.number, pr.head_sha, report=first_champion_report(), promote=False)
     forge.human_push(pr.head_branch, {"README.md": "hi"})
     forge.perms["maint"] = Permission.MAINTAIN
     pr = forge.get_pr(pr.number)
     # re-evaluate the new head so only the gate (not freshness) stands in the way
-    publish_results(forge, pr.number, pr.head_sha, reports=[first_champion_report()], promote=False)
+    publish_results(forge, pr.number, pr.head_sha, report=first_champion_report(), promote=False)
     out = CommandDispatcher(forge, ForgeServices(forge)).handle_issue_comment(
         comment_event(shared, body="/promote", number=pr.number, is_pr=True, login="maint"))
     assert out.status == "done" and not forge.get_pr(pr.number).merged
@@ -129,7 +129,7 @@ def test_promote_command_refuses_a_person_s_pr(shared, forge):
     from bot.commands.dispatch import CommandDispatcher
 
     pr = bot_candidate(forge, DEF)
-    publish_results(forge, pr.number, pr.head_sha, reports=[first_champion_report()], promote=False)
+    publish_results(forge, pr.number, pr.head_sha, report=first_champion_report(), promote=False)
     forge.prs[pr.number] = replace(forge.prs[pr.number], author="mallory")
     forge.perms["maint"] = Permission.MAINTAIN
     out = CommandDispatcher(forge, ForgeServices(forge)).handle_issue_comment(
@@ -141,8 +141,8 @@ def test_promote_command_refuses_a_person_s_pr(shared, forge):
 def test_a_person_s_kbot_pr_is_not_closed_as_a_loser(forge):
     other = bot_candidate(forge, DEF, "n5", solution_hash="5" * 64)
     publish_results(forge, other.number, other.head_sha,
-                    reports=[good(baseline=None, baseline_hash=None, definition=DEF, solution_hash="5" * 64)], promote=False)
+                    report=good(baseline=None, baseline_hash=None, definition=DEF, solution_hash="5" * 64), promote=False)
     forge.prs[other.number] = replace(forge.prs[other.number], author="alice")
     pr = bot_candidate(forge, DEF)
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[first_champion_report()])
+    out = publish_results(forge, pr.number, pr.head_sha, report=first_champion_report())
     assert forge.get_pr(pr.number).merged and out.closed == [] and forge.get_pr(other.number).is_open

@@ -15,11 +15,11 @@ def test_close_comment_escapes_report_names():
     forge = MemForge()
     loser = bot_candidate(forge, DEF, "n1")
     publish_results(forge, loser.number, loser.head_sha,
-                    reports=[good(baseline=None, baseline_hash=None, definition=DEF)], promote=False)
+                    report=good(baseline=None, baseline_hash=None, definition=DEF), promote=False)
     winner = bot_candidate(forge, DEF, "n2", solution_hash="e" * 64)
     evil = "x @octo/admins [click](https://e.vil) <!-- kbot:review --> `code`"
     rep = good(baseline=None, baseline_hash=None, definition=DEF, solution=evil, solution_hash="e" * 64)
-    out = publish_results(forge, winner.number, winner.head_sha, reports=[rep])
+    out = publish_results(forge, winner.number, winner.head_sha, report=rep)
     assert out.closed == [loser.number]
     (comment,) = [c.body for c in forge.comments[loser.number] if "Closed by kbot" in c.body]
     assert "@octo" not in comment and "](" not in comment and "https://" not in comment

@@ -17,7 +17,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from e2ekit import Env
+from e2ekit import Env, real_bench
+from reportkit import bench_for_pr
 
 from bot.campaign.attempts import ensure_attempt
 from bot.campaign.github_campaign import bind, champion_lineage, continue_after_results, read_snapshot, summary_from_evidence
@@ -29,8 +30,8 @@ from bot.forge.markers import REVIEW_MARKER, decode_meta
 from bot.names import attempt_branch
 from bot.promotion.champion import champion_path, leaderboard_path, read_champion, render_leaderboard, updated_champion
 from bot.review.evidence import Evidence, WorkloadEvidence
-from harness.runner import RunConfig, evaluate
-from harness.schema import load_definition, load_workloads, parse_solution
+from harness.runner import RunConfig
+from harness.schema import Solution, load_definition, load_workloads, parse_solution
 
 DEF = "rmsnorm_h4096"
 START_DIR = f"kernels/{DEF}/{DEF}_start"
@@ -56,24 +57,12 @@ def seed_files(repo):
     return files, start
 
 
-def bench(repo):
-    """bench.yml's evaluate step in-process: the PR's solution (meta solution_path at the measured
-    head), the champion from main as the paired baseline, the real harness on the CPU."""
+def bench(repo, scratch):
+    """bench.yml's evaluate step in-process (e2ekit.real_bench), on two small workloads."""
     definition = load_definition(repo / "definitions" / DEF / "definition.json")
     workloads = load_workloads(repo / "definitions" / DEF / "workloads.small.jsonl", definition)[:2]
-
-    def fetch(forge, run, dest):
-        pr = forge.find_open_pr(run["head_branch"])
-        path = decode_meta(pr.body)["solution_path"]
-        solution = parse_solution(json.loads(forge.read_file(path, ref=run["head_sha"])))
-        champ = read_champion(forge, DEF)
-        baseline = parse_solution(json.loads(forge.read_file(champ["solution_path"])))
-        cfg = RunConfig(device="cpu", trials=1, timing={"budget_s": 0.05, "warmup": 1, "min_iters": 5}, timeout_s=120)
-        evaluate(definition, solution, workloads, dest / "run", cfg, baseline=baseline)
-        (dest / "kbot-bench.json").write_text(json.dumps({"solution": solution.name, "solution_path": path}))
-        return True
-
-    return fetch
+    cfg = RunConfig(device="cpu", trials=1, timing={"budget_s": 0.05, "warmup": 1, "min_iters": 5}, timeout_s=120)
+    return real_bench(definition, workloads, scratch, cfg)
 
 
 def candidates(env, numbers):
@@ -89,7 +78,7 @@ def candidates(env, numbers):
 @pytest.mark.slow
 def test_optimize_opens_real_candidates_then_iterates_on_the_winner(github_server, shared, tmp_path, repo):
     files, start = seed_files(repo)
-    env = Env(github_server, shared, tmp_path, repo, files=files, fetch=bench(repo), generator=bind)
+    env = Env(github_server, shared, tmp_path, repo, files=files, fetch=bench(repo, tmp_path), generator=bind)
     start_node = start.content_hash()[:12]
     issue = env.server.create_issue("make rmsnorm faster", author="alice")
 
@@ -174,7 +163,7 @@ def test_branch_rules_and_round_continuation(github_server, shared, tmp_path, re
     from bot.review.publish import publish_results
     rep = good(ratio=(0.9, 0.85, 0.95), solution=meta["solution"], solution_hash=meta["solution_hash"],
                baseline_hash=start.content_hash(), definition=DEF)
-    publish_results(env.forge, pr1, env.forge.get_pr(pr1).head_sha, reports=[rep])
+    publish_results(env.forge, pr1, env.forge.get_pr(pr1).head_sha, report=rep)
     round2 = continue_after_results(env.forge, pr1)
     assert len(round2) == 1
     assert [p.number for p in continue_after_results(env.forge, pr1)] == [round2[0].number]  # idempotent
@@ -235,11 +224,11 @@ def test_cli_uses_the_github_campaign_by_default_and_report_opens_the_next_round
     meta = decode_meta(env.forge.get_pr(pr1).body)
     assert meta["agent"] == "offline" and meta["rounds"] == 2
 
-    results = tmp_path / "results"
-    results.mkdir()
-    good(ratio=(0.95, 0.9, 1.0), solution=meta["solution"], solution_hash=meta["solution_hash"],
-         baseline_hash=start.content_hash(), definition=DEF).dump(results / "report.json")
     head = env.forge.get_pr(pr1).head_sha
+    sol = Solution.model_validate_json(env.forge.read_file(meta["solution_path"], ref=head))
+    results = bench_for_pr(tmp_path / "results", env.forge, pr1, good(
+        ratio=(0.95, 0.9, 1.0), solution=meta["solution"], solution_hash=meta["solution_hash"],
+        baseline_hash=start.content_hash(), definition=DEF), solution=sol, baseline=start)
     r = CliRunner().invoke(cli(), ["bot", "report", "--results", str(results), "--pr", str(pr1), "--head-sha", head,
                                    "--repo", env.server.full_name])
     assert r.exit_code == 0, r.output
@@ -268,7 +257,7 @@ def test_optimize_on_a_candidate_pr_iterates_on_it(github_server, shared, tmp_pa
     from bot.review.publish import publish_results
     rep = good(ratio=(0.97, 0.95, 0.99), solution=meta["solution"], solution_hash=meta["solution_hash"],
                baseline_hash=start.content_hash(), definition=DEF)
-    publish_results(env.forge, pr1, env.forge.get_pr(pr1).head_sha, reports=[rep])
+    publish_results(env.forge, pr1, env.forge.get_pr(pr1).head_sha, report=rep)
     # Slower than the start, so UCT would expand the start; on the PR, the PR's node is the parent.
     c, p = env.comment(pr1, "/optimize --candidates 2")
     env.deliver("issue_comment", p)

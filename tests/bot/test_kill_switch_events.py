@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 from candkit import bot_candidate, candidate_meta
 from memforge import MemForge
-from reportkit import good
+from reportkit import bench_for_pr, good
 from test_bot_events import DEF, pr_event, router, run_event
 
 import bot.campaign.github_campaign as gc
 from bot.forge.base import Permission
-from bot.forge.markers import with_meta
+from bot.forge.trusted_meta import write_meta
 from bot.review.publish import publish_results
 
 POLICY = "skills/bot-policy.yaml"
@@ -53,7 +53,7 @@ def test_workflow_run_runs_when_not_paused(shared):
     pr = bot_candidate(forge, DEF)
 
     def fetch(f, run, dest):
-        good(baseline=None, baseline_hash=None, definition=DEF).dump(dest / "r.json")
+        bench_for_pr(dest, forge, pr, good(baseline=None, baseline_hash=None, definition=DEF))
         return True
 
     assert router(forge, fetch).handle("workflow_run", run_event(shared, forge, pr.head_branch, pr.head_sha)) == "done"
@@ -64,7 +64,7 @@ def test_workflow_run_runs_when_not_paused(shared):
 def test_publish_results_never_promotes_while_paused(switch):
     forge, labels = make(switch)
     pr = bot_candidate(forge, DEF, labels=labels)
-    out = publish_results(forge, pr.number, pr.head_sha, reports=[good(baseline=None, baseline_hash=None, definition=DEF)])
+    out = publish_results(forge, pr.number, pr.head_sha, report=good(baseline=None, baseline_hash=None, definition=DEF))
     assert out.decision.action == "promote" and out.merged_sha is None
     assert not forge.get_pr(pr.number).merged and forge.read_file(f"kernels/{DEF}/champion.json") is None
     assert "Promotion paused" in forge.reviews[pr.number][-1].body
@@ -94,8 +94,8 @@ def round_pr(forge, labels=(), **meta_over):
                           agent="offline", requested_agent="offline", thread=issue, requested_by="alice")
     meta.update(meta_over)
     branch = f"kbot/{DEF}/n1"
-    forge.commit_files(branch, forge.branches["main"], {meta["solution_path"]: "{}"}, "c")
-    return forge.open_pr(branch, "c", with_meta("b", meta), labels=list(labels)), issue
+    head = forge.commit_files(branch, forge.branches["main"], {meta["solution_path"]: "{}"}, "c")
+    return forge.open_pr(branch, "c", write_meta("b", meta, branch, head_sha=head), labels=list(labels)), issue
 
 
 def test_rounds_continue_when_not_paused(rounds):

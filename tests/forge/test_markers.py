@@ -110,7 +110,8 @@ def test_pr_meta_only_from_the_bot(monkeypatch):
     body = encode_meta(META)
 
     def pr_meta(body, author, bot_login):  # the PR-level reader: author check, then the block
-        return read_meta(SimpleNamespace(body=body, author=author, head_branch="kbot/d/n"), bot_login)
+        forge = SimpleNamespace(info=SimpleNamespace(bot_login=bot_login))
+        return read_meta(SimpleNamespace(body=body, author=author, head_branch="kbot/d/n"), forge)
 
     assert pr_meta(body, "kbot[bot]", "kbot[bot]") == META
     assert pr_meta(body, "mallory", "kbot[bot]") is None

@@ -87,7 +87,12 @@ def test_bench_is_gated_read_only_and_secret_free():
     assert bench["permissions"] == {"contents": "read"}
     assert "matrix" in bench["strategy"]
     uploads = [s for s in bench["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
-    assert uploads and uploads[0]["with"]["path"] == "results/"
+    # exactly the fixed layout report.yml reads (bot/review/results.py), rooted at results/
+    from bot.review.results import BENCH_SIDECAR, PROFILE_FOLDER, RUN_FILES, RUN_FOLDER
+
+    want = {f"results/*/{BENCH_SIDECAR}", f"results/*/{RUN_FOLDER}/{PROFILE_FOLDER}/*/*"}
+    want |= {f"results/*/{RUN_FOLDER}/{name}" for name in RUN_FILES}
+    assert uploads and set(uploads[0]["with"]["path"].split()) == want
     assert wf["concurrency"]["cancel-in-progress"] is True
 
 
@@ -130,3 +135,48 @@ def test_run_scripts_parse_as_bash(path):
             if "run" in step:
                 r = subprocess.run(["bash", "-n"], input=step["run"], capture_output=True, text=True)
                 assert r.returncode == 0, f"{path.name}/{name}: {r.stderr}"
+
+
+TRUSTED = [p for p in FILES if "secrets." in p.read_text()]
+REQUIREMENTS = REPO / "requirements"
+
+
+def test_trusted_workflows_install_pinned_versions_with_hashes():
+    """A workflow that holds secrets installs nothing but requirements/bot.txt, with --require-hashes."""
+    assert {p.name for p in TRUSTED} >= {"report.yml", "command.yml"}
+    for path in TRUSTED:
+        for name, job in load(path)["jobs"].items():
+            for step in job.get("steps", []):
+                run = step.get("run", "")
+                for line in run.splitlines():
+                    if re.search(r"\bpip\b.*\binstall\b|\bpip3\b|\buv\b|\bpipx\b|\bconda\b|\bnpm\b", line):
+                        assert "--require-hashes -r requirements/bot.txt" in line, f"{path.name}/{name}: {line.strip()}"
+                        assert not re.search(r"install .*['\"][A-Za-z]", line), f"{path.name}/{name}: an unpinned name"
+
+
+def test_the_bot_requirements_pin_everything_with_hashes():
+    entries: list[str] = []
+    for line in (REQUIREMENTS / "bot.txt").read_text().splitlines():
+        if line.strip().startswith("#") or not line.strip():
+            continue
+        if line[0].isspace():
+            entries[-1] += line  # a --hash continuation line
+        else:
+            entries.append(line)
+    assert len(entries) > 10
+    for entry in entries:
+        assert re.match(r"^[A-Za-z0-9_.-]+==[A-Za-z0-9_.+-]+( ;|\s*\\)", entry), entry[:80]
+        assert "--hash=sha256:" in entry, f"{entry.split()[0]} has no hash"
+
+
+def test_the_bot_requirements_cover_the_bot_extra():
+    """requirements/bot.in lists the `bot` extra of pyproject.toml (and bot.txt pins each of them)."""
+    import tomllib
+
+    def name(req: str) -> str:
+        return re.split(r"[<>=!~ ;\[]", req, maxsplit=1)[0].lower().replace("_", "-")
+
+    extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["bot"]
+    listed = {name(line) for line in (REQUIREMENTS / "bot.in").read_text().splitlines() if line.strip() and not line.startswith("#")}
+    pinned = {name(m) for m in re.findall(r"^([A-Za-z0-9_.-]+)==", (REQUIREMENTS / "bot.txt").read_text(), flags=re.M)}
+    assert {name(r) for r in extra} <= listed <= pinned

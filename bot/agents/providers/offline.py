@@ -25,11 +25,11 @@ from harness.schema import Solution
 from .. import hints
 from ..base import Agent, AgentContext, Mode, Proposal
 from ..catalog import register
+from ..extract import DEFAULT_SPEC
 from ..tunables import Tunable, TunableError, apply, configuration, solution_tunables, structure_hash
 
 REPO = Path(__file__).resolve().parents[3]
 DEFAULT_SEEDS_DIR = REPO / "skills" / "seeds"
-DEFAULT_SPEC = {"language": "triton", "target_hardware": ["NVIDIA_H200"], "entry_point": "main.py::run"}
 
 
 def load_seeds(definition: str, seeds_dir: str | Path = DEFAULT_SEEDS_DIR, spec: dict | None = None) -> list[Solution]:

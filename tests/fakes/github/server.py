@@ -215,10 +215,14 @@ class FakeGitHub:
         self.mergeable_pending_count[number] = n
 
     def push_commit(self, branch: str, files: dict[str, bytes | str | None], *, author: str, message: str = "update",
-                    parent: str | None = None) -> str:
-        """What a ``git push`` by ``author`` does: one commit on ``branch`` (created from the default branch)."""
+                    parent: str | None = None, posing_as: str | None = None) -> str:
+        """What a ``git push`` by ``author`` does: one commit on ``branch`` (created from the default branch).
+        ``posing_as``: the commit's author and committer carry that account's name and e-mail instead
+        (``git -c user.email=...``: git lets anyone write any identity, and GitHub attributes by e-mail)."""
         with self.lock:
             acct = self.add_account(author)
+            if posing_as is not None:
+                acct = self.accounts[posing_as]
             ref = f"refs/heads/{branch}"
             parent = parent or self.git.ref_sha(ref) or self.git.ref_sha(f"refs/heads/{self.default_branch}")
             base_tree = self.git.read_commit(parent).tree if parent else None
