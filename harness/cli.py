@@ -15,10 +15,12 @@ from pathlib import Path
 
 import click
 
+from .dataset import click_option
 from .schema import SchemaError, Status
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 REPO_ROOT = Path(__file__).resolve().parents[1]
+DATASET_OPT = click_option()
 DEFAULT_ARCHIVE = REPO_ROOT / ".kbot" / "runs"
 
 
@@ -40,23 +42,23 @@ def _bad_input(msg: str) -> None:
     sys.exit(EXIT_BAD_INPUT)
 
 
-def _load_definition_arg(value: str):
-    from .schema import find_definition
+def resolve_definition(value: str, dataset_arg: str | None = None, workloads: str | None = None):
+    """``harness.dataset.resolve`` for a command line: the definition, where it and its workloads come
+    from (``--dataset`` / ``FIB_DATASET_PATH``), or exit 2 saying why it cannot tell."""
+    from .dataset import dataset_root, resolve
 
-    return find_definition(value, REPO_ROOT)
-
-
-def default_workloads_path(definition_path: Path, name: str) -> Path | None:
-    for c in (definition_path.parent / "workloads.jsonl", REPO_ROOT / "definitions" / name / "workloads.jsonl"):
-        if c.is_file():
-            return c
-    return None
+    try:
+        return resolve(value, dataset=dataset_root(dataset_arg), workloads=workloads)
+    except SchemaError as e:
+        _bad_input(str(e))
+        raise  # unreachable: _bad_input exits
 
 
 @cli.command("eval")
 @click.argument("solution_json", type=click.Path(dir_okay=False))
 @click.option("--definition", "-d", "definition_arg", required=True, help="Definition JSON file, or the name of one of ours (definitions/NAME).")
-@click.option("--workloads", "-w", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL (default: workloads.jsonl next to the definition).")
+@click.option("--workloads", "-w", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL (default: the definition's own; see --dataset).")
+@DATASET_OPT
 @click.option(
     "--device",
     type=click.Choice(["auto", "cpu", "cuda"]),
@@ -102,6 +104,7 @@ def eval_cmd(
     solution_json,
     definition_arg,
     workloads_path,
+    dataset_arg,
     device,
     trials,
     timeout_s,
@@ -138,13 +141,15 @@ def eval_cmd(
     from .runner import evaluate
     from .schema import load_solution
 
-    definition, dpath, workloads, (solution,) = _load_run_inputs(definition_arg, workloads_path, workload_filter, [solution_json])
+    resolved, workloads, (solution,) = _load_run_inputs(definition_arg, workloads_path, workload_filter, [solution_json], dataset_arg)
+    definition, dpath = resolved.definition, resolved.path
     try:
         baseline = load_solution(baseline_json) if baseline_json else None
     except SchemaError as e:
         _bad_input(str(e))
     dev = _device(device)
     cfg = _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_pairs, atol, rtol, dataset_root)
+    cfg.provenance = resolved.provenance(len(workloads))
     if out_dir is None:
         if resume:
             _bad_input("--resume needs --out (the run folder to continue)")
@@ -177,27 +182,28 @@ def eval_cmd(
     sys.exit(EXIT_OK if report.all_passed else EXIT_FAILED)
 
 
-def _load_run_inputs(definition_arg: str, workloads_path: str | None, workload_filter, solution_paths: list[str]):
-    """The definition, its selected workloads and the solutions, or exit 2 naming what is wrong."""
-    from .schema import load_solution, load_workloads
+def _load_run_inputs(definition_arg: str, workloads_path: str | None, workload_filter, solution_paths: list[str],
+                     dataset_arg: str | None = None):
+    """The resolved definition, its selected workloads and the solutions, or exit 2 naming what is
+    wrong. Says on stderr which definition and which workloads it uses (``harness.dataset``)."""
+    from .schema import load_solution
 
+    resolved = resolve_definition(definition_arg, dataset_arg, workloads_path)
+    definition = resolved.definition
     try:
-        definition, dpath = _load_definition_arg(definition_arg)
         solutions = [load_solution(p) for p in solution_paths]
         for sol in solutions:
             if sol.definition != definition.name:
                 _bad_input(f"solution '{sol.name}' is for definition '{sol.definition}', not '{definition.name}'")
-        wpath = Path(workloads_path) if workloads_path else default_workloads_path(dpath, definition.name)
-        if wpath is None:
-            _bad_input(f"no workloads for {definition.name}: pass --workloads FILE.jsonl")
-        workloads = load_workloads(wpath, definition)
+        workloads = resolved.workloads()
     except SchemaError as e:
         _bad_input(str(e))
     if workload_filter:
         workloads = [w for w in workloads if any(w.uuid.startswith(p) for p in workload_filter)]
     if not workloads:
         _bad_input("no workloads selected")
-    return definition, dpath, workloads, solutions
+    click.echo(f"using {resolved.describe(len(workloads))}", err=True)
+    return resolved, workloads, solutions
 
 
 def _device(device: str) -> str:
@@ -236,7 +242,8 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
 @cli.command("eval-many")
 @click.argument("solution_jsons", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--definition", "-d", "definition_arg", required=True, help="Definition JSON file, or the name of one of ours (definitions/NAME).")
-@click.option("--workloads", "-w", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL (default: workloads.jsonl next to the definition).")
+@click.option("--workloads", "-w", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL (default: the definition's own; see --dataset).")
+@DATASET_OPT
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--trials", type=click.IntRange(1, 1000), help="Correctness trials per workload (default: the definition's).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=300, show_default=True, help="Seconds per workload before it ends as TIMEOUT.")
@@ -252,7 +259,8 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
 @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), default=0.5, show_default=True, help="Timing budget per workload in seconds.")
 @click.option("--timing", "timing_pairs", multiple=True, metavar="NAME=VALUE", help="Advanced: override one timing-protocol setting (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary instead of tables.")
-def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials, timeout_s, out_dir, seed, workload_filter, budget_s, timing_pairs, as_json):
+def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, device, trials, timeout_s, out_dir, seed, workload_filter, budget_s,
+                  timing_pairs, as_json):
     """Evaluate several solutions of one definition, one after another, each as `kbot eval` would.
 
     \b
@@ -274,9 +282,11 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
 
     from .runner import Spares, evaluate
 
-    definition, dpath, workloads, solutions = _load_run_inputs(definition_arg, workloads_path, workload_filter, list(solution_jsons))
+    resolved, workloads, solutions = _load_run_inputs(definition_arg, workloads_path, workload_filter, list(solution_jsons), dataset_arg)
+    definition, dpath = resolved.definition, resolved.path
     dev = _device(device)
     cfg = _run_config(dev, trials, seed, timeout_s, None, budget_s, timing_pairs, None, None, None)
+    cfg.provenance = resolved.provenance(len(workloads))
     out = Path(out_dir)
     ready, upcoming = Spares(), Spares()  # started during the previous solution; starting for the next one
     rows = []
@@ -423,13 +433,18 @@ def definitions_list(as_json):
 
 @definitions_group.command("show")
 @click.argument("definition")
-def definitions_show(definition):
-    """Print one definition (a name of ours or a path) as JSON."""
+@DATASET_OPT
+def definitions_show(definition, dataset_arg):
+    """Print one definition (a name of ours or of the dataset, or a path) as JSON; stderr says which
+    file it is and which workloads go with it."""
+    from .dataset import dataset_root, resolve
+
     try:
-        d, _ = _load_definition_arg(definition)
+        r = resolve(definition, dataset=dataset_root(dataset_arg), require_workloads=False)
     except SchemaError as e:
         _bad_input(str(e))
-    click.echo(d.to_json(indent=2))
+    click.echo(r.describe(), err=True)
+    click.echo(r.definition.to_json(indent=2))
 
 
 @definitions_group.command("validate")

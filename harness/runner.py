@@ -45,6 +45,9 @@ class RunConfig:
     config_overrides: dict[str, Any] = field(default_factory=dict)
     dataset_root: str | None = None
     guard: bool = True
+    # Where the definition and the workloads came from (harness.dataset.Resolved.provenance): recorded
+    # in report.config["inputs"], so a report always says which set it measured.
+    provenance: dict[str, Any] | None = None
 
 
 class Timeline:
@@ -358,7 +361,8 @@ def evaluate(
         baseline=baseline.name if baseline else None, baseline_hash=baseline.content_hash() if baseline else None,
         device=DeviceInfo(kind=cfg.device, name="unknown", timer="cuda_events" if cfg.device == "cuda" else "cpu_monotonic",
                           note="" if cfg.device == "cuda" else "CPU timing (monotonic clock); Triton runs through its interpreter. Not a GPU measurement."),
-        config={"trials": cfg.trials, "seed": cfg.seed, "timeout_s": cfg.timeout_s, "timing": cfg.timing, "overrides": cfg.config_overrides},
+        config={"trials": cfg.trials, "seed": cfg.seed, "timeout_s": cfg.timeout_s, "timing": cfg.timing, "overrides": cfg.config_overrides,
+                **({"inputs": cfg.provenance} if cfg.provenance else {})},
         started=started,
     )
     (out_dir / "solution.json").write_text(solution.to_json(indent=2))
