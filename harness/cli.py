@@ -477,14 +477,24 @@ def definitions_validate(paths):
 @click.option("--to", "dest", required=True, type=click.Path(file_okay=False), help="TraceSet folder to write (definitions/, solutions/, traces/).")
 @click.option("--definition", "-d", "definition_arg", help="Definition (name or path) when it is not one of ours.")
 def export_cmd(run_dirs, dest, definition_arg):
-    """Export run folders as a FlashInfer-Bench TraceSet that the official tool loads."""
+    """Export run folders as a FlashInfer-Bench TraceSet that the official tool loads: definitions,
+    solutions, workloads and traces. Exporting again (the same runs or more) gives the same set: files
+    are merged and deduplicated, never appended to."""
     from .export import export_runs
 
     try:
-        n = export_runs([Path(r) for r in run_dirs], Path(dest), definition_arg)
+        res = export_runs([Path(r) for r in run_dirs], Path(dest), definition_arg)
     except SchemaError as e:
         _bad_input(str(e))
-    click.echo(f"exported {n} traces to {dest}")
+    click.echo(f"exported {res.traces} traces ({res.workloads} workloads in the set) to {dest}")
+    for note in res.notes:
+        click.echo(f"note: {note}")
+    if res.kbot_dropped_by_loader:
+        click.echo(f"note: {res.kbot_dropped_by_loader} traces have a status the official model gives no correctness record "
+                   "(RUNTIME_ERROR, TIMEOUT, ...): their kbot fields are in evaluation.kbot, which the official loader drops")
+    if res.generated_inputs:
+        click.echo(f"note: {res.generated_inputs} workload inputs come from kbot generators and are written as \"random\" "
+                   "(the official workload has no field for a generator; each trace's kbot record names it)")
 
 
 COMMANDS_GROUP = "kbot.commands"  # entry points: register(cli) functions of other packages (the bot's)
