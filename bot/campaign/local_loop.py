@@ -439,19 +439,21 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
         node = campaign.tree.nodes[h["node"]]
         s = node.summary or {}
         rpath = campaign.store / "reports" / f"{h['node']}.json"
-        lat = None
+        lat = vs_best = None
         if rpath.exists():
             from harness.report import load_report
 
             r = load_report(rpath)
             meds = [w.latency_ms.median for w in r.workloads if w.latency_ms]
             lat = sum(meds) / len(meds) if meds and len(meds) == len(r.workloads) else None
+            vs_best = r.summary().get("geomean_speedup_vs_best_baseline")
         o = outcomes.get(h["node"], {})
         rows.append({
             "node": h["node"], "parent": h["parent"], "solution": node.solution.name if node.solution else None,
             "pr": o.get("pr"), "status": h["status"], "mean_latency_ms": lat,
             "speedup_vs_champion": s.get("speedup_vs_baseline"), "speedup_vs_start": h["speedup"],
-            "speedup_vs_reference": s.get("speedup_vs_reference"), "roofline_fraction": s.get("roofline_fraction_min"),
+            "speedup_vs_reference": s.get("speedup_vs_reference"), "speedup_vs_best_baseline": vs_best,
+            "roofline_fraction": s.get("roofline_fraction_min"),
             "decision": o.get("decision"), "headline": o.get("headline"), "rationale": h["rationale"],
         })
     doc, champ = ws.champion_solution(campaign.definition.name)
@@ -468,5 +470,22 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
                      "solution_hash": doc.get("solution_hash") if doc else None},
         "evaluations_run": harness.runs, "evaluations_cached": harness.cache_hits,
         "stop_reason": rep["stop_reason"],
+        "baselines": baselines_summary(campaign.store),
     }
+
+
+def baselines_summary(store: Path) -> dict[str, Any]:
+    """The declared baselines of the campaign's evaluations: which ran, and which could not run here and
+    why (from the newest report that had any)."""
+    from harness.report import load_report
+
+    for rpath in sorted((store / "reports").glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            r = load_report(rpath)
+        except (ValueError, OSError):
+            continue
+        if r.baselines:
+            return {"ran": [b.name for b in r.baselines if b.state == "ran"],
+                    "could_not_run": {b.name: b.reason for b in r.baselines if b.state != "ran"}}
+    return {"ran": [], "could_not_run": {}}
 

@@ -82,7 +82,9 @@ def _summary_table(s: dict[str, Any]):
     from rich.table import Table
 
     t = Table(title=f"{s['campaign']} — {s['timing']}", title_justify="left")
-    for col in ("node", "PR", "status", "mean latency ms", "vs champion", "vs start", "vs reference", "roofline", "decision"):
+    with_baselines = any(r.get("speedup_vs_best_baseline") is not None for r in s["candidates"])
+    cols = ("node", "PR", "status", "mean latency ms", "vs champion", "vs start", "vs reference") + (("vs best baseline",) if with_baselines else ())
+    for col in cols + ("roofline", "decision"):
         t.add_column(col, justify="right" if col not in ("node", "status", "decision") else "left")
     for r in s["candidates"]:
         lat = f"{r['mean_latency_ms']:.3f}" if r["mean_latency_ms"] is not None else "—"
@@ -90,8 +92,15 @@ def _summary_table(s: dict[str, Any]):
         dec = r["decision"] or "—"
         style = {"promote": "green", "reject": "red", "champion": "cyan"}.get(dec, "white")
         t.add_row(r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),
-                  _x(r["speedup_vs_start"]), _x(r["speedup_vs_reference"]), roof, f"[{style}]{dec}[/{style}]")
+                  _x(r["speedup_vs_start"]), _x(r["speedup_vs_reference"]),
+                  *((_x(r.get("speedup_vs_best_baseline")),) if with_baselines else ()), roof, f"[{style}]{dec}[/{style}]")
     return t
+
+
+def _baselines_lines(s: dict[str, Any]) -> list[str]:
+    """Under the summary table: the declared baselines that could not run here, and why."""
+    b = s.get("baselines") or {}
+    return [f"baseline {name}: could not run here: {why}" for name, why in sorted((b.get("could_not_run") or {}).items())]
 
 
 def _known_agent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -145,6 +154,8 @@ def register(cli: click.Group) -> None:
         if not out.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
             out = Console(width=160)
         out.print(_summary_table(summary))
+        for line in _baselines_lines(summary):
+            out.print(line, highlight=False)
         ch = summary["champion"]
         out.print(f"champion of {summary['definition']}: [bold]{ch['solution']}[/bold]"
                   + (f" (PR #{ch['pr']})" if ch["pr"] else " (the starting point)")

@@ -28,6 +28,10 @@ from bot.review.markdown import escape_inline
 from harness.geomean import geomean_ci
 from harness.schema import Status
 
+# What a champion entry keeps of its report's summary (the leaderboard renders these).
+SUMMARY_KEYS = ("mean_speedup_vs_reference", "geomean_speedup_vs_reference", "geomean_speedup_vs_best_baseline",
+                "best_baselines", "baselines_could_not_run")
+
 
 def load_promotion_policy(forge: Forge) -> PromotionPolicy:
     """The promotion policy on the default branch now (defaults when the file is absent; PolicyError if invalid)."""
@@ -101,7 +105,7 @@ def write_pointer(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decisio
             "speedup_vs_previous": decision.geomean if not decision.first_champion else None,
             "ci95_vs_previous": list(decision.ci95) if decision.ci95 else None,
             "workloads": len(ev.workloads),
-            **({k: v for k, v in summary.items() if k in ("mean_speedup_vs_reference", "geomean_speedup_vs_reference")} if summary else {}),
+            **({k: v for k, v in summary.items() if k in SUMMARY_KEYS} if summary else {}),
         },
     }
     branch = forge.default_branch()

@@ -164,3 +164,35 @@ def test_site_shows_the_records_and_escapes_text(tmp_path):
     for r in s["candidates"]:
         assert _x(r["speedup_vs_start"]) in index and r["node"] in index
     assert "http://" not in index.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched
+
+
+class HarnessWithBaselines(SyntheticHarness):
+    """Each evaluation also carries two declared baselines: one ran (1 ms per workload, paired), one could
+    not run here."""
+
+    def evaluate(self, solution, baseline):
+        from harness.report import BaselineResult, BaselineRun, LatencyStats, PairedRatio
+        from harness.schema import Status
+
+        rep = super().evaluate(solution, baseline)
+        rep.baselines = [BaselineRun(name="torch_compile", solution="tc", solution_hash="e" * 64, state="ran"),
+                         BaselineRun(name="fla_chunk", solution="fla", solution_hash="f" * 64, dependencies=["fla-core==0.6.0"],
+                                     state="could not run", reason="fla-core is not installed (the baseline needs fla-core==0.6.0)")]
+        for w in rep.workloads:
+            if w.latency_ms is not None:
+                r = 1.0 / w.latency_ms.median
+                w.baselines = {"torch_compile": BaselineResult(
+                    status=Status.PASSED, latency_ms=LatencyStats(median=1.0, mean=1.0, ci95=(0.99, 1.01), stdev=0.01, sem=0.001, n=50, min=0.9, max=1.1),
+                    speedup=PairedRatio(median=r, ci95=(r * 0.99, r * 1.01), n=50))}
+        return rep
+
+
+def test_campaign_summary_and_reviews_show_the_best_baseline(tmp_path):
+    s = optimize(_opts(tmp_path, rounds=1), harness=HarnessWithBaselines({}))
+    rows = [r for r in s["candidates"] if r["pr"] is not None]
+    assert rows and all(r["speedup_vs_best_baseline"] is not None and r["speedup_vs_best_baseline"] > 0 for r in rows)
+    assert s["baselines"] == {"ran": ["torch_compile"], "could_not_run": {"fla_chunk": "fla-core is not installed (the baseline needs fla-core==0.6.0)"}}
+    from bot.review.evidence import find_bot_review
+
+    body = find_bot_review(Workspace(tmp_path / "ws").forge, rows[0]["pr"]).body
+    assert "geomean vs the best baseline that ran" in body and "**could not run here**: fla-core is not installed" in body
