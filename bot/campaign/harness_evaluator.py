@@ -49,6 +49,7 @@ class HarnessEvaluator:
     # Declared baselines (harness/baselines.py) measured beside every candidate: True/False, or None for
     # "on the GPU only" (on the CPU a torch.compile baseline alone costs a minute of compiling).
     with_baselines: bool | None = None
+    provenance: dict[str, Any] | None = None  # where the definition and workloads came from (harness.dataset)
     cache_hits: int = field(default=0, init=False)
     runs: int = field(default=0, init=False)
     _spares: Spares | None = field(default=None, init=False, repr=False)
@@ -61,7 +62,7 @@ class HarnessEvaluator:
         self.runs_dir = Path(self.runs_dir)
 
     def config(self) -> RunConfig:
-        return RunConfig(device=self.device, trials=self.trials, seed=self.seed, timing=dict(self.timing))
+        return RunConfig(device=self.device, trials=self.trials, seed=self.seed, timing=dict(self.timing), provenance=self.provenance)
 
     def declared_baselines(self) -> list:
         from harness.baselines import declared

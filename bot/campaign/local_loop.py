@@ -45,7 +45,7 @@ from bot.review.markdown import escape_inline
 from bot.review.publish import publish_results
 from bot.review.results import BENCH_SIDECAR
 from harness.report import Report
-from harness.schema import Definition, SchemaError, Solution, load_definition, load_solution, load_workloads
+from harness.schema import Definition, SchemaError, Solution, load_solution, load_workloads
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_WORKSPACE = Path(".kbot") / "workspace"
@@ -106,12 +106,16 @@ class Workspace:
             if self.forge.branch_head("main") is None:  # not a lost race with another process
                 raise
 
-    def definition(self, name: str) -> tuple[Definition, Path]:
-        path = self.source / "definitions" / name / "definition.json"
-        if not path.exists():
-            known = sorted(p.name for p in (self.source / "definitions").iterdir() if (p / "definition.json").exists())
-            raise LoopError(f"no definition {name!r}; known: {', '.join(known)}")
-        return load_definition(path), path
+    def definition(self, name: str, dataset: Path | None = None, workloads: Path | None = None, *, require_workloads: bool = True):
+        """The definition a campaign is for, and its workloads (``harness.dataset.resolve``): one of ours
+        by name, an official one by name with a dataset, or a definition file (an official path too)."""
+        from harness.dataset import resolve
+
+        try:
+            return resolve(name, dataset=dataset, workloads=workloads, kbot_root=self.source / "definitions",
+                           require_workloads=require_workloads)
+        except SchemaError as e:
+            raise LoopError(str(e)) from None
 
     def champion_solution(self, definition: str) -> tuple[dict[str, Any] | None, Solution | None]:
         doc = read_champion(self.forge, definition)
@@ -149,10 +153,14 @@ class Workspace:
 
 def starting_point(definition: Definition, def_path: Path, seeds_dir: Path | None = None) -> Solution:
     """The champion a definition's first campaign starts from. A definition that ships its reference as
-    a solution (``reference_solution.json``: the contest operators) starts from it, so every kernel of
-    the seeds enters as a pull request and reaches main only by a paired promotion; otherwise the weak
-    start below (the demo definitions, whose references are not solutions)."""
+    a solution (``reference_solution.json``, beside it or beside kbot's definition of that name: the
+    contest operators) starts from it, so every kernel of the seeds enters as a pull request and reaches
+    main only by a paired promotion; a definition with seeds starts from the weak start below (the demo
+    definitions); any other (an official definition kbot has no seeds for) from its own reference code
+    as a plain-torch solution."""
     ref = def_path.parent / "reference_solution.json"
+    if not ref.is_file():
+        ref = REPO / "definitions" / definition.name / "reference_solution.json"
     if ref.is_file():
         try:
             sol = load_solution(ref)
@@ -161,7 +169,23 @@ def starting_point(definition: Definition, def_path: Path, seeds_dir: Path | Non
         if sol.definition != definition.name:
             raise LoopError(f"{ref} is a solution of {sol.definition}, not of {definition.name}")
         return sol.model_copy(update={"description": f"starting point: the definition's reference ({sol.name})"})
-    return weak_start(definition.name, seeds_dir)
+    from bot.agents.providers.offline import DEFAULT_SEEDS_DIR, load_seeds
+
+    if load_seeds(definition.name, seeds_dir or DEFAULT_SEEDS_DIR):
+        return weak_start(definition.name, seeds_dir)
+    return reference_start(definition)
+
+
+def reference_start(definition: Definition) -> Solution:
+    """The definition's reference code as a plain-torch solution (value-returning, entry ``run``)."""
+    from harness.schema import parse_solution
+
+    return parse_solution({
+        "name": f"{definition.name}_reference", "definition": definition.name, "author": "the definition's reference",
+        "description": "starting point: the definition's own reference code, as a solution",
+        "spec": {"language": "python", "target_hardware": ["cuda", "cpu"], "entry_point": "reference.py::run",
+                 "dependencies": ["torch"], "destination_passing_style": False},
+        "sources": [{"path": "reference.py", "content": definition.reference}]}, where=f"the reference of {definition.name}")
 
 
 def weak_start(definition: str, seeds_dir: Path | None = None) -> Solution:
@@ -327,6 +351,7 @@ class OptimizeOptions:
     device: str = "auto"
     workspace: Path = DEFAULT_WORKSPACE
     workloads: Path | None = None
+    dataset: Path | None = None  # an official FlashInfer-Trace dataset (harness.dataset)
     budget_s: float | None = None  # timing budget per workload (default: 0.3 s on CPU, 1.0 s on GPU)
     trials: int | None = None
     new: bool = False  # start a new campaign even if an unfinished one exists
@@ -369,13 +394,16 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
     if opts.rounds < 1 or opts.candidates < 1:
         raise LoopError("--rounds and --candidates must be at least 1")
     ws = Workspace(opts.workspace)
-    definition, def_path = ws.definition(opts.definition)
     device = resolve_device(opts.device)
     wl_path = opts.workloads
-    if wl_path is None:
-        small = def_path.parent / "workloads.small.jsonl"
-        wl_path = small if device == "cpu" and small.exists() else def_path.parent / "workloads.jsonl"
-    if not Path(wl_path).exists():
+    if wl_path is None and device == "cpu":  # kbot's small set of one of its own definitions, on the CPU
+        ours = ws.definition(opts.definition, opts.dataset, require_workloads=False)
+        small = ours.path.parent / "workloads.small.jsonl"
+        if ours.origin == "kbot" and ours.workloads_origin.startswith("kbot") and small.exists():
+            wl_path = small
+    resolved = ws.definition(opts.definition, opts.dataset, wl_path)
+    definition, def_path, wl_path = resolved.definition, resolved.path, resolved.workloads_path
+    if wl_path is None or not Path(wl_path).exists():
         raise LoopError(f"workloads file {wl_path} does not exist")
     try:
         workloads = load_workloads(wl_path, definition)
@@ -388,6 +416,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
     if harness is None:
         harness = HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
                                    timing=timing_for(device, opts.budget_s), definition_path=def_path,
+                                   provenance=resolved.provenance(len(workloads)),
                                    progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
 
     if read_champion(ws.forge, definition.name) is None:
@@ -401,7 +430,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
     cid = f"{definition.name}/{store.name}"
     evaluator = PullRequestEvaluator(ws, harness, definition, cid, store, event)
     event("campaign", {"id": cid, "resume": resume, "device": device, "agent": agent_name,
-                       "workloads": str(wl_path), "n_workloads": len(workloads)})
+                       "workloads": str(wl_path), "n_workloads": len(workloads), "inputs": resolved.describe(len(workloads))})
     if resume:
         # Pending nodes (proposed, not finished when the last run stopped) are evaluated first, even
         # when the budget is used up: their PRs may already be open.

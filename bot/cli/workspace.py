@@ -17,7 +17,9 @@ from typing import Any
 import click
 
 from bot.names import STATUS_CONTEXT
+from harness.dataset import click_option as dataset_click_option
 
+DATASET_OPT = dataset_click_option()
 WORKSPACE_OPT = click.option("--workspace", type=click.Path(file_okay=False), default=".kbot/workspace",
                              show_default=True, help="Local workspace: forge (bare git repo + store), runs, campaigns.")
 
@@ -51,8 +53,8 @@ def _progress_printer(console: Any):
     def event(kind: str, d: dict[str, Any]) -> None:
         if kind == "campaign":
             say(f"campaign [bold]{d['id']}[/bold] ({'resumed' if d['resume'] else 'new'}) — agent {d['agent']}, "
-                f"device {d['device']}{' (CPU timing: Triton interpreter, not a GPU measurement)' if d['device'] == 'cpu' else ''}, "
-                f"{d['n_workloads']} workloads from {d['workloads']}")
+                f"device {d['device']}{' (CPU timing: Triton interpreter, not a GPU measurement)' if d['device'] == 'cpu' else ''}; "
+                f"{d.get('inputs') or str(d['n_workloads']) + ' workloads from ' + d['workloads']}")
         elif kind == "start":
             say(f"no champion yet: starting point [bold]{d['solution']}[/bold] ({d['description']})")
         elif kind == "pr":
@@ -103,6 +105,18 @@ def _baselines_lines(s: dict[str, Any]) -> list[str]:
     return [f"baseline {name}: could not run here: {why}" for name, why in sorted((b.get("could_not_run") or {}).items())]
 
 
+def _dataset(arg: str | None) -> Path | None:
+    """``--dataset`` / ``FIB_DATASET_PATH``, checked (exit 2 when it is not a dataset)."""
+    from harness.dataset import dataset_root
+    from harness.schema import SchemaError
+
+    try:
+        return dataset_root(arg)
+    except SchemaError as e:
+        _fail(str(e))
+        raise  # unreachable
+
+
 def _known_agent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """``--agent`` checked against the agent catalog (asked only when the option is given)."""
     if value is None:
@@ -127,11 +141,12 @@ def register(cli: click.Group) -> None:
     @WORKSPACE_OPT
     @click.option("--workloads", type=click.Path(dir_okay=False, exists=True),
                   help="Workloads JSONL (default on CPU: the definition's workloads.small.jsonl when present).")
+    @DATASET_OPT
     @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), help="Timing budget per workload in seconds.")
     @click.option("--new", "new", is_flag=True, help="Start a new campaign even if an interrupted one can be resumed.")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
     def optimize_cmd(definition: str, agent: str | None, rounds: int, candidates: int, device: str, workspace: str,
-                     workloads: str | None, budget_s: float | None, new: bool, as_json: bool) -> None:
+                     workloads: str | None, dataset_arg: str | None, budget_s: float | None, new: bool, as_json: bool) -> None:
         """Run the optimization loop on a local forge: each candidate is a branch + PR, evaluated by the
         harness against the champion, reviewed, and merged if the promotion policy says so.
         Re-running after an interruption resumes: finished evaluations and PRs are not repeated."""
@@ -142,7 +157,7 @@ def register(cli: click.Group) -> None:
         err = Console(stderr=True, soft_wrap=True)  # one line per event, even in a log file
         opts = OptimizeOptions(definition=definition, agent=agent, rounds=rounds, candidates=candidates, device=device,
                                workspace=Path(workspace), workloads=Path(workloads) if workloads else None,
-                               budget_s=budget_s, new=new)
+                               dataset=_dataset(dataset_arg), budget_s=budget_s, new=new)
         try:
             summary = optimize(opts, _progress_printer(err))
         except (LoopError, ValueError, RuntimeError) as e:

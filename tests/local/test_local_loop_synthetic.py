@@ -65,8 +65,8 @@ class SyntheticHarness:
 
 
 def _opts(tmp_path, **kw):
-    return OptimizeOptions(definition="rmsnorm_h4096", agent="offline", device="cpu", workspace=tmp_path / "ws",
-                           **{"rounds": 2, "candidates": 2, "workloads": WORKLOADS, **kw})
+    return OptimizeOptions(agent="offline", device="cpu", workspace=tmp_path / "ws",
+                           **{"definition": "rmsnorm_h4096", "rounds": 2, "candidates": 2, "workloads": WORKLOADS, **kw})
 
 
 def test_loop_opens_one_pr_per_candidate_and_merges_winners(tmp_path):
@@ -196,3 +196,25 @@ def test_campaign_summary_and_reviews_show_the_best_baseline(tmp_path):
 
     body = find_bot_review(Workspace(tmp_path / "ws").forge, rows[0]["pr"]).body
     assert "geomean vs the best baseline that ran" in body and "**could not run here**: fla-core is not installed" in body
+
+
+def test_optimize_takes_an_official_definition_path_and_says_which_workloads(tmp_path, shared):
+    """`kbot optimize <official path>` used to say "no definition"; now it is the dataset's definition
+    with the dataset's workloads, and the campaign says so."""
+    events = []
+    path = shared / "flashinfer-trace" / "definitions" / "rmsnorm" / "rmsnorm_h4096.json"
+    optimize(_opts(tmp_path, rounds=1, definition=str(path), workloads=None), harness=SyntheticHarness({}),
+             event=lambda kind, d: events.append((kind, d)))
+    camp = next(d for kind, d in events if kind == "campaign")
+    assert camp["n_workloads"] == 14 and "the official dataset's" in camp["inputs"]
+    assert camp["workloads"].endswith("workloads/rmsnorm/rmsnorm_h4096.jsonl")
+
+
+def test_an_official_definition_without_seeds_starts_from_its_reference(shared):
+    from bot.campaign.local_loop import starting_point
+    from harness.dataset import resolve
+
+    r = resolve("rmsnorm_h128", dataset=shared / "flashinfer-trace")
+    sol = starting_point(r.definition, r.path)
+    assert sol.definition == "rmsnorm_h128" and sol.source("reference.py") == r.definition.reference
+    assert not sol.spec.destination_passing_style and sol.spec.language.value == "python"
