@@ -267,7 +267,7 @@ class PullRequestEvaluator:
             self.event("evaluate", {"node": nid, "pr": pr.number, "solution": solution.name,
                                     "champion": champ.name if champ else None})
             report = self.harness.evaluate(solution, champ)
-            results = self._results_dir(pr.number, head, report, champ)
+            results = results_dir(self.ws, self.harness, self.definition, pr.number, head, report, champ)
             pub = publish_results(forge, pr.number, head, results_dir=results)
             action = pub.decision.action if pub.decision is not None else "error"
             if action != "rebenchmark":
@@ -314,29 +314,30 @@ class PullRequestEvaluator:
         return {"parent": rec.get("parent_id"), "agent": rec.get("agent"), "model": rec.get("model"),
                 "prompt_hash": rec.get("prompt_hash"), "rationale": rec.get("rationale") or ""}
 
-    def _results_dir(self, number: int, head: str, report: Report, champ: Solution | None) -> Path:
-        """The bench-artifact shape ``publish_results`` reads: the reports plus the sidecar naming the
-        solution's path in the repository (the champion pointer records it)."""
-        d = self.ws.publish / f"pr{number}-{head[:12]}"
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir(parents=True)
-        report.dump(d / "candidate.json")
-        if champ is not None:
-            cr = self.harness.latest_report(champ.content_hash())
-            if cr is not None:
-                cr.dump(d / "champion.json")
-        folder = None
-        for p in self.ws.forge.list_files(ref=head, under=f"kernels/{self.definition.name}"):
-            if p.endswith("/solution.json"):
-                raw = self.ws.forge.read_file(p, ref=head)
-                try:
-                    if raw and Solution.model_validate_json(raw).content_hash() == report.solution_hash:
-                        folder = p
-                except ValueError:
-                    continue
-        (d / BENCH_SIDECAR).write_text(json.dumps({"solution": report.solution, "solution_path": folder}) + "\n")
-        return d
+def results_dir(ws: Workspace, harness: Any, definition: Definition, number: int, head: str, report: Report,
+                champ: Solution | None) -> Path:
+    """The bench-artifact shape ``publish_results`` reads: the reports plus the sidecar naming the
+    solution's path in the repository (the champion pointer records it)."""
+    d = ws.publish / f"pr{number}-{head[:12]}"
+    if d.exists():
+        shutil.rmtree(d)
+    d.mkdir(parents=True)
+    report.dump(d / "candidate.json")
+    if champ is not None:
+        cr = harness.latest_report(champ.content_hash())
+        if cr is not None:
+            cr.dump(d / "champion.json")
+    folder = None
+    for p in ws.forge.list_files(ref=head, under=f"kernels/{definition.name}"):
+        if p.endswith("/solution.json"):
+            raw = ws.forge.read_file(p, ref=head)
+            try:
+                if raw and Solution.model_validate_json(raw).content_hash() == report.solution_hash:
+                    folder = p
+            except ValueError:
+                continue
+    (d / BENCH_SIDECAR).write_text(json.dumps({"solution": report.solution, "solution_path": folder}) + "\n")
+    return d
 
 
 # ------------------------------------------------------------------------------------------ the loop

@@ -1,7 +1,9 @@
 """The local workspace commands of ``kbot`` (registered through the ``kbot.commands`` entry points).
 
     kbot optimize DEFINITION       a campaign on the local forge (see bot/campaign/local_loop.py)
+    kbot submit SOLUTION.json      a person's kernel as a PR, judged like an agent's (bot/campaign/local_submit.py)
     kbot pr list | kbot pr show N  the local pull requests, their reviews, statuses and decisions
+    kbot pr approve N              a maintainer's approval of a person's PR, then the promotion rules
     kbot leaderboard [DEFINITION]  champion lineage from the workspace's main
     kbot report --html DIR         static site of the workspace (opens from disk)
 """
@@ -177,9 +179,63 @@ def register(cli: click.Group) -> None:
                   + f"; {summary['evaluations_run']} evaluations run, {summary['evaluations_cached']} reused from the cache")
         out.print(f"next: kbot pr list --workspace {workspace} · kbot report --html .kbot/report --workspace {workspace}")
 
+    @cli.command("submit")
+    @click.argument("solution_json", type=click.Path(dir_okay=False, exists=True))
+    @click.option("--author", help="The person submitting: 'Name <email>' (default: git config user.name / user.email).")
+    @click.option("--definition", "-d", "definition", help="Definition (name or path; default: the solution's own).")
+    @click.option("--approve", is_flag=True, help="Approve this head as the workspace's owner, so the promotion rules may merge it.")
+    @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+    @WORKSPACE_OPT
+    @click.option("--workloads", type=click.Path(dir_okay=False, exists=True),
+                  help="Workloads JSONL (default on CPU: the definition's workloads.small.jsonl when present).")
+    @DATASET_OPT
+    @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), help="Timing budget per workload in seconds.")
+    @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON on stdout.")
+    def submit_cmd(solution_json: str, author: str | None, definition: str | None, approve: bool, device: str, workspace: str,
+                   workloads: str | None, dataset_arg: str | None, budget_s: float | None, as_json: bool) -> None:
+        """Submit a kernel written by a person: a branch with the person's commit, a PR naming them, the
+        same evaluation (paired with the champion), review and promotion rules as an agent's attempt.
+        Merging a person's code also needs a maintainer's approval of the measured head: --approve, or
+        `kbot pr approve N` later."""
+        from rich.console import Console
+
+        from bot.campaign.local_loop import LoopError
+        from bot.campaign.local_submit import SubmitOptions, parse_author, submit
+
+        err = Console(stderr=True, soft_wrap=True)
+        try:
+            opts = SubmitOptions(solution=Path(solution_json), author=parse_author(author), definition=definition,
+                                 workspace=Path(workspace), device=device, workloads=Path(workloads) if workloads else None,
+                                 dataset=_dataset(dataset_arg), budget_s=budget_s, approve=approve)
+            out = submit(opts, _progress_printer(err))
+        except (LoopError, ValueError, RuntimeError) as e:
+            _fail(str(e))
+        if as_json:
+            click.echo(json.dumps(out, indent=1, default=str))
+            return
+        click.echo(f"PR #{out['pr']} ({out['branch']}) by {out['author']}: {out['decision']} — {out['headline']}")
+        click.echo(f"next: kbot pr show {out['pr']} --workspace {workspace}"
+                   + ("" if out["merged_sha"] or approve else f" · kbot pr approve {out['pr']} --workspace {workspace}"))
+
     @cli.group("pr")
     def pr_group() -> None:
         """Pull requests of the local forge."""
+
+    @pr_group.command("approve")
+    @click.argument("number", type=int)
+    @WORKSPACE_OPT
+    def pr_approve(number: int, workspace: str) -> None:
+        """Approve a person's PR at its head as the workspace's owner, then apply the promotion rules to
+        its last evaluation (on GitHub: a maintainer's approving review, then /promote)."""
+        from bot.campaign.local_loop import LoopError
+        from bot.campaign.local_submit import approve
+        from bot.forge.base import ForgeError
+
+        ws = _workspace(workspace)
+        try:
+            click.echo(approve(ws, number))
+        except (LoopError, ForgeError) as e:
+            _fail(str(e))
 
     @pr_group.command("list")
     @WORKSPACE_OPT

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.campaign.submission import is_person_pr, read_record, trusted_meta
 from bot.commands.bot_policy import paused as bot_paused
 from bot.forge.base import UnsupportedError
 from bot.forge.markers import REVIEW_MARKER, sticky_marker
-from bot.forge.trusted_meta import read_meta
 from bot.names import STATUS_CONTEXT, is_candidate_pr
 from bot.promotion.candidate_gate import solution_folder
 from bot.promotion.execute import current_decision, execute, find_losers, resume_pointer
@@ -47,8 +47,11 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
             raise ValueError("give reports or results_dir")
         reports, problems = load_results(results_dir)
     pr = forge.get_pr(pr_number)
-    if not is_candidate_pr(pr):
-        raise ResultsError(f"PR #{pr_number} is not a kbot candidate branch of this repository")
+    # A kbot branch (whoever opened it: the candidate gate judges a person's), or a person's PR that a
+    # maintainer's /evaluate recorded (bot.campaign.submission).
+    if not is_candidate_pr(pr) and not (is_person_pr(forge, pr) and read_record(forge, pr) is not None):
+        raise ResultsError(f"PR #{pr_number} is neither a kbot candidate branch of this repository nor a person's PR "
+                           "with a submission record (a maintainer's /evaluate writes it)")
     if not pr.is_open:
         # A late or re-run bench of a PR that was merged or closed: its review stays as it was. A merged
         # PR whose champion pointer was never written (interrupted promotion) gets it now.
@@ -58,7 +61,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, reports: list[
                 return Published(pr_number, "resumed", resumed.decision, merged_sha=resumed.merged_sha,
                                  closed=resumed.closed, problems=problems)
         return Published(pr_number, "skipped", problems=problems)
-    meta = read_meta(pr, forge.info.bot_login)
+    meta = trusted_meta(forge, pr)
     report, champion = pick_reports(reports, meta)
     if report is None:
         desc = "no usable report in the results" + (f" ({len(problems)} problem(s))" if problems else "")
