@@ -37,9 +37,6 @@ def test_the_baselines_table_says_why_a_baseline_could_not_run(tmp_path):
     "could not run here" with the reason, the run exits 0 (said, not failed), three files under $OUT."""
     import os
 
-    env = {**os.environ, "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work"), "PYTHONPATH": str(REPO)}
-    r = subprocess.run([sys.executable, str(GPU / "baselines.py"), "--device", "cpu", "--definitions", "gdn_decode_qk4_v8_d128_k_last",
-                        "--only", "fla_fused_recurrent", "--no-champions"], capture_output=True, text=True, env=env, timeout=300)
     from importlib import metadata
 
     try:
@@ -47,6 +44,10 @@ def test_the_baselines_table_says_why_a_baseline_could_not_run(tmp_path):
         pytest.skip("fla-core is installed here: nothing to check about its absence")
     except metadata.PackageNotFoundError:
         pass
+
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "WORK": str(tmp_path / "work"), "PYTHONPATH": str(REPO)}
+    r = subprocess.run([sys.executable, str(GPU / "baselines.py"), "--device", "cpu", "--definitions", "gdn_decode_qk4_v8_d128_k_last",
+                        "--only", "fla_fused_recurrent", "--no-champions"], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     md = (tmp_path / "out" / "baselines.md").read_text()
     assert "| gdn_decode_qk4_v8_d128_k_last | fla_fused_recurrent | baseline | could not run here: fla-core is not installed" in md
