@@ -36,7 +36,6 @@ def test_the_baselines_table_says_why_a_baseline_could_not_run(tmp_path):
     """scripts/gpu/baselines.py on the CPU, for one baseline whose library is absent here: the row says
     "could not run here" with the reason, the run exits 0 (said, not failed), three files under $OUT."""
     import os
-
     from importlib import metadata
 
     try:
