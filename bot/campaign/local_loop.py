@@ -117,6 +117,16 @@ class Workspace:
         except SchemaError as e:
             raise LoopError(str(e)) from None
 
+    def inputs(self, name: str, device: str, dataset: Path | None = None, workloads: Path | None = None):
+        """A local evaluation's definition and workloads: ``definition``'s, except that on the CPU one of
+        kbot's own definitions with its own workloads uses its ``workloads.small.jsonl`` when present."""
+        if workloads is None and device == "cpu":
+            ours = self.definition(name, dataset, require_workloads=False)
+            small = ours.path.parent / "workloads.small.jsonl"
+            if ours.origin == "kbot" and ours.workloads_origin.startswith("kbot") and small.exists():
+                workloads = small
+        return self.definition(name, dataset, workloads)
+
     def champion_solution(self, definition: str) -> tuple[dict[str, Any] | None, Solution | None]:
         doc = read_champion(self.forge, definition)
         if not doc:
@@ -396,13 +406,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
         raise LoopError("--rounds and --candidates must be at least 1")
     ws = Workspace(opts.workspace)
     device = resolve_device(opts.device)
-    wl_path = opts.workloads
-    if wl_path is None and device == "cpu":  # kbot's small set of one of its own definitions, on the CPU
-        ours = ws.definition(opts.definition, opts.dataset, require_workloads=False)
-        small = ours.path.parent / "workloads.small.jsonl"
-        if ours.origin == "kbot" and ours.workloads_origin.startswith("kbot") and small.exists():
-            wl_path = small
-    resolved = ws.definition(opts.definition, opts.dataset, wl_path)
+    resolved = ws.inputs(opts.definition, device, opts.dataset, opts.workloads)
     definition, def_path, wl_path = resolved.definition, resolved.path, resolved.workloads_path
     if wl_path is None or not Path(wl_path).exists():
         raise LoopError(f"workloads file {wl_path} does not exist")

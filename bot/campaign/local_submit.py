@@ -98,13 +98,7 @@ def submit(opts: SubmitOptions, event: Event | None = None, harness: Any = None)
     ws = Workspace(opts.workspace)
     forge = ws.forge
     device = resolve_device(opts.device)
-    wl = opts.workloads
-    if wl is None and device == "cpu":
-        ours = ws.definition(opts.definition or sol.definition, opts.dataset, require_workloads=False)
-        small = ours.path.parent / "workloads.small.jsonl"
-        if ours.origin == "kbot" and ours.workloads_origin.startswith("kbot") and small.exists():
-            wl = small
-    resolved = ws.definition(opts.definition or sol.definition, opts.dataset, wl)
+    resolved = ws.inputs(opts.definition or sol.definition, device, opts.dataset, opts.workloads)
     definition = resolved.definition
     if sol.definition != definition.name:
         raise LoopError(f"{opts.solution} is a solution of '{sol.definition}', not of '{definition.name}'")

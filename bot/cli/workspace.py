@@ -107,6 +107,20 @@ def _baselines_lines(s: dict[str, Any]) -> list[str]:
     return [f"baseline {name}: could not run here: {why}" for name, why in sorted((b.get("could_not_run") or {}).items())]
 
 
+def evaluation_options(fn):
+    """What a local evaluation takes (``optimize`` and ``submit``): device, workspace, workloads, dataset, budget."""
+    for opt in reversed((
+        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True),
+        WORKSPACE_OPT,
+        click.option("--workloads", type=click.Path(dir_okay=False, exists=True),
+                     help="Workloads JSONL (default on CPU: the definition's workloads.small.jsonl when present)."),
+        DATASET_OPT,
+        click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), help="Timing budget per workload in seconds."),
+    )):
+        fn = opt(fn)
+    return fn
+
+
 def _dataset(arg: str | None) -> Path | None:
     """``--dataset`` / ``FIB_DATASET_PATH``, checked (exit 2 when it is not a dataset)."""
     from harness.dataset import dataset_root
@@ -139,12 +153,7 @@ def register(cli: click.Group) -> None:
                        "Default: anthropic/openai when ANTHROPIC_API_KEY/OPENAI_API_KEY is set, else offline.")
     @click.option("--rounds", type=click.IntRange(1, 100), default=2, show_default=True, help="Rounds of search (one agent call each).")
     @click.option("--candidates", type=click.IntRange(1, 16), default=2, show_default=True, help="Candidates (PRs) per round.")
-    @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-    @WORKSPACE_OPT
-    @click.option("--workloads", type=click.Path(dir_okay=False, exists=True),
-                  help="Workloads JSONL (default on CPU: the definition's workloads.small.jsonl when present).")
-    @DATASET_OPT
-    @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), help="Timing budget per workload in seconds.")
+    @evaluation_options
     @click.option("--new", "new", is_flag=True, help="Start a new campaign even if an interrupted one can be resumed.")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
     def optimize_cmd(definition: str, agent: str | None, rounds: int, candidates: int, device: str, workspace: str,
@@ -184,12 +193,7 @@ def register(cli: click.Group) -> None:
     @click.option("--author", help="The person submitting: 'Name <email>' (default: git config user.name / user.email).")
     @click.option("--definition", "-d", "definition", help="Definition (name or path; default: the solution's own).")
     @click.option("--approve", is_flag=True, help="Approve this head as the workspace's owner, so the promotion rules may merge it.")
-    @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-    @WORKSPACE_OPT
-    @click.option("--workloads", type=click.Path(dir_okay=False, exists=True),
-                  help="Workloads JSONL (default on CPU: the definition's workloads.small.jsonl when present).")
-    @DATASET_OPT
-    @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), help="Timing budget per workload in seconds.")
+    @evaluation_options
     @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON on stdout.")
     def submit_cmd(solution_json: str, author: str | None, definition: str | None, approve: bool, device: str, workspace: str,
                    workloads: str | None, dataset_arg: str | None, budget_s: float | None, as_json: bool) -> None:

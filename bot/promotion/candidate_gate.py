@@ -86,16 +86,19 @@ def candidate_problems(forge: Any, pr: PullRequest, *, definition: str | None, s
     folder = solution_folder(meta)
     if folder is None:
         return problems + ["the PR's metadata has no valid solution_path (kernels/<definition>/<name>/solution.json)"]
+    return problems + folder_problems(forge, pr, folder)
+
+
+def folder_problems(forge: Any, pr: PullRequest, folder: str | None) -> list[str]:
+    """[] when every file the PR changes is under ``folder/``, else why not (or why it cannot tell)."""
     try:
         files = changed_files(forge, pr)
     except ForgeError as e:
-        return problems + [f"could not list the PR's files ({type(e).__name__})"]
+        return [f"could not list the PR's files ({type(e).__name__})"]
     if files is None:
-        return problems + ["this forge cannot list the PR's changed files"]
-    outside = sorted(p for p in files if not p.startswith(folder + "/"))
-    if outside:
-        problems.append(f"the PR changes {len(outside)} file(s) outside {folder}/ (first: {outside[0]})")
-    return problems
+        return ["this forge cannot list the PR's changed files"]
+    outside = sorted(p for p in files if folder is None or not p.startswith(folder + "/"))
+    return [f"the PR changes {len(outside)} file(s) outside {folder}/ (first: {outside[0]})"] if outside else []
 
 
 def person_problems(forge: Any, pr: PullRequest, *, definition: str | None, solution_hash: str | None,
@@ -114,16 +117,7 @@ def person_problems(forge: Any, pr: PullRequest, *, definition: str | None, solu
         problems.append("the report's definition differs from the submission record")
     if solution_hash is None or sub.solution_hash != solution_hash:
         problems.append("the report's solution hash differs from the submission record")
-    folder = solution_folder(sub.meta())
-    try:
-        files = changed_files(forge, pr)
-    except ForgeError as e:
-        return problems + [f"could not list the PR's files ({type(e).__name__})"]
-    if files is None:
-        return problems + ["this forge cannot list the PR's changed files"]
-    outside = sorted(p for p in files if folder is None or not p.startswith(folder + "/"))
-    if outside:
-        problems.append(f"the PR changes {len(outside)} file(s) outside {folder}/ (first: {outside[0]})")
+    problems += folder_problems(forge, pr, solution_folder(sub.meta()))
     if people_approval != "none" and head_sha:
         approvers = []
         try:
