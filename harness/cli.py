@@ -5,6 +5,7 @@ Exit codes (other tools depend on them):
   1  the evaluation ran and some workload did not pass
   2  bad input: a file that does not load, a wrong option (click's usage errors are 2 as well)
   3  the harness itself failed (a bug or a broken environment), not the solution
+  4  a declared baseline could not run here (its library or its hardware is absent); nothing was measured
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from pathlib import Path
 
 import click
 
+from .dataset import click_option
 from .sandbox import MODES as SANDBOX_MODES
 from .sandbox import SandboxError
 from .schema import SchemaError, Status
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 1, 2, 3
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
 REPO_ROOT = Path(__file__).resolve().parents[1]
+DATASET_OPT = click_option()
 DEFAULT_ARCHIVE = REPO_ROOT / ".kbot" / "runs"
 
 
@@ -42,17 +45,19 @@ def _bad_input(msg: str) -> None:
     sys.exit(EXIT_BAD_INPUT)
 
 
-def _load_definition_arg(value: str):
-    from .schema import find_definition
+def resolve_definition(value: str, dataset_arg: str | None = None, workloads: str | None = None):
+    """``harness.dataset.resolve`` for a command line: the definition, where it and its workloads come
+    from (``--dataset`` / ``FIB_DATASET_PATH``), or exit 2 saying why it cannot tell."""
+    from .dataset import dataset_root, resolve
 
-    return find_definition(value, REPO_ROOT)
+    try:
+        return resolve(value, dataset=dataset_root(dataset_arg), workloads=workloads)
+    except SchemaError as e:
+        _bad_input(str(e))
+        raise  # unreachable: _bad_input exits
 
 
-def default_workloads_path(definition_path: Path, name: str) -> Path | None:
-    for c in (definition_path.parent / "workloads.jsonl", REPO_ROOT / "definitions" / name / "workloads.jsonl"):
-        if c.is_file():
-            return c
-    return None
+BASELINE_ARG = "baseline:"  # `kbot eval baseline:NAME`: a declared baseline of the definition, by name
 
 
 SANDBOX_OPTION = click.option(
@@ -63,9 +68,10 @@ SANDBOX_OPTION = click.option(
 
 
 @cli.command("eval")
-@click.argument("solution_json", type=click.Path(dir_okay=False))
+@click.argument("solution_json", metavar="SOLUTION", type=click.Path(dir_okay=False))
 @click.option("--definition", "-d", "definition_arg", required=True, help="Definition JSON file, or the name of one of ours (definitions/NAME).")
-@click.option("--workloads", "-w", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL (default: workloads.jsonl next to the definition).")
+@click.option("--workloads", "-w", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL (default: the definition's own; see --dataset).")
+@DATASET_OPT
 @click.option(
     "--device",
     type=click.Choice(["auto", "cpu", "cuda"]),
@@ -81,6 +87,14 @@ SANDBOX_OPTION = click.option(
     "baseline_json",
     type=click.Path(dir_okay=False),
     help="A second solution measured interleaved with the candidate in one process; reports the paired ratio.",
+)
+@click.option(
+    "--baselines",
+    "baselines_arg",
+    default="none",
+    show_default=True,
+    metavar="all|none|NAME,...",
+    help="Declared baselines (definitions/<def>/baselines/) to measure beside the solution on every workload it passes, each paired with it.",
 )
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Run folder (default: .kbot/runs/<definition>/<solution hash>/<run id>).")
 @click.option("--resume", is_flag=True, help="Continue an interrupted run in --out: workloads with a trace line are not measured again.")
@@ -112,11 +126,13 @@ def eval_cmd(
     solution_json,
     definition_arg,
     workloads_path,
+    dataset_arg,
     device,
     trials,
     timeout_s,
     total_timeout_s,
     baseline_json,
+    baselines_arg,
     out_dir,
     resume,
     seed,
@@ -130,7 +146,8 @@ def eval_cmd(
     sandbox_mode,
     as_json,
 ):
-    """Build, guard, check and time SOLUTION_JSON on every workload of a definition.
+    """Build, guard, check and time SOLUTION (a solution JSON file, or baseline:NAME for one of the
+    definition's declared baselines) on every workload of a definition.
 
     \b
     Protocol: each workload runs in an isolated worker process. Correctness uses several trials with
@@ -142,6 +159,12 @@ def eval_cmd(
     the report, "GPU time" in the table; --timing kernel_time=false turns it off).
 
     \b
+    \b
+    baseline:NAME runs a declared baseline (definitions/<def>/baselines/NAME/, trusted-author code
+    around a pinned library) under the baseline trust level: the candidate policy of the guard does
+    not apply to it, everything else does (the sandbox included). --baselines measures declared
+    baselines beside a candidate.
+
     Candidate code runs in an OS sandbox (Landlock + seccomp, see --sandbox): it can read its own
     sources and the Python/CUDA installation, write only a private scratch folder, and has no network.
 
@@ -149,18 +172,24 @@ def eval_cmd(
     Writes OUT/traces.jsonl (one FlashInfer-Bench Trace per workload, whatever happened),
     OUT/report.json and OUT/solution.json, nothing else; a symlink found there is replaced, never
     followed. Exits 0 only if every workload PASSED, 1 if any did not, 2 on bad input, 3 when the
-    harness itself failed (a required sandbox that this machine cannot give included).
+    harness itself failed (a required sandbox that this machine cannot give included), 4 when a
+    declared baseline could not run here (the reason is printed).
     """
     from .runner import evaluate
     from .schema import load_solution
 
-    definition, dpath, workloads, (solution,) = _load_run_inputs(definition_arg, workloads_path, workload_filter, [solution_json])
+    resolved, workloads, ((solution, trust),) = _load_run_inputs(definition_arg, workloads_path, workload_filter, [solution_json], dataset_arg)
+    definition, dpath = resolved.definition, resolved.path
+    beside = _declared_baselines(definition.name, baselines_arg)
+    if beside and trust != "candidate":
+        _bad_input("--baselines measures declared baselines beside a candidate, not beside another baseline")
     try:
         baseline = load_solution(baseline_json) if baseline_json else None
     except SchemaError as e:
         _bad_input(str(e))
     dev = _device(device)
     cfg = _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_pairs, atol, rtol, dataset_root, sandbox_mode)
+    cfg.provenance = resolved.provenance(len(workloads))
     if out_dir is None:
         if resume:
             _bad_input("--resume needs --out (the run folder to continue)")
@@ -171,7 +200,8 @@ def eval_cmd(
         out = Path(out_dir)
     try:
         report = _run_with_progress(
-            lambda progress: evaluate(definition, solution, workloads, out, cfg, baseline=baseline, definition_path=dpath, resume=resume, progress=progress),
+            lambda progress: evaluate(definition, solution, workloads, out, cfg, baseline=baseline, definition_path=dpath, resume=resume, progress=progress,
+                                      trust=trust, declared_baselines=beside),
             len(workloads),
             quiet=as_json,
         )
@@ -193,30 +223,64 @@ def eval_cmd(
         from .report_table import print_report
 
         print_report(report, out)
+    if report.unavailable:
+        click.echo(f"could not run here: {report.unavailable}", err=True)
+        sys.exit(EXIT_UNAVAILABLE)
     sys.exit(EXIT_OK if report.all_passed else EXIT_FAILED)
 
 
-def _load_run_inputs(definition_arg: str, workloads_path: str | None, workload_filter, solution_paths: list[str]):
-    """The definition, its selected workloads and the solutions, or exit 2 naming what is wrong."""
-    from .schema import load_solution, load_workloads
+def _solution_arg(arg: str, definition_name: str):
+    """(solution, trust level): a JSON file is always a candidate; ``baseline:NAME`` is the definition's
+    declared baseline NAME, found in this checkout's definitions/ (the only way to the baseline level)."""
+    from .baselines import BaselineError, find
+    from .schema import load_solution
 
+    if arg.startswith(BASELINE_ARG) and not Path(arg).exists():
+        try:
+            return find(definition_name, arg[len(BASELINE_ARG):]).solution, "baseline"
+        except BaselineError as e:
+            _bad_input(str(e))
+    return load_solution(arg), "candidate"
+
+
+def _declared_baselines(definition_name: str, arg: str) -> list:
+    from .baselines import BaselineError, declared
+
+    if arg in ("none", ""):
+        return []
     try:
-        definition, dpath = _load_definition_arg(definition_arg)
-        solutions = [load_solution(p) for p in solution_paths]
-        for sol in solutions:
+        every = declared(definition_name)
+    except BaselineError as e:
+        _bad_input(str(e))
+    if arg == "all":
+        return every
+    names = [n.strip() for n in arg.split(",") if n.strip()]
+    unknown = [n for n in names if n not in {b.name for b in every}]
+    if unknown:
+        _bad_input(f"--baselines: {', '.join(unknown)} not declared for {definition_name} (declared: {', '.join(b.name for b in every) or 'none'})")
+    return [b for b in every if b.name in names]
+
+
+def _load_run_inputs(definition_arg: str, workloads_path: str | None, workload_filter, solution_paths: list[str],
+                     dataset_arg: str | None = None):
+    """The resolved definition, its selected workloads and the solutions, or exit 2 naming what is
+    wrong. Says on stderr which definition and which workloads it uses (``harness.dataset``)."""
+    resolved = resolve_definition(definition_arg, dataset_arg, workloads_path)
+    definition = resolved.definition
+    try:
+        solutions = [_solution_arg(p, definition.name) for p in solution_paths]
+        for sol, _ in solutions:
             if sol.definition != definition.name:
                 _bad_input(f"solution '{sol.name}' is for definition '{sol.definition}', not '{definition.name}'")
-        wpath = Path(workloads_path) if workloads_path else default_workloads_path(dpath, definition.name)
-        if wpath is None:
-            _bad_input(f"no workloads for {definition.name}: pass --workloads FILE.jsonl")
-        workloads = load_workloads(wpath, definition)
+        workloads = resolved.workloads()
     except SchemaError as e:
         _bad_input(str(e))
     if workload_filter:
         workloads = [w for w in workloads if any(w.uuid.startswith(p) for p in workload_filter)]
     if not workloads:
         _bad_input("no workloads selected")
-    return definition, dpath, workloads, solutions
+    click.echo(f"using {resolved.describe(len(workloads))}", err=True)
+    return resolved, workloads, solutions
 
 
 def _device(device: str) -> str:
@@ -259,9 +323,10 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
 
 
 @cli.command("eval-many")
-@click.argument("solution_jsons", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("solution_jsons", metavar="SOLUTION...", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--definition", "-d", "definition_arg", required=True, help="Definition JSON file, or the name of one of ours (definitions/NAME).")
-@click.option("--workloads", "-w", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL (default: workloads.jsonl next to the definition).")
+@click.option("--workloads", "-w", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL (default: the definition's own; see --dataset).")
+@DATASET_OPT
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--trials", type=click.IntRange(1, 1000), help="Correctness trials per workload (default: the definition's).")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(1, 86400), default=300, show_default=True, help="Seconds per workload before it ends as TIMEOUT.")
@@ -278,8 +343,8 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
 @click.option("--timing", "timing_pairs", multiple=True, metavar="NAME=VALUE", help="Advanced: override one timing-protocol setting (repeatable).")
 @SANDBOX_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary instead of tables.")
-def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials, timeout_s, out_dir, seed, workload_filter, budget_s,
-                  timing_pairs, sandbox_mode, as_json):
+def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, device, trials, timeout_s, out_dir, seed, workload_filter,
+                  budget_s, timing_pairs, sandbox_mode, as_json):
     """Evaluate several solutions of one definition, one after another, each as `kbot eval` would.
 
     \b
@@ -301,9 +366,11 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
 
     from .runner import Spares, evaluate
 
-    definition, dpath, workloads, solutions = _load_run_inputs(definition_arg, workloads_path, workload_filter, list(solution_jsons))
+    resolved, workloads, solutions = _load_run_inputs(definition_arg, workloads_path, workload_filter, list(solution_jsons), dataset_arg)
+    definition, dpath = resolved.definition, resolved.path
     dev = _device(device)
     cfg = _run_config(dev, trials, seed, timeout_s, None, budget_s, timing_pairs, None, None, None, sandbox_mode)
+    cfg.provenance = resolved.provenance(len(workloads))
     out = Path(out_dir)
     ready, upcoming = Spares(), Spares()  # started during the previous solution; starting for the next one
     rows = []
@@ -311,13 +378,14 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
         for i, sol in enumerate(solutions):
             # the next solution's workers import torch while this one runs
             upcoming = Spares.started_for(cfg) if i + 1 < len(solutions) else Spares()
+            sol, trust = sol
             spares = ready
             run_dir = out / f"{i + 1:02d}-{_safe_name(sol.name)}"
             t0 = time.monotonic()
             try:
                 report = _run_with_progress(
-                    lambda progress, sol=sol, run_dir=run_dir, spares=spares: evaluate(
-                        definition, sol, workloads, run_dir, cfg, definition_path=dpath, progress=progress, spares=spares
+                    lambda progress, sol=sol, run_dir=run_dir, spares=spares, trust=trust: evaluate(
+                        definition, sol, workloads, run_dir, cfg, definition_path=dpath, progress=progress, spares=spares, trust=trust
                     ),
                     len(workloads),
                     quiet=as_json,
@@ -344,6 +412,8 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
                     "passed": sum(w.status is Status.PASSED for w in report.workloads),
                     "workloads": len(report.workloads),
                     "all_passed": report.all_passed,
+                    "trust": trust,
+                    "unavailable": report.unavailable,
                     "wall_s": round(wall, 3),
                     "timed_kernel_s": round(timed_s, 4),
                 }
@@ -362,8 +432,11 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, device, trials
         click.echo(json.dumps({"definition": definition.name, "runs": rows}, indent=2))
     else:
         for r in rows:
-            click.echo(f"{r['solution']:<32} {r['passed']}/{r['workloads']} passed  {r['wall_s']:.1f} s  -> {r['out']}")
-    sys.exit(EXIT_OK if all(r["all_passed"] for r in rows) else EXIT_FAILED)
+            what = f"could not run here: {r['unavailable']}" if r["unavailable"] else f"{r['passed']}/{r['workloads']} passed"
+            click.echo(f"{r['solution']:<32} {what}  {r['wall_s']:.1f} s  -> {r['out']}")
+    # A baseline that could not run here is said, not failed; the exit code judges what ran.
+    ran = [r for r in rows if not r["unavailable"]]
+    sys.exit(EXIT_OK if ran and all(r["all_passed"] for r in ran) else EXIT_UNAVAILABLE if not ran else EXIT_FAILED)
 
 
 def _write_summary(out: Path, definition: str, rows: list[dict]) -> None:
@@ -457,13 +530,18 @@ def definitions_list(as_json):
 
 @definitions_group.command("show")
 @click.argument("definition")
-def definitions_show(definition):
-    """Print one definition (a name of ours or a path) as JSON."""
+@DATASET_OPT
+def definitions_show(definition, dataset_arg):
+    """Print one definition (a name of ours or of the dataset, or a path) as JSON; stderr says which
+    file it is and which workloads go with it."""
+    from .dataset import dataset_root, resolve
+
     try:
-        d, _ = _load_definition_arg(definition)
+        r = resolve(definition, dataset=dataset_root(dataset_arg), require_workloads=False)
     except SchemaError as e:
         _bad_input(str(e))
-    click.echo(d.to_json(indent=2))
+    click.echo(r.describe(), err=True)
+    click.echo(r.definition.to_json(indent=2))
 
 
 @definitions_group.command("validate")
@@ -488,6 +566,67 @@ def definitions_validate(paths):
     sys.exit(EXIT_BAD_INPUT if bad else EXIT_OK)
 
 
+# ------------------------------------------------------------------------------------ baselines
+
+
+@cli.group("baselines")
+def baselines_group() -> None:
+    """Declared baselines: trusted-author solutions around a pinned library, beside a definition
+    (definitions/<def>/baselines/<name>/). Evaluate one with `kbot eval baseline:NAME -d DEF`; measure
+    them beside a candidate with `kbot eval SOLUTION -d DEF --baselines all`."""
+
+
+@baselines_group.command("list")
+@click.argument("definition")
+@DATASET_OPT
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def baselines_list(definition, dataset_arg, device, as_json):
+    """The declared baselines of DEFINITION, their pinned libraries, and whether they can run here."""
+    from .baselines import BaselineError, declared, unavailable_reason
+    from .dataset import dataset_root, resolve
+
+    try:
+        name = resolve(definition, dataset=dataset_root(dataset_arg), require_workloads=False).definition.name
+        found = declared(name)
+    except (SchemaError, BaselineError) as e:
+        _bad_input(str(e))
+    dev = _device(device)
+    def here(b) -> str:
+        why = unavailable_reason(b.solution, dev)
+        if why:
+            return why
+        sm = any(t.lower().startswith("sm_") for t in b.solution.spec.target_hardware)
+        return "can run here" + (" if the GPU's compute capability fits (checked when it runs)" if sm else "")
+
+    rows = [{"name": b.name, "solution": b.solution.name, "dependencies": b.dependencies,
+             "target_hardware": list(b.solution.spec.target_hardware), "here": here(b)} for b in found]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo(f"{name} declares no baselines (definitions/{name}/baselines/)")
+    for r in rows:
+        click.echo(f"{r['name']:<24} {', '.join(r['dependencies']) or '-':<48} {', '.join(r['target_hardware']):<14} {r['here']}")
+
+
+@baselines_group.command("pack")
+@click.argument("definition")
+def baselines_pack(definition):
+    """Refresh each declared baseline's solution.json from the source files beside it."""
+    from .baselines import DEFINITIONS_DIR, FOLDER, BaselineError, pack
+
+    folders = sorted(p.parent for p in (DEFINITIONS_DIR / definition / FOLDER).glob("*/solution.json"))
+    if not folders:
+        _bad_input(f"no baselines declared under definitions/{definition}/{FOLDER}/")
+    for f in folders:
+        try:
+            sol = pack(f, definition)
+        except (SchemaError, BaselineError) as e:
+            _bad_input(str(e))
+        click.echo(f"packed {f.relative_to(REPO_ROOT)} ({sol.name}, {len(sol.sources)} sources)")
+
+
 # ------------------------------------------------------------------------------------ export
 
 
@@ -496,14 +635,24 @@ def definitions_validate(paths):
 @click.option("--to", "dest", required=True, type=click.Path(file_okay=False), help="TraceSet folder to write (definitions/, solutions/, traces/).")
 @click.option("--definition", "-d", "definition_arg", help="Definition (name or path) when it is not one of ours.")
 def export_cmd(run_dirs, dest, definition_arg):
-    """Export run folders as a FlashInfer-Bench TraceSet that the official tool loads."""
+    """Export run folders as a FlashInfer-Bench TraceSet that the official tool loads: definitions,
+    solutions, workloads and traces. Exporting again (the same runs or more) gives the same set: files
+    are merged and deduplicated, never appended to."""
     from .export import export_runs
 
     try:
-        n = export_runs([Path(r) for r in run_dirs], Path(dest), definition_arg)
+        res = export_runs([Path(r) for r in run_dirs], Path(dest), definition_arg)
     except SchemaError as e:
         _bad_input(str(e))
-    click.echo(f"exported {n} traces to {dest}")
+    click.echo(f"exported {res.traces} traces ({res.workloads} workloads in the set) to {dest}")
+    for note in res.notes:
+        click.echo(f"note: {note}")
+    if res.kbot_dropped_by_loader:
+        click.echo(f"note: {res.kbot_dropped_by_loader} traces have a status the official model gives no correctness record "
+                   "(RUNTIME_ERROR, TIMEOUT, ...): their kbot fields are in evaluation.kbot, which the official loader drops")
+    if res.generated_inputs:
+        click.echo(f"note: {res.generated_inputs} workload inputs come from kbot generators and are written as \"random\" "
+                   "(the official workload has no field for a generator; each trace's kbot record names it)")
 
 
 COMMANDS_GROUP = "kbot.commands"  # entry points: register(cli) functions of other packages (the bot's)

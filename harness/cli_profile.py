@@ -14,10 +14,12 @@ from typing import Any
 
 import click
 
+from .dataset import click_option as dataset_click_option
 from .profile.pipeline import profile_report  # noqa: F401  (re-exported for harness/cli.py)
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 2, 3
 REPO = Path(__file__).resolve().parents[1]
+DATASET_OPT = dataset_click_option()
 
 
 def _fail(msg: str, code: int = EXIT_BAD_INPUT) -> None:
@@ -25,22 +27,21 @@ def _fail(msg: str, code: int = EXIT_BAD_INPUT) -> None:
     sys.exit(code)
 
 
-def _load_definition(value: str):
-    from .schema import SchemaError, find_definition
+def _resolve(value: str, dataset_arg: str | None, workloads_path: str | None, *, require_workloads: bool = True,
+             quiet: bool = False):
+    """The definition and its workloads file (``harness.dataset.resolve``: kbot's, the dataset's, or a
+    file's; said on stderr unless ``quiet``, when the JSON output carries it under ``inputs``), or exit 2."""
+    from .dataset import dataset_root, resolve
+    from .schema import SchemaError
 
     try:
-        return find_definition(value, REPO)
+        r = resolve(value, dataset=dataset_root(dataset_arg), workloads=workloads_path, require_workloads=require_workloads)
     except SchemaError as e:
         _fail(str(e))
         raise  # unreachable
-
-
-def _default_workloads(definition_path: Path, name: str) -> Path | None:
-    for c in (definition_path.parent / "workloads.jsonl", REPO / "definitions" / name / "workloads.jsonl",
-              REPO.parent / "shared" / "flashinfer-trace" / "workloads" / definition_path.parent.name / f"{name}.jsonl"):
-        if c.is_file():
-            return c
-    return None
+    if not quiet:
+        click.echo(f"using {r.describe()}", err=True)
+    return r
 
 
 def parse_axes(text: str) -> dict[str, int] | None:
@@ -70,8 +71,10 @@ def parse_axes(text: str) -> dict[str, int] | None:
     return None
 
 
-def _resolve_workload(definition, dpath: Path, workload: str, workloads_path: str | None):
+def _resolve_workload(r, workload: str):
     from .schema import SchemaError, load_workloads
+
+    definition = r.definition
 
     try:
         axes = parse_axes(workload)
@@ -82,9 +85,9 @@ def _resolve_workload(definition, dpath: Path, workload: str, workloads_path: st
             return definition.resolve_axes(axes), None
         except SchemaError as e:
             _fail(str(e))
-    wpath = Path(workloads_path) if workloads_path else _default_workloads(dpath, definition.name)
+    wpath = r.workloads_path
     if wpath is None:
-        _fail(f"workload {workload!r} looks like a UUID but no workloads file was found; pass --workloads")
+        _fail(f"workload {workload!r} looks like a UUID but {definition.name} has no workloads file here; pass --workloads or --dataset")
     try:
         ws = load_workloads(wpath, definition)
     except SchemaError as e:
@@ -125,6 +128,7 @@ def _emit(outcome, title: str, as_json: bool, out: str | None, **extra: Any) -> 
 @click.option("--workload", "-w", "workload", required=True,
               help="Workload UUID (or unique prefix), or axes as NAME=INT,... or a JSON object.")
 @click.option("--workloads", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL for a UUID.")
+@DATASET_OPT
 @click.option("--kernel", help="Kernel to diagnose: exact name or regex (default: the longest non-library kernel).")
 @click.option("--cubin", type=click.Path(exists=True, dir_okay=False), multiple=True,
               help="Cubin / shared object with the kernel's device code, for SASS facts (repeatable).")
@@ -137,7 +141,7 @@ def _emit(outcome, title: str, as_json: bool, out: str | None, **extra: Any) -> 
 @click.option("--rules", "rules_dir", type=click.Path(file_okay=False, exists=True), help="Rules folder (default: skills/profiling/rules).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
 @click.option("--out", type=click.Path(dir_okay=False), help="Also write the JSON here.")
-def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin, solution_json, gpu, ceilings_json,
+def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, dataset_arg, kernel, cubin, solution_json, gpu, ceilings_json,
                 measured_ms, rules_dir, as_json, out):
     """Run the rule engine on recorded evidence: an ncu CSV, cubins, a solution's Triton kernels.
 
@@ -151,8 +155,9 @@ def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin
 
     if not (ncu_csv or cubin or solution_json):
         _fail("give at least one of --ncu-csv, --cubin, --solution")
-    definition, dpath = _load_definition(definition_arg)
-    axes, w = _resolve_workload(definition, dpath, workload, workloads_path)
+    resolved = _resolve(definition_arg, dataset_arg, workloads_path, require_workloads=False, quiet=as_json)
+    definition = resolved.definition
+    axes, w = _resolve_workload(resolved, workload)
     if ceilings_json:
         from .ceilings import Ceilings
 
@@ -190,7 +195,7 @@ def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin
     except ValueError as e:
         _fail(str(e))
     _emit(outcome, f"{definition.name} {axes if w is None else w.uuid}", as_json, out,
-          definition=definition.name, axes=axes, ncu_csv=str(ncu_csv) if ncu_csv else None)
+          definition=definition.name, axes=axes, ncu_csv=str(ncu_csv) if ncu_csv else None, inputs=resolved.provenance())
 
 
 @click.command("profile")
@@ -198,25 +203,24 @@ def explain_cmd(ncu_csv, definition_arg, workload, workloads_path, kernel, cubin
 @click.option("--definition", "-d", "definition_arg", required=True, help="Definition JSON (or the name of one of ours).")
 @click.option("--workload", "workload_ids", multiple=True, help="Workload UUID or prefix (repeatable; default: the first).")
 @click.option("--workloads", "workloads_path", type=click.Path(dir_okay=False), help="Workloads JSONL.")
+@DATASET_OPT
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default=".kbot/profile", show_default=True)
 @click.option("--kernel-regex", help="Only profile kernels whose name matches (ncu --kernel-name regex:...).")
 @click.option("--no-energy", is_flag=True, help="Skip the NVML energy run.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of Markdown.")
-def profile_cmd(solution_json, definition_arg, workload_ids, workloads_path, out_dir, kernel_regex, no_energy, as_json):
+def profile_cmd(solution_json, definition_arg, workload_ids, workloads_path, dataset_arg, out_dir, kernel_regex, no_energy, as_json):
     """Profile a solution on this machine's GPU (ncu + SASS + NVML) and explain the result."""
     from .ceilings import ceilings_for
     from .profile.pipeline import analyze, profile_workload
     from .schema import SchemaError, load_solution, load_workloads
 
-    definition, dpath = _load_definition(definition_arg)
+    resolved = _resolve(definition_arg, dataset_arg, workloads_path, quiet=as_json)
+    definition, dpath, wpath = resolved.definition, resolved.path, resolved.workloads_path
     try:
         solution = load_solution(solution_json)
+        workloads = load_workloads(wpath, definition)
     except SchemaError as e:
         _fail(str(e))
-    wpath = Path(workloads_path) if workloads_path else _default_workloads(dpath, definition.name)
-    if wpath is None:
-        _fail("no workloads file found next to the definition; pass --workloads")
-    workloads = load_workloads(wpath, definition)
     chosen = [w for w in workloads if any(w.uuid.startswith(i) for i in workload_ids)] if workload_ids else workloads[:1]
     if not chosen:
         _fail(f"no workload in {wpath} matches {list(workload_ids)}")
@@ -234,7 +238,7 @@ def profile_cmd(solution_json, definition_arg, workload_ids, workloads_path, out
                                             kernel_regex=kernel_regex, energy=not no_energy)
         outcome = analyze(definition, definition.resolve_axes(w.axes), collected, ceilings=ceilings, absent=w.absent_inputs())
         outcome.files = files
-        data = outcome.to_json(definition=definition.name, workload=w.uuid)
+        data = outcome.to_json(definition=definition.name, workload=w.uuid, inputs=resolved.provenance())
         (wdir / "feedback.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
         md = outcome.markdown(title=f"{solution.name} on {definition.name} / {w.uuid}")
         (wdir / "feedback.md").write_text(md)

@@ -16,16 +16,22 @@ _OWN_MODULES = ("harness.measure", "harness.cupti_activity", "harness.compare", 
 
 
 class Runtime:
-    def __init__(self, solution: Solution, src_root: Path):
+    """``trust="baseline"`` (a declared baseline, harness/baselines.py): the candidate-policy checks are
+    off (a kernel of its own, the thread count: a library may launch only its kernels and start helper
+    threads); what protects the harness and the result stays (the integrity snapshot, output types and
+    storage)."""
+
+    def __init__(self, solution: Solution, src_root: Path, trust: str = "candidate"):
         self.solution = solution
         self.src_root = src_root
+        self.candidate = trust != "baseline"
         self.snapshot: rt.IntegritySnapshot | None = None
         self.launches: rt.LaunchCounter | None = None
         self.threads_before: rt.ThreadCount | None = None
 
     def before_import(self) -> None:
         # The launch counter wraps Triton's launcher, so it goes in before the snapshot records identities.
-        if self.solution.spec.language is Language.TRITON:
+        if self.solution.spec.language is Language.TRITON and self.candidate:
             self.launches = rt.LaunchCounter(own_paths=[self.src_root]).install()
         self.snapshot = rt.IntegritySnapshot.capture(modules=_OWN_MODULES)
         self.threads_before = rt.thread_count()
@@ -82,7 +88,7 @@ class Runtime:
         out: list[Finding] = []
         if self.snapshot is not None:
             out += self.snapshot.verify()
-        if self.threads_before is not None:
+        if self.threads_before is not None and self.candidate:
             # OS-level slack: Triton/CUDA start a few helper threads on first compile/launch.
             out += rt.check_threads(self.threads_before, rt.thread_count(), os_slack=8)
         return out

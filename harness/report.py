@@ -156,6 +156,31 @@ class Correctness(_M):
                 c.value, c.message = o.value, o.message
 
 
+class BaselineResult(_M):
+    """A declared baseline (harness/baselines.py) on one workload, measured beside the candidate in the
+    candidate's worker: its outputs checked against the reference on the candidate's trial inputs, then
+    timed interleaved with the candidate (ABBA), so ``speedup`` is a paired ratio like the champion's."""
+
+    status: Status
+    message: str = ""
+    latency_ms: LatencyStats | None = None
+    speedup: PairedRatio | None = None  # baseline time / candidate time (>1: the candidate is faster)
+    kernel_time_ms: float | None = None  # the baseline's median GPU time (CUPTI), when its records were complete
+    kernel_speedup: PairedRatio | None = None  # the same ratio on GPU time
+
+
+class BaselineRun(_M):
+    """What became of one declared baseline in a run: it ran, it could not run here (and why), or it
+    failed to build."""
+
+    name: str
+    solution: str
+    solution_hash: str
+    dependencies: list[str] = Field(default_factory=list)
+    state: Literal["ran", "could not run", "failed"]
+    reason: str = ""
+
+
 class WorkloadResult(_M):
     uuid: str
     axes: dict[str, int]
@@ -179,6 +204,15 @@ class WorkloadResult(_M):
     # candidate code ran (harness/sandbox.py); set by the parent, None when no worker ran (a static
     # guard refusal).
     isolation: dict[str, Any] | None = None
+    baselines: dict[str, BaselineResult] = Field(default_factory=dict)  # declared baselines by name
+
+
+def best_baseline(w: WorkloadResult) -> tuple[str, BaselineResult] | None:
+    """The fastest declared baseline that passed on this workload and has a paired ratio (lowest median
+    latency; ties by name), or None: "the best baseline that ran" of every review and summary."""
+    ran = [(name, b) for name, b in w.baselines.items()
+           if b.status is Status.PASSED and b.speedup is not None and b.latency_ms is not None]
+    return min(ran, key=lambda nb: (nb[1].latency_ms.median, nb[0])) if ran else None
 
 
 class DeviceInfo(_M):
@@ -194,8 +228,12 @@ class Report(_M):
     definition: str
     solution: str
     solution_hash: str
+    # The paired comparison solution of speedup_vs_baseline (a candidate's is today's champion).
     baseline: str | None = None
     baseline_hash: str | None = None
+    trust: Literal["candidate", "baseline"] = "candidate"  # baseline: a declared baseline run as the solution
+    unavailable: str | None = None  # the solution (a declared baseline) could not run here: why; nothing was measured
+    baselines: list[BaselineRun] = Field(default_factory=list)  # the declared baselines measured beside it
     device: DeviceInfo
     environment: dict[str, Any] = Field(default_factory=dict)
     config: dict[str, Any] = Field(default_factory=dict)
@@ -220,6 +258,12 @@ class Report(_M):
         counts: dict[str, int] = {}
         for w in self.workloads:
             counts[w.status.value] = counts.get(w.status.value, 0) + 1
+        best = [(w, best_baseline(w)) for w in passed]
+        best_ratios = [b.speedup.median for _, nb in best if nb is not None for b in [nb[1]]]
+        best_by: dict[str, int] = {}
+        for _, nb in best:
+            if nb is not None:
+                best_by[nb[0]] = best_by.get(nb[0], 0) + 1
         return {
             "all_passed": self.all_passed,
             "workloads": len(self.workloads),
@@ -230,6 +274,11 @@ class Report(_M):
             "geomean_speedup_vs_reference": geomean(sp) if sp and self.all_passed else None,
             "geomean_speedup_vs_baseline": geomean(pr) if pr and len(pr) == len(self.workloads) else None,
             "checks": self.check_summary(),
+            # Against the fastest declared baseline on each workload (paired), over the workloads that have one.
+            "geomean_speedup_vs_best_baseline": geomean(best_ratios) if best_ratios else None,
+            "best_baseline_workloads": len(best_ratios),
+            "best_baselines": best_by,
+            "baselines_could_not_run": {b.name: b.reason for b in self.baselines if b.state != "ran"},
         }
 
     def check_summary(self) -> dict[str, dict[str, Any]]:

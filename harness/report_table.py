@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .report import LatencyStats, Report
+from .report import LatencyStats, Report, best_baseline
 from .schema import Status
 
 _STYLE = {Status.PASSED: "green", Status.TIMEOUT: "yellow", Status.REJECTED: "bold red"}
@@ -54,13 +54,21 @@ def check_lines(checks: dict[str, dict]) -> list[str]:
 
 def print_report(report: Report, out_dir: Path, console: Console | None = None) -> None:
     console = console or Console()
-    t = Table(title=f"{report.solution} on {report.definition} — {report.device.name} ({report.device.timer})")
+    if report.unavailable:
+        console.print(f"[yellow]{report.solution}: could not run here: {report.unavailable}[/] (nothing was measured)", highlight=False)
+        console.print(f"[dim]report: {out_dir / 'report.json'}[/]")
+        return
+    title = f"{report.solution} on {report.definition} — {report.device.name} ({report.device.timer})"
+    t = Table(title=title + (" — a declared baseline (baseline trust level)" if report.trust == "baseline" else ""))
     gpu_col = any(w.kernel_time is not None for w in report.workloads)
+    lib_col = any(w.baselines for w in report.workloads)
     for col in (
-        ("workload", "axes", "status", "latency (95% CI)") + (("GPU time (CUPTI)",) if gpu_col else ()) + ("reference", "× ref", "× baseline", "roofline")
+        ("workload", "axes", "status", "latency (95% CI)") + (("GPU time (CUPTI)",) if gpu_col else ()) + ("reference", "× ref", "× baseline")
+        + (("× best declared baseline",) if lib_col else ()) + ("roofline",)
     ):
         t.add_column(col)
     for w in report.workloads:
+        best = best_baseline(w)
         ratio = w.speedup_vs_baseline
         kt = w.kernel_time
         t.add_row(
@@ -76,6 +84,7 @@ def print_report(report: Report, out_dir: Path, console: Console | None = None) 
             fmt_ms(w.reference_latency_ms),
             f"{w.speedup_vs_reference:.2f}" if w.speedup_vs_reference else "-",
             f"{ratio.median:.3f} [{ratio.ci95[0]:.3f}, {ratio.ci95[1]:.3f}]" if ratio else "-",
+            *((f"{best[1].speedup.median:.3f} ({best[0]})" if best and best[1].speedup else "-",) if lib_col else ()),
             f"{w.roofline.fraction:.0%}" if w.roofline and w.roofline.fraction else "-",
         )
     console.print(t)
@@ -86,13 +95,21 @@ def print_report(report: Report, out_dir: Path, console: Console | None = None) 
             console.print(f"[yellow]{w.uuid[:8]}[/] note: {w.message[:500]}", highlight=False)
         if w.kernel_time is not None and w.kernel_time.withheld and w.status is Status.PASSED:
             console.print(f"[dim]{w.uuid[:8]} GPU time: {w.kernel_time.withheld[:300]}[/]", highlight=False)
+        for name, b in w.baselines.items():
+            if b.status is not Status.PASSED:
+                console.print(f"[dim]{w.uuid[:8]} baseline {name}: {b.status.value}: {b.message[:300]}[/]", highlight=False)
     s = report.summary()
     console.print(
         f"{s['passed']}/{s['workloads']} passed; mean speedup vs reference {s['mean_speedup_vs_reference']:.2f}x"
         + (f"; geomean vs baseline {s['geomean_speedup_vs_baseline']:.3f}x" if s.get("geomean_speedup_vs_baseline") else "")
+        + (f"; geomean vs the best declared baseline {s['geomean_speedup_vs_best_baseline']:.3f}x over {s['best_baseline_workloads']} workloads"
+           if s.get("geomean_speedup_vs_best_baseline") else "")
     )
     for line in check_lines(s["checks"]):
         console.print(line, highlight=False)
+    for b in report.baselines:
+        if b.state != "ran":
+            console.print(f"[yellow]baseline {b.name}: {b.state} here: {b.reason}[/]", highlight=False)
     if report.device.note:
         console.print(f"[dim]{report.device.note}[/]")
     line = time_breakdown(report)

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import runfolder, sandbox
-from .report import BuildResult, DeviceInfo, Finding, Report, WorkloadResult
+from .baselines import TRUST_BASELINE, TRUST_CANDIDATE
+from .report import BaselineRun, BuildResult, DeviceInfo, Finding, Report, WorkloadResult
 from .schema import Definition, Evaluation, Solution, Status, Trace, Workload
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +49,9 @@ class RunConfig:
     guard: bool = True
     # required | auto | off (harness/sandbox.py); KBOT_SANDBOX, else required on GitHub Actions, else auto
     sandbox: str = field(default_factory=sandbox.default_mode)
+    # Where the definition and the workloads came from (harness.dataset.Resolved.provenance): recorded
+    # in report.config["inputs"], so a report always says which set it measured.
+    provenance: dict[str, Any] | None = None
 
 
 class Timeline:
@@ -325,6 +329,9 @@ def worker_env(device: str, sandbox_mode: str = "auto", read: list[str] | tuple[
     env.pop(sandbox.ENV_READ, None)
     if read:
         env[sandbox.ENV_READ] = os.pathsep.join(read)
+    # torch.compile (a declared baseline's) compiles in the worker's own thread, not a pool of them:
+    # helper threads would read as the candidate's to the runtime guard's thread count.
+    env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run through its interpreter on CPU tensors
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -392,11 +399,19 @@ def evaluate(
     resume: bool = False,
     progress: Progress | None = None,
     spares: Spares | None = None,
+    trust: str = "candidate",
+    declared_baselines: Any = (),
 ) -> Report:
     """Evaluate ``solution`` on ``workloads``; writes traces.jsonl and report.json into ``out_dir``.
     ``spares``: worker processes already started (``kbot eval-many``); used when their environment fits.
     Raises SchemaError for a run folder that cannot be used and sandbox.SandboxError when the sandbox
-    is required and this machine cannot give one."""
+    is required and this machine cannot give one.
+    ``trust="baseline"``: ``solution`` is one of the definition's declared baselines, looked up here in
+    this checkout's ``definitions/<name>/baselines/`` by content hash (refused otherwise), and run
+    without the candidate policy (harness/baselines.py). ``declared_baselines``: declared baselines
+    (``harness.baselines.DeclaredBaseline``) measured beside the candidate on every workload it passes,
+    each paired with it; one that cannot run here is listed with the reason."""
+    lib_jobs, lib_runs, unavailable = _baseline_plan(definition, solution, cfg, trust, list(declared_baselines))
     out_dir = runfolder.prepare(Path(out_dir))
     # Filled from the worker's first message: the parent never imports torch (seconds saved per run).
     env: dict[str, Any] = {"hardware": "unknown", "libs": {}}
@@ -407,8 +422,10 @@ def evaluate(
         baseline=baseline.name if baseline else None, baseline_hash=baseline.content_hash() if baseline else None,
         device=DeviceInfo(kind=cfg.device, name="unknown", timer="cuda_events" if cfg.device == "cuda" else "cpu_monotonic",
                           note="" if cfg.device == "cuda" else "CPU timing (monotonic clock); Triton runs through its interpreter. Not a GPU measurement."),
-        config={"trials": cfg.trials, "seed": cfg.seed, "timeout_s": cfg.timeout_s, "timing": cfg.timing, "overrides": cfg.config_overrides},
+        config={"trials": cfg.trials, "seed": cfg.seed, "timeout_s": cfg.timeout_s, "timing": cfg.timing, "overrides": cfg.config_overrides,
+                **({"inputs": cfg.provenance} if cfg.provenance else {})},
         started=started, isolation={"mode": sandbox.check_mode(cfg.sandbox), "enforced": None, "workers": []},
+        trust=trust, baselines=lib_runs,
     )
     previous = runfolder.read_text(out_dir, "traces.jsonl") if resume else None  # before anything is written
     runfolder.write_text(out_dir, "solution.json", solution.to_json(indent=2))
@@ -446,8 +463,12 @@ def evaluate(
         if progress:
             progress("result", r)
 
-    # ---- static guard: a rejected solution never runs
-    if cfg.guard:
+    if unavailable:  # a declared baseline whose library or hardware is not here: nothing to measure
+        report.unavailable = unavailable
+        return _finish(report, workloads, results, out_dir)
+
+    # ---- static guard: a rejected solution never runs (the candidate policy; not for a declared baseline)
+    if cfg.guard and trust == TRUST_CANDIDATE:
         findings = static_guard(solution, definition)
         report.findings = findings
         if any(f.severity == "error" for f in findings):
@@ -471,10 +492,11 @@ def evaluate(
         "solution": solution.to_dict(), "baseline": baseline.to_dict() if baseline else None,
         "device": cfg.device, "seed": cfg.seed, "trials": cfg.trials, "timing": cfg.timing,
         "config_overrides": cfg.config_overrides, "dataset_root": cfg.dataset_root,
+        "trust": trust, "library_baselines": lib_jobs,
     }
     total_deadline = time.monotonic() + cfg.total_timeout_s if cfg.total_timeout_s else float("inf")
     environ = worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg.dataset_root, definition, definition_path))
-    observing = bool(pending) and needs_observer(cfg)
+    observing = bool(pending) and needs_observer(cfg) and trust == TRUST_CANDIDATE
     # The first worker starts at once; when an observer pass runs, it runs concurrently and this worker
     # waits at its gate before its first timed call (start-up, build and correctness overlap).
     first: Worker | None = Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ, gated=observing, spares=spares) if pending else None
@@ -594,6 +616,11 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                 if isinstance(msg.get("startup_s"), dict):
                     report.config["worker_startup_s"] = msg["startup_s"]
                 report.device.name = str(env.get("hardware", "unknown")).replace("_", " ")
+            elif kind == "build" and msg.get("role") == "library":
+                _library_built(report, msg)
+            elif kind == "build" and msg.get("role") == "candidate" and isinstance(msg.get("unavailable"), str) and report.trust == TRUST_BASELINE:
+                report.unavailable = msg["unavailable"][:500]  # the worker knows the GPU: e.g. another compute capability
+                return []
             elif kind == "build":
                 require_isolation(worker, report, cfg, "timing")
                 res = BuildResult.model_validate(msg["result"])
@@ -621,6 +648,7 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                     fail_current(Status.REJECTED, "the worker reported a result for a workload it was not running")
                     return remaining
                 apply_roofline(r, report, definition, current)
+                check_baselines(r, report)
                 out = worker.log.take()
                 if out:
                     r.log = (r.log + "\n" + out).strip()[-(LOG_HEAD + LOG_TAIL + 200):]
@@ -854,6 +882,82 @@ def check_kernel_time(r: WorkloadResult) -> None:
 # Event time minus kernel time for a call enqueued before its hold ended: the launch floor, 3.3-3.6 µs on
 # the H200 (docs/measurements.md); 15 µs leaves room for slower launch paths without hiding real work.
 _LAUNCH_GAP_MS = 0.015
+
+
+def _baseline_plan(definition: Definition, solution: Solution, cfg: RunConfig, trust: str, declared: list[Any]) -> tuple[list[dict[str, Any]], list[BaselineRun], str | None]:
+    """The worker's list of declared baselines to measure beside the candidate, the report's record of
+    each (those that cannot run here already marked, with the reason), and why the solution itself
+    cannot run here (a declared baseline run on its own). The baseline trust level is granted only to a
+    solution found in this checkout's baselines folder of the definition (harness/baselines.py)."""
+    from .baselines import TRUST_LEVELS, declared_match, unavailable_reason
+    from .schema import SchemaError
+
+    if trust not in TRUST_LEVELS:
+        raise ValueError(f"trust must be one of {TRUST_LEVELS}, not {trust!r}")
+    unavailable = None
+    if trust == TRUST_BASELINE:
+        if declared_match(definition.name, solution) is None:
+            raise SchemaError(f"'{solution.name}' is not a baseline declared in definitions/{definition.name}/baselines/ of this checkout: "
+                              "the baseline trust level comes from where the solution was found, never from the solution")
+        unavailable = unavailable_reason(solution, cfg.device)
+    jobs, runs = [], []
+    for b in declared:
+        if declared_match(definition.name, b.solution) is None:
+            raise SchemaError(f"'{b.solution.name}' is not a baseline declared for {definition.name} in this checkout")
+        why = unavailable_reason(b.solution, cfg.device)
+        runs.append(BaselineRun(name=b.name, solution=b.solution.name, solution_hash=b.solution.content_hash(), dependencies=b.dependencies,
+                                state="could not run" if why else "ran", reason=why or ""))
+        if not why:
+            jobs.append({"name": b.name, "solution": b.solution.to_dict()})
+    return jobs, runs, unavailable
+
+
+def _library_built(report: Report, msg: dict[str, Any]) -> None:
+    """A declared baseline's build in the worker: could not run here (an import failure counts), or failed."""
+    run = next((b for b in report.baselines if b.name == msg.get("name")), None)
+    if run is None:
+        return
+    if isinstance(msg.get("unavailable"), str):
+        run.state, run.reason = "could not run", msg["unavailable"][:500]
+        return
+    try:
+        res = BuildResult.model_validate(msg.get("result"))
+    except ValueError:
+        run.state, run.reason = "failed", "malformed build message"
+        return
+    if not res.ok:
+        first = res.errors[0] if res.errors else None
+        run.state, run.reason = "failed", (first.message if first else "build failed")[:500]
+
+
+def check_baselines(r: WorkloadResult, report: Report) -> None:
+    """The declared baselines' figures come from the candidate's process, so they are checked here in the
+    parent: only for a passing candidate, only baselines that built, a median above the physical floor
+    (below it is a broken measurement, never a win for anyone), a GPU time inside the event time."""
+    import math
+
+    from .guard.floor import roofline_floor_check
+
+    known = {b.name for b in report.baselines if b.state == "ran"}
+    if r.status is not Status.PASSED:
+        r.baselines = {}
+        return
+    for name in list(r.baselines):
+        b = r.baselines[name]
+        if name not in known:
+            del r.baselines[name]
+            continue
+        if b.status is not Status.PASSED:
+            b.latency_ms = b.speedup = b.kernel_speedup = b.kernel_time_ms = None
+            continue
+        med = b.latency_ms.median if b.latency_ms else None
+        floor = r.roofline.floor_ms if r.roofline is not None and report.device.kind == "cuda" else None
+        if med is None or not med > 0 or b.speedup is None or not (math.isfinite(b.speedup.median) and b.speedup.median > 0) or (floor and roofline_floor_check(med, floor) is not None):
+            b.status, b.message = Status.REJECTED, f"impossible measurement (median {med} ms{f', floor {floor:.4g} ms' if floor else ''})"
+            b.latency_ms = b.speedup = b.kernel_speedup = b.kernel_time_ms = None
+            continue
+        if b.kernel_time_ms is not None and not (0 < b.kernel_time_ms <= 1.05 * med + 0.001):
+            b.kernel_time_ms, b.kernel_speedup = None, None
 
 
 def static_guard(solution: Solution, definition: Definition) -> list[Finding]:

@@ -125,11 +125,12 @@ _T_TORCH = time.monotonic()
 
 from . import compare as cmp  # noqa: E402
 from . import guard_hooks  # noqa: E402
+from .baselines import unavailable_reason  # noqa: E402
 from .build import build, python_error  # noqa: E402
 from .defconfig import DefinitionConfig, load_config  # noqa: E402
 from .inputs import allocate_outputs, clone_inputs, make_inputs, seed_for  # noqa: E402
 from .measure import Refresher, Samples, Timer, TimingConfig, call_solution, refreshable_inputs, wait_until_quiet  # noqa: E402
-from .report import Correctness, Finding, KernelTime, WorkloadResult  # noqa: E402
+from .report import BaselineResult, BuildError, BuildResult, Correctness, Finding, KernelTime, WorkloadResult  # noqa: E402
 from .schema import Definition, Solution, Status, Workload  # noqa: E402
 from .stats import paired_ratio, summarize  # noqa: E402
 
@@ -191,24 +192,42 @@ class Evaluator:
         self.workdir = _SANDBOX.scratch or Path(job["workdir"])
         self.reference = load_reference(self.definition, self.config)
         self.quiet: dict[str, Any] | None = None
+        self.trust = job.get("trust") or "candidate"
+        self.libs: list[tuple[str, Solution, Any]] = []  # declared baselines measured beside the candidate
 
     # -------------------------------------------------------------------------------------------
     def build_all(self) -> bool:
         self.solution = Solution.model_validate(self.job["solution"])
-        self.guard = guard_hooks.Runtime(self.solution, (self.workdir / "candidate" / "src").resolve())
+        self.guard = guard_hooks.Runtime(self.solution, (self.workdir / "candidate" / "src").resolve(), trust=self.trust)
         self.guard.warm_runtime(self.device)
+        if self.trust == "baseline":
+            why = unavailable_reason(self.solution, self.device.type, _capability(self.device))
+            if why:
+                send({"type": "build", "role": "candidate", "unavailable": why,
+                      "result": BuildResult(ok=False, language=self.solution.spec.language.value, errors=[BuildError(message=why)]).model_dump(mode="json")})
+                return False
         self.tracer = None
         if self.device.type == "cuda" and self.timing.kernel_time and self.job.get("mode") != "observe":
-            # Before the candidate is imported: the CUPTI library must be the one torch loaded.
+            # Before any solution is imported: the CUPTI library must be the one torch loaded.
             from . import cupti_activity
 
             self.tracer = cupti_activity.tracer()
-        self.guard.before_import()
-        # The last step before candidate code: the seccomp filter on every thread (no sockets), and the
-        # parent learns what isolation this process has (SandboxError in required mode if incomplete).
+        # The last step before any code that is not the harness's own (baselines are trusted authors'
+        # code, candidates untrusted; both run sandboxed): the seccomp filter on every thread (no sockets),
+        # and the parent learns what isolation this process has (SandboxError in required mode if incomplete).
         _SANDBOX.seal()
         send({"type": "sandbox", "isolation": _SANDBOX.record()})
-        self.fn, res = build(self.solution, self.workdir / "candidate", device=self.device.type)
+        if self.job.get("mode") != "observe":
+            self.build_libraries()  # trusted: before the integrity snapshot and the thread baseline
+        if self.trust == "baseline":
+            # Trusted code is imported before the snapshot, like the libraries above: what it sets up on
+            # import is the library's own (torch.compile wraps torch.manual_seed when Dynamo loads); what
+            # it changes while it is called is still caught.
+            self.fn, res = build(self.solution, self.workdir / "candidate", device=self.device.type)
+            self.guard.before_import()
+        else:
+            self.guard.before_import()
+            self.fn, res = build(self.solution, self.workdir / "candidate", device=self.device.type)
         send({"type": "build", "role": "candidate", "result": res.model_dump(mode="json")})
         if not res.ok:
             return False
@@ -221,6 +240,22 @@ class Evaluator:
             if not bres.ok:
                 self.baseline_fn = None
         return True
+
+    def build_libraries(self) -> None:
+        """The declared baselines to measure beside the candidate (trusted: the parent found them in the
+        definition's baselines folder). One that cannot run here, or whose library fails to import, is
+        reported as such and left out; it is never the candidate's failure."""
+        capability = _capability(self.device)
+        for i, lib in enumerate(self.job.get("library_baselines") or []):
+            sol = Solution.model_validate(lib["solution"])
+            why = unavailable_reason(sol, self.device.type, capability)
+            fn, res = (None, None) if why else build(sol, self.workdir / f"library-{i}", device=self.device.type)
+            if res is not None and not res.ok and res.errors and res.errors[0].message.startswith(("ModuleNotFoundError", "ImportError")):
+                why = f"its library does not import here ({res.errors[0].message[:300]})"
+            send({"type": "build", "role": "library", "name": lib["name"], "unavailable": why,
+                  "result": res.model_dump(mode="json") if res is not None else None})
+            if fn is not None and why is None:
+                self.libs.append((str(lib["name"]), sol, fn))
 
     def _call(self, fn, sol: Solution, inputs: dict[str, Any], axes: dict[str, int]):
         outputs = allocate_outputs(self.definition, axes, self.device) if sol.spec.destination_passing_style else None
@@ -236,6 +271,7 @@ class Evaluator:
 
         # ---- correctness: several trials, fresh inputs each, candidate runs before the reference
         earlier: list[Any] = []  # outputs returned by earlier trials: a fresh call must not hand them back
+        trial_refs: list[dict[str, Any]] = []  # the reference's outputs per trial, for the declared baselines
         for trial in range(self.config.trials):
             pristine = mk(trial)
             cand_inputs = clone_inputs(pristine)
@@ -255,6 +291,8 @@ class Evaluator:
             if changed:
                 return self._reject(res, [Finding(rule="input-mutation", message=f"the solution modified its input '{changed}'", why="a kernel that writes its inputs can make the reference agree with a wrong answer")], t0)
             ref_out = run_reference(self.reference, self.definition, pristine)
+            if self.libs:
+                trial_refs.append(ref_out)
             r = cmp.compare(got, ref_out, definition=self.definition, axes=axes, config=self.config, inputs=pristine)
             corr.trials += 1
             corr.add_checks(r.checks)  # kbot's stricter checks beside the verdict (their own lines, never the status)
@@ -333,9 +371,15 @@ class Evaluator:
             res.message = f"reference timing failed: {type(e).__name__}: {e}"
         if self.device.type == "cuda" and self.timing.kernel_time:
             res.kernel_time = kernel_time(samples, rs[0] if rs else None, self.tracer is not None)
+        t_ref = time.monotonic()
+        for name, sol, fn in self.libs:
+            res.baselines[name] = self.measure_library(sol, fn, axes, mk, trial_refs, timer, inputs, frozen)
+        t_libs = time.monotonic() - t_ref
         res.seconds = time.monotonic() - t0
         # Where the workload's seconds went: what the harness-overhead figure in docs/measurements.md is made of.
-        phases = {"correctness": t_corr - t0, "gate_wait": t_gate - t_corr, "quiet_wait": t_quiet - t_gate, "timing": t_timed - t_quiet, "reference_timing": t0 + res.seconds - t_timed}
+        phases = {"correctness": t_corr - t0, "gate_wait": t_gate - t_corr, "quiet_wait": t_quiet - t_gate, "timing": t_timed - t_quiet, "reference_timing": t_ref - t_timed}
+        if self.libs:
+            phases["baselines"] = t_libs
         if self.quiet is not None and not self.quiet["quiet"]:
             _add_note(res, f"the GPU was busy with other work when timing began (tiny-kernel probe medians {self.quiet['medians_ms'][-3:]} ms after {self.quiet['waited_s']} s): times may read high")
         if samples[0].late_kept:
@@ -347,6 +391,45 @@ class Evaluator:
                        "cupti_s": round(samples[0].cupti_s + (rs[0].cupti_s if rs else 0.0), 4),
                        "phase_s": {k: round(v, 4) for k, v in phases.items()}}
         return res
+
+    def measure_library(self, sol: Solution, fn, axes: dict[str, int], mk, trial_refs: list[dict[str, Any]], timer: Timer,
+                        inputs: dict[str, Any], frozen: dict[str, Any]) -> BaselineResult:
+        """One declared baseline on this workload, after the candidate passed it: its outputs on the
+        candidate's trial inputs against the reference's, its inputs unchanged, then timed interleaved
+        with the candidate (a pass of its own, so the candidate's and the champion's figures above are
+        untouched by it). Trusted code, so none of the candidate policy; a failure is the baseline's."""
+        try:
+            for trial, ref_out in enumerate(trial_refs):
+                pristine = mk(trial)
+                own = clone_inputs(pristine)
+                _, call = self._call(fn, sol, own, axes)
+                got = call()
+                self._sync()
+                changed = inputs_unchanged(pristine, own)
+                if changed:
+                    return BaselineResult(status=Status.REJECTED, message=f"trial {trial}: it modified its input '{changed}'")
+                r = cmp.compare(got, ref_out, definition=self.definition, axes=axes, config=self.config, inputs=pristine)
+                if not r.ok:
+                    return BaselineResult(status=r.status, message=f"trial {trial}: {r.message}"[:2000])
+            o_c, f_c = self._call(self.fn, self.solution, inputs, axes)
+            o_b, f_b = self._call(fn, sol, inputs, axes)
+            samples = timer.run([f_c, f_b], inputs, [o_c, o_b], recheck=0)
+            changed = next((c for c in (inputs_unchanged(frozen, {n: st[n] for n in frozen}) for st in samples[0].input_sets or [inputs]) if c), None)
+            samples[0].input_sets = []
+            if changed:
+                return BaselineResult(status=Status.REJECTED, message=f"the input '{changed}' changed while it was timed")
+            if not samples[1].times_ms or not samples[0].times_ms:
+                return BaselineResult(status=Status.RUNTIME_ERROR, message="no timed call could be measured")
+            out = BaselineResult(status=Status.PASSED, latency_ms=summarize(samples[1].times_ms), speedup=paired_ratio(samples[1].times_ms, samples[0].times_ms))
+            if self.tracer is not None:
+                cand, _ = samples[0].kernel_time()
+                base, _ = samples[1].kernel_time()
+                if cand and base:
+                    out.kernel_time_ms = summarize(base).median
+                    out.kernel_speedup = paired_ratio(base, cand)
+            return out
+        except Exception as e:  # noqa: BLE001 — the baseline's failure, never the candidate's
+            return BaselineResult(status=Status.RUNTIME_ERROR, message=f"{type(e).__name__}: {e}"[:2000])
 
     def observe(self, w: Workload) -> tuple[list[Finding], dict[str, Any]]:
         """One candidate call under the CUPTI observer (kernels and streams). It runs in a worker of its
@@ -408,6 +491,14 @@ def kernel_time(samples: list[Samples], reference: Samples | None, traced: bool)
 
 def _add_note(res: WorkloadResult, text: str) -> None:
     res.message = (res.message + "; " if res.message else "") + text
+
+
+def _capability(device: torch.device) -> str | None:
+    """``"9.0"`` for an H200; None on the CPU."""
+    if device.type != "cuda":
+        return None
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"{major}.{minor}"
 
 
 def _is_compile_error(e: BaseException) -> bool:
@@ -503,7 +594,7 @@ def main() -> int:
         except Exception as e:  # noqa: BLE001 — our own bug or a poisoned context: report, keep going
             r = WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message=f"{type(e).__name__}: {e}"[:2000], log=traceback.format_exc()[-6000:])
         send({"type": "result", "result": r.model_dump(mode="json")})
-        if r.status is not Status.PASSED and not _cuda_context_healthy(ev.device):
+        if (r.status is not Status.PASSED or r.baselines) and not _cuda_context_healthy(ev.device):
             return 4  # an illegal address poisons the context: the parent starts a fresh worker for the rest
     send({"type": "done"})
     return 0

@@ -46,6 +46,10 @@ class HarnessEvaluator:
     definition_path: Path | None = None
     progress: Progress | None = None
     spare_workers: bool | None = None  # None: on the GPU only (on the CPU the import is ~1 s and tests run many evaluations)
+    # Declared baselines (harness/baselines.py) measured beside every candidate: True/False, or None for
+    # "on the GPU only" (on the CPU a torch.compile baseline alone costs a minute of compiling).
+    with_baselines: bool | None = None
+    provenance: dict[str, Any] | None = None  # where the definition and workloads came from (harness.dataset)
     cache_hits: int = field(default=0, init=False)
     runs: int = field(default=0, init=False)
     _spares: Spares | None = field(default=None, init=False, repr=False)
@@ -58,7 +62,13 @@ class HarnessEvaluator:
         self.runs_dir = Path(self.runs_dir)
 
     def config(self) -> RunConfig:
-        return RunConfig(device=self.device, trials=self.trials, seed=self.seed, timing=dict(self.timing))
+        return RunConfig(device=self.device, trials=self.trials, seed=self.seed, timing=dict(self.timing), provenance=self.provenance)
+
+    def declared_baselines(self) -> list:
+        from harness.baselines import declared
+
+        use = self.with_baselines if self.with_baselines is not None else self.device == "cuda"
+        return declared(self.definition.name) if use else []
 
     def key(self, solution: Solution, baseline: Solution | None) -> str:
         h = hashlib.sha256()
@@ -68,6 +78,7 @@ class HarnessEvaluator:
             "baseline": baseline.content_hash() if baseline else None,
             "workloads": [w.uuid for w in self.workloads],
             "device": self.device, "trials": self.trials, "seed": self.seed, "timing": self.timing,
+            **({"baselines": sorted(b.solution.content_hash() for b in libs)} if (libs := self.declared_baselines()) else {}),
         }, sort_keys=True).encode())
         return h.hexdigest()[:16]
 
@@ -105,6 +116,7 @@ class HarnessEvaluator:
         try:
             report = evaluate(self.definition, solution, self.workloads, d, self.config(), baseline=baseline,
                               definition_path=self.definition_path, resume=resume, spares=ready,
+                              declared_baselines=self.declared_baselines(),
                               progress=(lambda kind, obj: self.progress("workload", obj)) if self.progress else None)
         finally:
             if ready is not None:

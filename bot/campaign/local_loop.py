@@ -42,7 +42,7 @@ from bot.promotion.champion import champion_path, leaderboard_path, read_champio
 from bot.review.markdown import escape_inline
 from bot.review.publish import publish_results
 from harness.report import Report
-from harness.schema import Definition, SchemaError, Solution, load_definition, load_solution, load_workloads
+from harness.schema import Definition, SchemaError, Solution, load_solution, load_workloads
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_WORKSPACE = Path(".kbot") / "workspace"
@@ -102,12 +102,26 @@ class Workspace:
             if self.forge.branch_head("main") is None:  # not a lost race with another process
                 raise
 
-    def definition(self, name: str) -> tuple[Definition, Path]:
-        path = self.source / "definitions" / name / "definition.json"
-        if not path.exists():
-            known = sorted(p.name for p in (self.source / "definitions").iterdir() if (p / "definition.json").exists())
-            raise LoopError(f"no definition {name!r}; known: {', '.join(known)}")
-        return load_definition(path), path
+    def definition(self, name: str, dataset: Path | None = None, workloads: Path | None = None, *, require_workloads: bool = True):
+        """The definition a campaign is for, and its workloads (``harness.dataset.resolve``): one of ours
+        by name, an official one by name with a dataset, or a definition file (an official path too)."""
+        from harness.dataset import resolve
+
+        try:
+            return resolve(name, dataset=dataset, workloads=workloads, kbot_root=self.source / "definitions",
+                           require_workloads=require_workloads)
+        except SchemaError as e:
+            raise LoopError(str(e)) from None
+
+    def inputs(self, name: str, device: str, dataset: Path | None = None, workloads: Path | None = None):
+        """A local evaluation's definition and workloads: ``definition``'s, except that on the CPU one of
+        kbot's own definitions with its own workloads uses its ``workloads.small.jsonl`` when present."""
+        if workloads is None and device == "cpu":
+            ours = self.definition(name, dataset, require_workloads=False)
+            small = ours.path.parent / "workloads.small.jsonl"
+            if ours.origin == "kbot" and ours.workloads_origin.startswith("kbot") and small.exists():
+                workloads = small
+        return self.definition(name, dataset, workloads)
 
     def champion_solution(self, definition: str) -> tuple[dict[str, Any] | None, Solution | None]:
         doc = read_champion(self.forge, definition)
@@ -145,10 +159,14 @@ class Workspace:
 
 def starting_point(definition: Definition, def_path: Path, seeds_dir: Path | None = None) -> Solution:
     """The champion a definition's first campaign starts from. A definition that ships its reference as
-    a solution (``reference_solution.json``: the contest operators) starts from it, so every kernel of
-    the seeds enters as a pull request and reaches main only by a paired promotion; otherwise the weak
-    start below (the demo definitions, whose references are not solutions)."""
+    a solution (``reference_solution.json``, beside it or beside kbot's definition of that name: the
+    contest operators) starts from it, so every kernel of the seeds enters as a pull request and reaches
+    main only by a paired promotion; a definition with seeds starts from the weak start below (the demo
+    definitions); any other (an official definition kbot has no seeds for) from its own reference code
+    as a plain-torch solution."""
     ref = def_path.parent / "reference_solution.json"
+    if not ref.is_file():
+        ref = REPO / "definitions" / definition.name / "reference_solution.json"
     if ref.is_file():
         try:
             sol = load_solution(ref)
@@ -157,7 +175,23 @@ def starting_point(definition: Definition, def_path: Path, seeds_dir: Path | Non
         if sol.definition != definition.name:
             raise LoopError(f"{ref} is a solution of {sol.definition}, not of {definition.name}")
         return sol.model_copy(update={"description": f"starting point: the definition's reference ({sol.name})"})
-    return weak_start(definition.name, seeds_dir)
+    from bot.agents.providers.offline import DEFAULT_SEEDS_DIR, load_seeds
+
+    if load_seeds(definition.name, seeds_dir or DEFAULT_SEEDS_DIR):
+        return weak_start(definition.name, seeds_dir)
+    return reference_start(definition)
+
+
+def reference_start(definition: Definition) -> Solution:
+    """The definition's reference code as a plain-torch solution (value-returning, entry ``run``)."""
+    from harness.schema import parse_solution
+
+    return parse_solution({
+        "name": f"{definition.name}_reference", "definition": definition.name, "author": "the definition's reference",
+        "description": "starting point: the definition's own reference code, as a solution",
+        "spec": {"language": "python", "target_hardware": ["cuda", "cpu"], "entry_point": "reference.py::run",
+                 "dependencies": ["torch"], "destination_passing_style": False},
+        "sources": [{"path": "reference.py", "content": definition.reference}]}, where=f"the reference of {definition.name}")
 
 
 def weak_start(definition: str, seeds_dir: Path | None = None) -> Solution:
@@ -300,6 +334,7 @@ class OptimizeOptions:
     device: str = "auto"
     workspace: Path = DEFAULT_WORKSPACE
     workloads: Path | None = None
+    dataset: Path | None = None  # an official FlashInfer-Trace dataset (harness.dataset)
     budget_s: float | None = None  # timing budget per workload (default: 0.3 s on CPU, 1.0 s on GPU)
     trials: int | None = None
     new: bool = False  # start a new campaign even if an unfinished one exists
@@ -342,13 +377,10 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
     if opts.rounds < 1 or opts.candidates < 1:
         raise LoopError("--rounds and --candidates must be at least 1")
     ws = Workspace(opts.workspace)
-    definition, def_path = ws.definition(opts.definition)
     device = resolve_device(opts.device)
-    wl_path = opts.workloads
-    if wl_path is None:
-        small = def_path.parent / "workloads.small.jsonl"
-        wl_path = small if device == "cpu" and small.exists() else def_path.parent / "workloads.jsonl"
-    if not Path(wl_path).exists():
+    resolved = ws.inputs(opts.definition, device, opts.dataset, opts.workloads)
+    definition, def_path, wl_path = resolved.definition, resolved.path, resolved.workloads_path
+    if wl_path is None or not Path(wl_path).exists():
         raise LoopError(f"workloads file {wl_path} does not exist")
     try:
         workloads = load_workloads(wl_path, definition)
@@ -361,6 +393,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
     if harness is None:
         harness = HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
                                    timing=timing_for(device, opts.budget_s), definition_path=def_path,
+                                   provenance=resolved.provenance(len(workloads)),
                                    progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
 
     if read_champion(ws.forge, definition.name) is None:
@@ -374,7 +407,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
     cid = f"{definition.name}/{store.name}"
     evaluator = PullRequestEvaluator(ws, harness, definition, cid, store, event)
     event("campaign", {"id": cid, "resume": resume, "device": device, "agent": agent_name,
-                       "workloads": str(wl_path), "n_workloads": len(workloads)})
+                       "workloads": str(wl_path), "n_workloads": len(workloads), "inputs": resolved.describe(len(workloads))})
     if resume:
         # Pending nodes (proposed, not finished when the last run stopped) are evaluated first, even
         # when the budget is used up: their PRs may already be open.
@@ -412,19 +445,21 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
         node = campaign.tree.nodes[h["node"]]
         s = node.summary or {}
         rpath = campaign.store / "reports" / f"{h['node']}.json"
-        lat = None
+        lat = vs_best = None
         if rpath.exists():
             from harness.report import load_report
 
             r = load_report(rpath)
             meds = [w.latency_ms.median for w in r.workloads if w.latency_ms]
             lat = sum(meds) / len(meds) if meds and len(meds) == len(r.workloads) else None
+            vs_best = r.summary().get("geomean_speedup_vs_best_baseline")
         o = outcomes.get(h["node"], {})
         rows.append({
             "node": h["node"], "parent": h["parent"], "solution": node.solution.name if node.solution else None,
             "pr": o.get("pr"), "status": h["status"], "mean_latency_ms": lat,
             "speedup_vs_champion": s.get("speedup_vs_baseline"), "speedup_vs_start": h["speedup"],
-            "speedup_vs_reference": s.get("speedup_vs_reference"), "roofline_fraction": s.get("roofline_fraction_min"),
+            "speedup_vs_reference": s.get("speedup_vs_reference"), "speedup_vs_best_baseline": vs_best,
+            "roofline_fraction": s.get("roofline_fraction_min"),
             "decision": o.get("decision"), "headline": o.get("headline"), "rationale": h["rationale"],
         })
     doc, champ = ws.champion_solution(campaign.definition.name)
@@ -441,5 +476,22 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
                      "solution_hash": doc.get("solution_hash") if doc else None},
         "evaluations_run": harness.runs, "evaluations_cached": harness.cache_hits,
         "stop_reason": rep["stop_reason"],
+        "baselines": baselines_summary(campaign.store),
     }
+
+
+def baselines_summary(store: Path) -> dict[str, Any]:
+    """The declared baselines of the campaign's evaluations: which ran, and which could not run here and
+    why (from the newest report that had any)."""
+    from harness.report import load_report
+
+    for rpath in sorted((store / "reports").glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            r = load_report(rpath)
+        except (ValueError, OSError):
+            continue
+        if r.baselines:
+            return {"ran": [b.name for b in r.baselines if b.state == "ran"],
+                    "could_not_run": {b.name: b.reason for b in r.baselines if b.state != "ran"}}
+    return {"ran": [], "could_not_run": {}}
 

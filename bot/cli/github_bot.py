@@ -158,22 +158,33 @@ def register(cli: click.Group) -> None:
     @click.option("--results", "results_dir", type=click.Path(exists=True, file_okay=False), required=True)
     @click.option("--pr", "pr_number", type=int, default=None, help="PR number (default: the open PR of --head-branch)")
     @click.option("--head-branch", default=None)
-    @click.option("--head-sha", required=True, help="the sha the bench run checked out (from the workflow_run event)")
+    @click.option("--head-sha", default=None, help="the sha the bench run checked out (from the workflow_run event)")
+    @click.option("--dispatch-title", default=None,
+                  help="a dispatched bench's run title (a person's PR): the PR and the sha come from it, checked against the bot's record")
     @click.option("--run-url", default=None)
     @click.option("--repo", envvar="GITHUB_REPOSITORY")
     @click.option("--no-promote", is_flag=True, help="post the review and status only")
     @click.option("--no-rounds", is_flag=True, help="do not open the next round of an /optimize --rounds N campaign")
-    def report_cmd(results_dir: str, pr_number: int | None, head_branch: str | None, head_sha: str,
-                   run_url: str | None, repo: str | None, no_promote: bool, no_rounds: bool) -> None:
+    def report_cmd(results_dir: str, pr_number: int | None, head_branch: str | None, head_sha: str | None,
+                   dispatch_title: str | None, run_url: str | None, repo: str | None, no_promote: bool, no_rounds: bool) -> None:
         """Publish a bench run: sticky review, kbot/harness status, promotion."""
         import re
 
         from bot.review.publish import find_run_pr, publish_results
         from bot.review.results import ResultsError
 
-        if not re.fullmatch(r"[0-9a-f]{40}", head_sha):
+        if dispatch_title is None and not (isinstance(head_sha, str) and re.fullmatch(r"[0-9a-f]{40}", head_sha)):
             _fail("--head-sha must be a 40-character hex sha")
         forge = _github_forge(repo)
+        if dispatch_title is not None:
+            from bot.campaign.submission import dispatched_target
+
+            target = dispatched_target(forge, {"display_title": dispatch_title})
+            if target is None:
+                click.echo("a dispatched bench for no sha the bot authorized; nothing to report")
+                return
+            pr_number, head_sha = target[0].number, target[1]
+        assert head_sha is not None
         if pr_number is None:
             if not head_branch:
                 _fail("give --pr or --head-branch")

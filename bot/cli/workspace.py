@@ -1,7 +1,9 @@
 """The local workspace commands of ``kbot`` (registered through the ``kbot.commands`` entry points).
 
     kbot optimize DEFINITION       a campaign on the local forge (see bot/campaign/local_loop.py)
+    kbot submit SOLUTION.json      a person's kernel as a PR, judged like an agent's (bot/campaign/local_submit.py)
     kbot pr list | kbot pr show N  the local pull requests, their reviews, statuses and decisions
+    kbot pr approve N              a maintainer's approval of a person's PR, then the promotion rules
     kbot leaderboard [DEFINITION]  champion lineage from the workspace's main
     kbot report --html DIR         static site of the workspace (opens from disk)
 """
@@ -17,7 +19,9 @@ from typing import Any
 import click
 
 from bot.names import STATUS_CONTEXT
+from harness.dataset import click_option as dataset_click_option
 
+DATASET_OPT = dataset_click_option()
 WORKSPACE_OPT = click.option("--workspace", type=click.Path(file_okay=False), default=".kbot/workspace",
                              show_default=True, help="Local workspace: forge (bare git repo + store), runs, campaigns.")
 
@@ -51,8 +55,8 @@ def _progress_printer(console: Any):
     def event(kind: str, d: dict[str, Any]) -> None:
         if kind == "campaign":
             say(f"campaign [bold]{d['id']}[/bold] ({'resumed' if d['resume'] else 'new'}) — agent {d['agent']}, "
-                f"device {d['device']}{' (CPU timing: Triton interpreter, not a GPU measurement)' if d['device'] == 'cpu' else ''}, "
-                f"{d['n_workloads']} workloads from {d['workloads']}")
+                f"device {d['device']}{' (CPU timing: Triton interpreter, not a GPU measurement)' if d['device'] == 'cpu' else ''}; "
+                f"{d.get('inputs') or str(d['n_workloads']) + ' workloads from ' + d['workloads']}")
         elif kind == "start":
             say(f"no champion yet: starting point [bold]{d['solution']}[/bold] ({d['description']})")
         elif kind == "pr":
@@ -82,7 +86,9 @@ def _summary_table(s: dict[str, Any]):
     from rich.table import Table
 
     t = Table(title=f"{s['campaign']} — {s['timing']}", title_justify="left")
-    for col in ("node", "PR", "status", "mean latency ms", "vs champion", "vs start", "vs reference", "roofline", "decision"):
+    with_baselines = any(r.get("speedup_vs_best_baseline") is not None for r in s["candidates"])
+    cols = ("node", "PR", "status", "mean latency ms", "vs champion", "vs start", "vs reference") + (("vs best baseline",) if with_baselines else ())
+    for col in cols + ("roofline", "decision"):
         t.add_column(col, justify="right" if col not in ("node", "status", "decision") else "left")
     for r in s["candidates"]:
         lat = f"{r['mean_latency_ms']:.3f}" if r["mean_latency_ms"] is not None else "—"
@@ -90,8 +96,41 @@ def _summary_table(s: dict[str, Any]):
         dec = r["decision"] or "—"
         style = {"promote": "green", "reject": "red", "champion": "cyan"}.get(dec, "white")
         t.add_row(r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),
-                  _x(r["speedup_vs_start"]), _x(r["speedup_vs_reference"]), roof, f"[{style}]{dec}[/{style}]")
+                  _x(r["speedup_vs_start"]), _x(r["speedup_vs_reference"]),
+                  *((_x(r.get("speedup_vs_best_baseline")),) if with_baselines else ()), roof, f"[{style}]{dec}[/{style}]")
     return t
+
+
+def _baselines_lines(s: dict[str, Any]) -> list[str]:
+    """Under the summary table: the declared baselines that could not run here, and why."""
+    b = s.get("baselines") or {}
+    return [f"baseline {name}: could not run here: {why}" for name, why in sorted((b.get("could_not_run") or {}).items())]
+
+
+def evaluation_options(fn):
+    """What a local evaluation takes (``optimize`` and ``submit``): device, workspace, workloads, dataset, budget."""
+    for opt in reversed((
+        click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True),
+        WORKSPACE_OPT,
+        click.option("--workloads", type=click.Path(dir_okay=False, exists=True),
+                     help="Workloads JSONL (default on CPU: the definition's workloads.small.jsonl when present)."),
+        DATASET_OPT,
+        click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), help="Timing budget per workload in seconds."),
+    )):
+        fn = opt(fn)
+    return fn
+
+
+def _dataset(arg: str | None) -> Path | None:
+    """``--dataset`` / ``FIB_DATASET_PATH``, checked (exit 2 when it is not a dataset)."""
+    from harness.dataset import dataset_root
+    from harness.schema import SchemaError
+
+    try:
+        return dataset_root(arg)
+    except SchemaError as e:
+        _fail(str(e))
+        raise  # unreachable
 
 
 def _known_agent(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -114,15 +153,11 @@ def register(cli: click.Group) -> None:
                        "Default: anthropic/openai when ANTHROPIC_API_KEY/OPENAI_API_KEY is set, else offline.")
     @click.option("--rounds", type=click.IntRange(1, 100), default=2, show_default=True, help="Rounds of search (one agent call each).")
     @click.option("--candidates", type=click.IntRange(1, 16), default=2, show_default=True, help="Candidates (PRs) per round.")
-    @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
-    @WORKSPACE_OPT
-    @click.option("--workloads", type=click.Path(dir_okay=False, exists=True),
-                  help="Workloads JSONL (default on CPU: the definition's workloads.small.jsonl when present).")
-    @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), help="Timing budget per workload in seconds.")
+    @evaluation_options
     @click.option("--new", "new", is_flag=True, help="Start a new campaign even if an interrupted one can be resumed.")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
     def optimize_cmd(definition: str, agent: str | None, rounds: int, candidates: int, device: str, workspace: str,
-                     workloads: str | None, budget_s: float | None, new: bool, as_json: bool) -> None:
+                     workloads: str | None, dataset_arg: str | None, budget_s: float | None, new: bool, as_json: bool) -> None:
         """Run the optimization loop on a local forge: each candidate is a branch + PR, evaluated by the
         harness against the champion, reviewed, and merged if the promotion policy says so.
         Re-running after an interruption resumes: finished evaluations and PRs are not repeated."""
@@ -133,7 +168,7 @@ def register(cli: click.Group) -> None:
         err = Console(stderr=True, soft_wrap=True)  # one line per event, even in a log file
         opts = OptimizeOptions(definition=definition, agent=agent, rounds=rounds, candidates=candidates, device=device,
                                workspace=Path(workspace), workloads=Path(workloads) if workloads else None,
-                               budget_s=budget_s, new=new)
+                               dataset=_dataset(dataset_arg), budget_s=budget_s, new=new)
         try:
             summary = optimize(opts, _progress_printer(err))
         except (LoopError, ValueError, RuntimeError) as e:
@@ -145,15 +180,66 @@ def register(cli: click.Group) -> None:
         if not out.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
             out = Console(width=160)
         out.print(_summary_table(summary))
+        for line in _baselines_lines(summary):
+            out.print(line, highlight=False)
         ch = summary["champion"]
         out.print(f"champion of {summary['definition']}: [bold]{ch['solution']}[/bold]"
                   + (f" (PR #{ch['pr']})" if ch["pr"] else " (the starting point)")
                   + f"; {summary['evaluations_run']} evaluations run, {summary['evaluations_cached']} reused from the cache")
         out.print(f"next: kbot pr list --workspace {workspace} · kbot report --html .kbot/report --workspace {workspace}")
 
+    @cli.command("submit")
+    @click.argument("solution_json", type=click.Path(dir_okay=False, exists=True))
+    @click.option("--author", help="The person submitting: 'Name <email>' (default: git config user.name / user.email).")
+    @click.option("--definition", "-d", "definition", help="Definition (name or path; default: the solution's own).")
+    @click.option("--approve", is_flag=True, help="Approve this head as the workspace's owner, so the promotion rules may merge it.")
+    @evaluation_options
+    @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON on stdout.")
+    def submit_cmd(solution_json: str, author: str | None, definition: str | None, approve: bool, device: str, workspace: str,
+                   workloads: str | None, dataset_arg: str | None, budget_s: float | None, as_json: bool) -> None:
+        """Submit a kernel written by a person: a branch with the person's commit, a PR naming them, the
+        same evaluation (paired with the champion), review and promotion rules as an agent's attempt.
+        Merging a person's code also needs a maintainer's approval of the measured head: --approve, or
+        `kbot pr approve N` later."""
+        from rich.console import Console
+
+        from bot.campaign.local_loop import LoopError
+        from bot.campaign.local_submit import SubmitOptions, parse_author, submit
+
+        err = Console(stderr=True, soft_wrap=True)
+        try:
+            opts = SubmitOptions(solution=Path(solution_json), author=parse_author(author), definition=definition,
+                                 workspace=Path(workspace), device=device, workloads=Path(workloads) if workloads else None,
+                                 dataset=_dataset(dataset_arg), budget_s=budget_s, approve=approve)
+            out = submit(opts, _progress_printer(err))
+        except (LoopError, ValueError, RuntimeError) as e:
+            _fail(str(e))
+        if as_json:
+            click.echo(json.dumps(out, indent=1, default=str))
+            return
+        click.echo(f"PR #{out['pr']} ({out['branch']}) by {out['author']}: {out['decision']} — {out['headline']}")
+        click.echo(f"next: kbot pr show {out['pr']} --workspace {workspace}"
+                   + ("" if out["merged_sha"] or approve else f" · kbot pr approve {out['pr']} --workspace {workspace}"))
+
     @cli.group("pr")
     def pr_group() -> None:
         """Pull requests of the local forge."""
+
+    @pr_group.command("approve")
+    @click.argument("number", type=int)
+    @WORKSPACE_OPT
+    def pr_approve(number: int, workspace: str) -> None:
+        """Approve a person's PR at its head as the workspace's owner, then apply the promotion rules to
+        its last evaluation (on GitHub: a maintainer's approving review, then /promote)."""
+        from bot.campaign.local_loop import LoopError
+        from bot.campaign.local_submit import approve
+        from bot.forge.base import ForgeError
+
+        ws = _workspace(workspace)
+        try:
+            click.echo(approve(ws, number))
+        except (LoopError, ForgeError) as e:
+            _fail(str(e))
 
     @pr_group.command("list")
     @WORKSPACE_OPT

@@ -1,4 +1,5 @@
-"""/evaluate: re-run the harness on this PR's current head."""
+"""/evaluate: run the harness on this PR's current head: the bot's own candidate again, or a person's
+kernel (a branch or a fork) once, for this head, authorized by the caller's API-checked permission."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from bot.commands.spec import CommandSpec
 
 
 def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
-    return CommandResult(True, ctx.services.request_evaluation(ctx.pr(), profile=False))
+    return CommandResult(True, ctx.services.request_evaluation(ctx.pr(), profile=False, actor=ctx.actor))
 
 
 SPEC = CommandSpec(
     name="evaluate",
-    summary="re-run the benchmark on the PR head",
+    summary="benchmark the PR head (a kbot candidate, or a person's kernel PR)",
     handler=run,
     pr_only=True,
     permission="write",

@@ -16,7 +16,7 @@ def help_text(policy=None) -> str:
             who = f" — needs `{rule.permission}`" if rule.permission != "none" else ""
             if rule.teams:
                 who += f" or team {', '.join(f'`{t}`' for t in rule.teams)}"
-        where = " (on a kbot PR)" if spec.pr_only else ""
+        where = " (on a PR)" if spec.pr_only else ""
         lines.append(f"- `{spec.usage_for(policy)}` — {spec.summary}{where}{who}")
     lines += ["", "Commands inside code blocks, quotes, HTML comments or tags and `<details>` are ignored."]
     return "\n".join(lines)

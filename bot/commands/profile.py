@@ -8,7 +8,7 @@ from bot.commands.spec import CommandSpec
 
 
 def run(ctx: CommandContext, inv: Invocation) -> CommandResult:
-    return CommandResult(True, ctx.services.request_evaluation(ctx.pr(), profile=True))
+    return CommandResult(True, ctx.services.request_evaluation(ctx.pr(), profile=True, actor=ctx.actor))
 
 
 SPEC = CommandSpec(

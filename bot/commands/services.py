@@ -2,9 +2,13 @@
 
 * ``/optimize`` calls an injected campaign function (the controller's campaign API in production, a
   small generator in tests); without one the command fails with a clear message.
-* ``/evaluate`` and ``/profile`` re-trigger the bench workflow by (re)applying the ``kbot:bench`` or
-  ``kbot:profile`` label: a label event made with the App token starts ``bench.yml``, which is gated
-  on bot branches of this repository. The commit status goes to pending at once.
+* ``/evaluate`` and ``/profile`` on the bot's own candidate re-trigger the bench workflow by
+  (re)applying the ``kbot:bench`` or ``kbot:profile`` label: a label event made with the App token
+  starts ``bench.yml``, which is gated on bot branches of this repository. On a person's PR (a fork, or
+  a branch a person opened, ``kbot/`` names included) they check the PR is one solution folder, write
+  the submission record for its head and dispatch the bench workflow from the default branch
+  (``bot.campaign.submission``). The commit status goes to pending only once a bench was started: a
+  PR that will not be benchmarked is told why and keeps no pending status.
 * ``/promote`` reads the evidence block of our own sticky review and runs the promotion rules with
   today's facts (champion, PR head, default branch); it never bypasses a rule.
 * ``/stop`` labels the thread ``kbot:stopped`` (further /optimize refused) and calls an injected
@@ -15,10 +19,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
+from bot.campaign import submission
 from bot.campaign.request import CampaignRefused, OptimizeRequest
+from bot.campaign.submission import is_person_pr
 from bot.commands.context import CommandFailed
-from bot.forge.base import Forge, PullRequest
-from bot.forge.trusted_meta import read_meta
+from bot.forge.base import Forge, ForgeError, PullRequest, UnsupportedError
 from bot.names import BENCH_LABEL, BRANCH_PREFIX, PROFILE_LABEL, STATUS_CONTEXT, STOPPED_LABEL, is_candidate_pr
 from bot.promotion.champion import read_champion
 from bot.promotion.execute import resume_pointer, run_promotion
@@ -65,11 +70,13 @@ class ForgeServices:
             self.stopper(thread, actor)
         return f"Stopped: no new candidates for this thread (label `{STOPPED_LABEL}`; remove it to resume)."
 
-    def request_evaluation(self, pr: PullRequest, *, profile: bool = False) -> str:
-        if not is_candidate_pr(pr):
-            raise CommandFailed("only kbot candidate branches (`kbot/...`) of this repository are benchmarked.")
+    def request_evaluation(self, pr: PullRequest, *, profile: bool = False, actor: str = "") -> str:
         if not pr.is_open:
             raise CommandFailed("the PR is closed.")
+        if is_person_pr(self.forge, pr):
+            return self._evaluate_person(pr, profile=profile, actor=actor)
+        if not is_candidate_pr(pr):
+            raise CommandFailed("only kbot candidate branches (`kbot/...`) of this repository are benchmarked.")
         label = PROFILE_LABEL if profile else BENCH_LABEL
         # Remove first: adding a label that is already there sends no event.
         self.forge.remove_label(pr.number, label)
@@ -79,11 +86,33 @@ class ForgeServices:
         what = "Benchmark with profiling" if profile else "Benchmark"
         return f"{what} requested for `{pr.head_sha[:12]}`; the review will be updated when it finishes."
 
+    def _evaluate_person(self, pr: PullRequest, *, profile: bool, actor: str) -> str:
+        """A person's kernel: checked as data, recorded for its head, benched by a dispatch (no status
+        unless the bench was started)."""
+        try:
+            sub = submission.inspect(self.forge, pr)
+        except submission.SubmissionError as e:
+            raise CommandFailed(f"not benchmarked: {escape_inline(e, 400)}") from None
+        sub = submission.record(self.forge, sub, actor)
+        try:
+            submission.request_bench(self.forge, sub, profile=profile)
+        except UnsupportedError:
+            raise CommandFailed("this forge cannot start the GPU bench (locally, `kbot submit` evaluates a person's kernel).") from None
+        except ForgeError as e:
+            raise CommandFailed(f"could not start the bench workflow ({escape_inline(type(e).__name__, 60)}); try again.") from None
+        self.forge.set_status(pr.head_sha, "pending", context=STATUS_CONTEXT,
+                              description="profile requested (a person's kernel)" if profile else "benchmark requested (a person's kernel)")
+        what = "Benchmark with profiling" if profile else "Benchmark"
+        return (f"{what} of `{escape_inline(sub.solution_path, 200)}` by {escape_inline(sub.author, 80)} requested for "
+                f"`{pr.head_sha[:12]}`; the review will be updated when it finishes. A new push needs a new `/evaluate`; "
+                "merging needs an approving review of the measured head (see docs/bot.md).")
+
     def promote(self, pr: PullRequest, actor: str) -> str:
-        if not is_candidate_pr(pr):
+        person = is_person_pr(self.forge, pr)
+        if person and submission.read_record(self.forge, pr) is None:
+            raise CommandFailed("this person's PR has no submission record yet; a maintainer's `/evaluate` writes it.")
+        if not person and not is_candidate_pr(pr):
             raise CommandFailed("only kbot candidate PRs of this repository can be promoted.")
-        if pr.author.lower() != self.forge.info.bot_login.lower():
-            raise CommandFailed("only candidate PRs opened by the bot can be promoted.")
         # The rest of the gate (bot-only commits, files only under the solution folder, report = meta)
         # is checked by run_promotion right before the merge (bot.promotion.candidate_gate).
         if pr.merged:
@@ -127,7 +156,7 @@ class ForgeServices:
                 passed = sum(1 for x in w if isinstance(x, list) and len(x) > 1 and x[1] == "PASSED")
                 lines.append(f"Last evaluation: {passed}/{len(w)} workloads passed, measured at "
                              f"`{escape_inline(str(data.get('head_sha'))[:12], 12)}`.")
-            meta = read_meta(pr, self.forge) if is_candidate_pr(pr) else None
+            meta = submission.trusted_meta(self.forge, pr) if (is_candidate_pr(pr) or is_person_pr(self.forge, pr)) else None
             definition = meta.get("definition") if meta else None
             if isinstance(definition, str):
                 champ = read_champion(self.forge, definition)

@@ -408,3 +408,9 @@ class Forge(Protocol):
     def is_team_member(self, org: str, team_slug: str, user: str) -> bool:
         """Active membership only (a pending invitation does not count)."""
         ...
+
+    # -- workflows -------------------------------------------------------------------------------
+    def dispatch_workflow(self, workflow: str, ref: str, inputs: Mapping[str, str]) -> None:
+        """Start ``workflow`` (a file name under .github/workflows/) on ``ref`` with ``inputs``
+        (``workflow_dispatch``). ``UnsupportedError`` where the host runs no workflows (the local forge)."""
+        ...

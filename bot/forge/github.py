@@ -16,9 +16,10 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import re
 import time
 from datetime import datetime
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, Mapping, TypeVar
 
 import github
 import requests
@@ -765,6 +766,15 @@ class GitHubForge:
         except NotFoundError:
             return False
         return isinstance(data, dict) and data.get("state") == "active"
+
+
+    def dispatch_workflow(self, workflow: str, ref: str, inputs: Mapping[str, str]) -> None:
+        """``workflow_dispatch`` (204). Not deduplicated: a POST retried after a server error may start
+        a second run, which only measures the same head again (results and reviews are sticky)."""
+        if not isinstance(workflow, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,100}\.ya?ml", workflow):
+            raise ForgeError(f"workflow must be a file name under .github/workflows/, not {workflow!r}")
+        wf = self._read(f"workflow {workflow}", lambda: self._repo().get_workflow(workflow))
+        self._write(f"dispatch {workflow}", lambda: wf.create_dispatch(ref, {k: str(v) for k, v in inputs.items()}, throw=True))
 
 
 def _dt(value: Any) -> datetime | None:

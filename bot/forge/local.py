@@ -255,10 +255,15 @@ class LocalForge:
             self.git("update-index", "--index-info", input="".join(lines).encode(), env=env)
             return self.git.out("write-tree", env=env)
 
-    def commit_files(self, branch: str, base_sha: str | None, files: FilesArg, message: str) -> str:
-        """See ``Forge.commit_files``. ``base_sha=None`` writes a root commit on a branch that must not exist."""
+    def commit_files(self, branch: str, base_sha: str | None, files: FilesArg, message: str,
+                     *, author: tuple[str, str] | None = None) -> str:
+        """See ``Forge.commit_files``. ``base_sha=None`` writes a root commit on a branch that must not exist.
+        ``author`` (name, e-mail): a person's commit (``kbot submit``), authored and committed by them;
+        the bot then treats the branch as a person's (it never writes to it)."""
         normalize_files(files)  # refuse bad input before looking at anything
         head = self.branch_head(branch)
+        if head is not None and author is not None:
+            raise BranchMovedError(f"{branch} exists; a person's submission starts a branch of its own")
         if head is not None:
             # GitHubForge's order: a person's commit is the more useful reason when both apply.
             humans = self.branch_touched_by_humans(branch)
@@ -270,7 +275,13 @@ class LocalForge:
             raise NotFoundError(f"no commit {base_sha!r} to build on")
         tree = self._tree_with(base_sha, files)
         parents = ["-p", base_sha] if base_sha else []
-        sha = self.git.out("commit-tree", tree, *parents, "-m", message)
+        env = None
+        if author is not None:
+            name, email = author
+            if not name or not email or "\n" in name + email or email == BOT_EMAIL:
+                raise ForgeError(f"a person's commit needs a name and an e-mail other than the bot's, not {author!r}")
+            env = {"GIT_AUTHOR_NAME": name, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": name, "GIT_COMMITTER_EMAIL": email}
+        sha = self.git.out("commit-tree", tree, *parents, "-m", message, env=env)
         # Compare-and-swap: the ref moves only if it is still what we read (absent: all zeros).
         p = self.git("update-ref", f"refs/heads/{branch}", sha, head or ZERO, check=False)
         if p.returncode != 0:
@@ -416,7 +427,8 @@ class LocalForge:
         return None
 
     def open_pr(self, head_branch: str, title: str, body: str, *, base: str | None = None,
-                labels: tuple[str, ...] | list[str] = (), draft: bool = False) -> PullRequest:
+                labels: tuple[str, ...] | list[str] = (), draft: bool = False, author: str | None = None) -> PullRequest:
+        """``author``: a person opening the PR (``kbot submit``); the bot otherwise."""
         _check_body(body, "PR")
         base = base or DEFAULT_BRANCH
         with self._locked() as data:
@@ -436,7 +448,7 @@ class LocalForge:
                 raise ForgeError(f"No commits between {base} and {head_branch}")
             n = self._next_number(data)
             rec = {"number": n, "title": title, "body": body, "head_branch": head_branch, "head_sha": head,
-                   "base_branch": base, "state": "open", "merged": False, "author": self.bot_login,
+                   "base_branch": base, "state": "open", "merged": False, "author": author or self.bot_login,
                    "labels": sorted(set(labels)), "created_at": _now(), "updated_at": _now(), "draft": draft,
                    "merge_commit_sha": None, "closed_at": None}
             data["prs"][str(n)] = rec
@@ -712,3 +724,23 @@ class LocalForge:
 
     def is_team_member(self, org: str, team_slug: str, user: str) -> bool:
         return self._load()["teams"].get(f"{org}/{team_slug}", {}).get(user) == "active"
+
+    def dispatch_workflow(self, workflow: str, ref: str, inputs: Any) -> None:
+        raise UnsupportedError("the local forge runs no workflows: `kbot submit` evaluates a person's kernel on this machine")
+
+    # -- what a person does (no web UI here) -------------------------------------------------------
+    def approve(self, number: int, sha: str, by: str, body: str = "Approved.") -> Review:
+        """An approving review of ``sha`` by ``by`` (a person: the bot's own reviews never approve)."""
+        if by == self.bot_login:
+            raise ForgeError("the bot does not approve pull requests")
+        if self._resolve(sha) is None:
+            raise NotFoundError(f"no commit {sha!r} to approve")
+        with self._locked() as data:
+            rec = self._get(data, number)
+            if rec["author"] == by:
+                raise ForgeError("Can not approve your own pull request")
+            rid = self._next_id(data)
+            r = {"id": rid, "number": number, "body": body, "author": by, "state": "APPROVED",
+                 "commit_sha": sha, "created_at": _now(), "updated_at": _now(), "edits": 0}
+            data["reviews"][str(rid)] = r
+        return self._review(r)

@@ -6,8 +6,9 @@
   on the same event);
 * both only while the bot is not paused (kill switch: policy ``enabled: false``, the kill-switch file,
   the kill-switch label on the PR; an invalid policy file pauses too);
-* ``workflow_run`` (completed) of ``bench.yml`` for a kbot branch → results fetched (injected
-  function: the artifact download needs the App's token), then review, status and promotion.
+* ``workflow_run`` (completed) of ``bench.yml`` for a kbot branch, or dispatched by the bot for a
+  person's PR (``bot.campaign.submission``) → results fetched (injected function: the artifact
+  download needs the App's token), then review, status and promotion.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from bot.campaign.submission import dispatched_target
 from bot.commands.auth import RateLimiter
 from bot.commands.bot_policy import paused
 from bot.commands.context import Services
@@ -95,21 +97,33 @@ class EventRouter:
     def _workflow_run(self, forge: Forge, payload: Mapping[str, Any]) -> str:
         run = payload.get("workflow_run") or {}
         repo = (payload.get("repository") or {}).get("full_name")
-        if run.get("event") != "pull_request" or run.get("path") != BENCH_WORKFLOW:
+        if run.get("event") not in ("pull_request", "workflow_dispatch") or run.get("path") != BENCH_WORKFLOW:
             return "ignored"
         if run.get("conclusion") not in FINISHED:
             # cancelled / skipped / timed out runs have no results: the review must stay as it is
             return "ignored"
         head_repo = (run.get("head_repository") or {}).get("full_name")
-        branch, sha = run.get("head_branch"), run.get("head_sha")
-        if not (isinstance(branch, str) and is_candidate_branch(branch) and isinstance(head_repo, str)
-                and isinstance(repo, str) and head_repo.lower() == repo.lower()):
+        if not (isinstance(head_repo, str) and isinstance(repo, str) and head_repo.lower() == repo.lower()):
             return "ignored"
-        if not isinstance(sha, str) or not _SHA.match(sha):
-            return "ignored"
-        pr = find_run_pr(forge, branch, sha)  # a merged PR too: its interrupted promotion is finished
-        if pr is None:
-            return "ignored"
+        if run.get("event") == "workflow_dispatch":
+            # A person's kernel, dispatched by the bot after a maintainer's /evaluate: the PR and the
+            # measured sha come from the run's title, and count only for a sha the bot's record authorized.
+            target = dispatched_target(forge, run)
+            if target is None:
+                return "ignored"
+            pr, sha = target
+            if not pr.is_open:
+                return "ignored"
+            branch = pr.head_branch
+        else:
+            branch, sha = run.get("head_branch"), run.get("head_sha")
+            if not (isinstance(branch, str) and is_candidate_branch(branch)):
+                return "ignored"
+            if not isinstance(sha, str) or not _SHA.match(sha):
+                return "ignored"
+            pr = find_run_pr(forge, branch, sha)  # a merged PR too: its interrupted promotion is finished
+            if pr is None:
+                return "ignored"
         why = paused(forge, pr.labels)
         if why:
             # Kill switch: nothing is published, promoted or continued; `/evaluate` after resuming.

@@ -15,6 +15,15 @@ Promotion merges code into the default branch without a person's review, so befo
 * the PR changes only files under the meta block's solution folder ``kernels/<definition>/<name>/``;
 * the evaluated report is for the definition and solution hash the meta block names.
 
+A person's PR (``bot.campaign.submission``: a kernel written by hand, from a branch or a fork) has no
+meta block; in its place:
+
+* the bot's submission record, written when a maintainer asked for the benchmark, for exactly the
+  measured head sha, naming the evaluated definition and solution hash;
+* every file the PR changes under the record's solution folder;
+* an approving review of the measured head by an account with at least the promotion policy's
+  ``people_approval`` role (checked by API), other than the PR's author.
+
 ``candidate_problems`` returns one plain sentence per failed requirement (empty: promotable).
 """
 
@@ -57,13 +66,16 @@ def changed_files(forge: Any, pr: PullRequest) -> list[str] | None:
 
 
 def candidate_problems(forge: Any, pr: PullRequest, *, definition: str | None, solution_hash: str | None,
-                       meta: Mapping[str, Any] | None = None) -> list[str]:
-    """Why ``pr`` must not be promoted for a report of (``definition``, ``solution_hash``); [] if it may."""
+                       meta: Mapping[str, Any] | None = None, head_sha: str | None = None,
+                       people_approval: str = "maintain") -> list[str]:
+    """Why ``pr`` must not be promoted for a report of (``definition``, ``solution_hash``) measured at
+    ``head_sha``; [] if it may."""
     bot = forge.info.bot_login
     if meta_key(forge) is None:
         return [NO_KEY]
     if pr.author.lower() != bot.lower():
-        return [f"the PR was opened by {pr.author!r}, not by the bot"]
+        return person_problems(forge, pr, definition=definition, solution_hash=solution_hash, head_sha=head_sha,
+                               people_approval=people_approval)
     if not is_candidate_pr(pr):
         return ["the PR is not a kbot branch of this repository"]
     if meta is None:
@@ -92,13 +104,49 @@ def candidate_problems(forge: Any, pr: PullRequest, *, definition: str | None, s
     folder = solution_folder(meta)
     if folder is None:
         return problems + ["the PR's metadata has no valid solution_path (kernels/<definition>/<name>/solution.json)"]
+    return problems + folder_problems(forge, pr, folder)
+
+
+def folder_problems(forge: Any, pr: PullRequest, folder: str | None) -> list[str]:
+    """[] when every file the PR changes is under ``folder/``, else why not (or why it cannot tell)."""
     try:
         files = changed_files(forge, pr)
     except ForgeError as e:
-        return problems + [f"could not list the PR's files ({type(e).__name__})"]
+        return [f"could not list the PR's files ({type(e).__name__})"]
     if files is None:
-        return problems + ["this forge cannot list the PR's changed files"]
-    outside = sorted(p for p in files if not p.startswith(folder + "/"))
-    if outside:
-        problems.append(f"the PR changes {len(outside)} file(s) outside {folder}/ (first: {outside[0]})")
+        return ["this forge cannot list the PR's changed files"]
+    outside = sorted(p for p in files if folder is None or not p.startswith(folder + "/"))
+    return [f"the PR changes {len(outside)} file(s) outside {folder}/ (first: {outside[0]})"] if outside else []
+
+
+def person_problems(forge: Any, pr: PullRequest, *, definition: str | None, solution_hash: str | None,
+                    head_sha: str | None, people_approval: str) -> list[str]:
+    """The requirements of a person's PR (see the module docstring)."""
+    from bot.campaign.submission import read_record
+    from bot.forge.base import Permission
+
+    sub = read_record(forge, pr)
+    if sub is None:
+        return [f"the PR was opened by {pr.author!r}, not by the bot, and has no submission record (a maintainer's /evaluate writes one)"]
+    problems: list[str] = []
+    if head_sha is None or sub.head_sha != head_sha:
+        problems.append(f"the submission record authorized {sub.head_sha[:12]}, not the measured head {str(head_sha)[:12]}")
+    if definition is None or sub.definition != definition:
+        problems.append("the report's definition differs from the submission record")
+    if solution_hash is None or sub.solution_hash != solution_hash:
+        problems.append("the report's solution hash differs from the submission record")
+    problems += folder_problems(forge, pr, solution_folder(sub.meta()))
+    if people_approval != "none" and head_sha:
+        approvers = []
+        try:
+            for r in forge.list_reviews(pr.number):
+                if (r.state == "APPROVED" and r.commit_sha == head_sha and r.author
+                        and r.author.lower() not in (pr.author.lower(), forge.info.bot_login.lower())):
+                    approvers.append(r.author)
+            ok = any(forge.permission(a).at_least(Permission(people_approval)) for a in dict.fromkeys(approvers))
+        except ForgeError as e:
+            return problems + [f"could not check the approving reviews ({type(e).__name__})"]
+        if not ok:
+            problems.append(f"waiting for an approving review of the measured head {head_sha[:12]} by someone with the "
+                            f"{people_approval} role (then comment /promote)")
     return problems

@@ -39,7 +39,12 @@ def render_leaderboard(doc: Mapping[str, Any]) -> str:
         r["rank"] = i + 1
         s = r.get("summary") if isinstance(r.get("summary"), Mapping) else {}
         r["s"] = s
-    return render_template("leaderboard.md.j2", definition=doc.get("definition"), rows=rows)
+    # The baseline column appears once a promotion was measured beside declared baselines, so the
+    # leaderboards written before baselines existed render exactly as they were.
+    with_baselines = any("geomean_speedup_vs_best_baseline" in r["s"] for r in rows)
+    could_not_run = rows[0]["s"].get("baselines_could_not_run")
+    return render_template("leaderboard.md.j2", definition=doc.get("definition"), rows=rows, with_baselines=with_baselines,
+                           could_not_run=could_not_run if isinstance(could_not_run, Mapping) else None)
 
 
 def champion_path(definition: str) -> str:

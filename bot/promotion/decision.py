@@ -41,6 +41,9 @@ class PromotionPolicy(BaseModel):
     require_up_to_date: bool = True
     merge_method: Literal["squash", "merge", "rebase"] = "squash"
     close_losers: bool = True
+    # A person's PR (not opened by the bot) is merged only with an approving review of the measured head
+    # by an account with at least this role (checked by API; "none": no approval needed).
+    people_approval: Literal["none", "write", "maintain", "admin"] = "maintain"
 
     @classmethod
     def from_yaml(cls, text: str, where: str = PROMOTION_PATH) -> "PromotionPolicy":

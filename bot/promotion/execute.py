@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
+from bot.campaign.submission import trusted_meta
 from bot.forge.base import BranchMovedError, Forge, ForgeError, HeadMovedError, PullRequest
-from bot.forge.trusted_meta import read_meta
 from bot.names import definition_branch_prefix
 from bot.policy_file import PolicyError
 from bot.promotion.candidate_gate import candidate_problems, solution_folder
@@ -27,6 +27,10 @@ from bot.review.evidence import Evidence, find_evidence
 from bot.review.markdown import commit_text, escape_inline
 from harness.geomean import geomean_ci
 from harness.schema import Status
+
+# What a champion entry keeps of its report's summary (the leaderboard renders these).
+SUMMARY_KEYS = ("mean_speedup_vs_reference", "geomean_speedup_vs_reference", "geomean_speedup_vs_best_baseline",
+                "best_baselines", "baselines_could_not_run")
 
 
 def load_promotion_policy(forge: Forge) -> PromotionPolicy:
@@ -43,7 +47,8 @@ def load_promotion_policy(forge: Forge) -> PromotionPolicy:
 def is_up_to_date(forge: Forge, pr: PullRequest) -> bool:
     """True when the PR head contains every commit of the default branch."""
     try:
-        return not forge.branch_commits(forge.default_branch(), base=pr.head_branch)
+        # By sha: a fork PR's head branch is not a branch of this repository.
+        return not forge.branch_commits(forge.default_branch(), base=pr.head_sha)
     except ForgeError:
         return False
 
@@ -102,7 +107,7 @@ def write_pointer(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decisio
             "speedup_vs_previous": decision.geomean if not decision.first_champion else None,
             "ci95_vs_previous": list(decision.ci95) if decision.ci95 else None,
             "workloads": len(ev.workloads),
-            **({k: v for k, v in summary.items() if k in ("mean_speedup_vs_reference", "geomean_speedup_vs_reference")} if summary else {}),
+            **({k: v for k, v in summary.items() if k in SUMMARY_KEYS} if summary else {}),
         },
     }
     branch = forge.default_branch()
@@ -170,12 +175,12 @@ def resume_pointer(forge: Forge, pr: PullRequest, *, policy: PromotionPolicy | N
     decision = decide(ev, policy, champion_hash=champion_hash if isinstance(champion_hash, str) else None,
                       pr_head_sha=pr.head_sha, up_to_date=True)
     if decision.action == "promote":
-        decision = gate_candidate(forge, pr, ev, decision)
+        decision = gate_candidate(forge, pr, ev, decision, policy)
     out = PromotionOutcome(decision, merged_sha=pr.merge_commit_sha)
     if decision.action != "promote":
         out.note = "merged, but the rules no longer hold against the current champion: pointer not written"
         return out
-    meta = read_meta(pr, forge)
+    meta = trusted_meta(forge, pr)
     path = meta.get("solution_path") if solution_folder(meta) else None
     out.pointer_sha, out.note = write_pointer(forge, pr, ev, decision, pr.merge_commit_sha, solution_path=path)
     if out.pointer_sha:
@@ -208,17 +213,22 @@ def current_decision(forge: Forge, pr: PullRequest, ev: Evidence,
     decision = decide(ev, policy, champion_hash=champion_hash, pr_head_sha=current.head_sha,
                       up_to_date=is_up_to_date(forge, current))
     if decision.action == "promote":
-        decision = gate_candidate(forge, current, ev, decision)
+        decision = gate_candidate(forge, current, ev, decision, policy)
     return current, decision, policy
 
 
-def gate_candidate(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decision) -> Decision:
+def gate_candidate(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decision, policy: PromotionPolicy | None = None) -> Decision:
     """A promote decision turned into a reject when the PR is not a bot-made candidate for exactly the
-    evaluated solution (``bot.promotion.candidate_gate``): only the bot's own, unmodified branches are merged."""
-    problems = candidate_problems(forge, pr, definition=ev.definition, solution_hash=ev.solution_hash)
+    evaluated solution, or a person's submission without its record and approval
+    (``bot.promotion.candidate_gate``): only the bot's own, unmodified branches, and people's approved
+    submissions, are merged."""
+    policy = policy or PromotionPolicy()
+    problems = candidate_problems(forge, pr, definition=ev.definition, solution_hash=ev.solution_hash,
+                                  head_sha=ev.head_sha, people_approval=policy.people_approval)
     if not problems:
         return decision
-    extra = tuple(Reason("bot-made candidate", False, f"not promoted: {p}") for p in problems)
+    rule = "bot-made candidate" if pr.author.lower() == forge.info.bot_login.lower() else "person's submission"
+    extra = tuple(Reason(rule, False, f"not promoted: {p}") for p in problems)
     return Decision("reject", decision.reasons + extra, decision.geomean, decision.ci95, decision.first_champion)
 
 
@@ -243,4 +253,8 @@ def run_promotion(forge: Forge, pr: PullRequest, ev: Evidence, *, summary: Mappi
     """Decide with today's repository facts and, on promote, execute. Used by the report pipeline and /promote."""
     current, decision, policy = current_decision(forge, pr, ev, policy)
     losers = find_losers(forge, pr.number, ev.definition) if decision.action == "promote" and policy.close_losers else []
-    return execute(forge, current, ev, decision, policy, summary=summary, losers=losers)
+    # The pointer records the solution's file as the bot's own record names it (meta block or
+    # submission record), so the next bench finds the champion's kernel.
+    meta = trusted_meta(forge, current) if decision.action == "promote" else None
+    path = meta.get("solution_path") if solution_folder(meta) else None
+    return execute(forge, current, ev, decision, policy, summary=summary, losers=losers, solution_path=path)

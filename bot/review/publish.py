@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.campaign.submission import is_person_pr, read_record, trusted_meta
 from bot.commands.bot_policy import paused as bot_paused
 from bot.forge.base import UnsupportedError
 from bot.forge.markers import REVIEW_MARKER, sticky_marker
-from bot.forge.trusted_meta import META_KEY_ENV, read_meta
+from bot.forge.trusted_meta import META_KEY_ENV
 from bot.names import STATUS_CONTEXT, is_candidate_pr
 from bot.promotion.candidate_gate import NO_KEY, solution_folder
 from bot.promotion.execute import current_decision, execute, find_losers, resume_pointer
@@ -60,8 +61,11 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
         raise ValueError("give exactly one of results_dir and report")
     problems: list[str] = []
     pr = forge.get_pr(pr_number)
-    if not is_candidate_pr(pr):
-        raise ResultsError(f"PR #{pr_number} is not a kbot candidate branch of this repository")
+    # A kbot branch (whoever opened it: the candidate gate judges a person's), or a person's PR that a
+    # maintainer's /evaluate recorded (bot.campaign.submission).
+    if not is_candidate_pr(pr) and not (is_person_pr(forge, pr) and read_record(forge, pr) is not None):
+        raise ResultsError(f"PR #{pr_number} is neither a kbot candidate branch of this repository nor a person's PR "
+                           "with a submission record (a maintainer's /evaluate writes it)")
     if not pr.is_open:
         # A late or re-run bench of a PR that was merged or closed: its review stays as it was. A merged
         # PR whose champion pointer was never written (interrupted promotion) gets it now.
@@ -71,7 +75,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
                 return Published(pr_number, "resumed", resumed.decision, merged_sha=resumed.merged_sha,
                                  closed=resumed.closed, problems=problems)
         return Published(pr_number, "skipped", problems=problems)
-    meta = read_meta(pr, forge)
+    meta = trusted_meta(forge, pr)  # a bot PR's signed block, or a person's submission record
     if results_dir is not None:
         read = read_bench_results(results_dir, meta)
         report, problems = read.report, read.problems

@@ -14,7 +14,7 @@ from markupsafe import Markup
 from bot.forge.markers import REVIEW_MARKER
 from bot.review.evidence import EVIDENCE_LINE_START, evidence_block
 from bot.review.markdown import is_number, render_template, strip_control
-from harness.report import FeedbackItem, Report, WorkloadResult, severity_rank
+from harness.report import FeedbackItem, Report, WorkloadResult, best_baseline, severity_rank
 from harness.schema import Status
 
 MAX_REVIEW_CHARS = 60_000  # GitHub rejects bodies over 65,536 characters
@@ -29,6 +29,7 @@ class Row:
     w: WorkloadResult
     axes: str
     champion_median: float | None
+    best: tuple[str, Any] | None = None  # (name, BaselineResult): the fastest declared baseline that passed here
 
 
 def _axes_text(axes: dict[str, int]) -> str:
@@ -66,7 +67,8 @@ def render_review(report: Report, champion: Report | None = None, decision: Any 
     rows = []
     for i, w in enumerate(report.workloads, start=1):
         cw = champ_by_uuid.get(w.uuid)
-        rows.append(Row(i, w, _axes_text(w.axes), cw.latency_ms.median if cw and cw.latency_ms else None))
+        best = best_baseline(w) if w.status is Status.PASSED else None
+        rows.append(Row(i, w, _axes_text(w.axes), cw.latency_ms.median if cw and cw.latency_ms else None, best))
     labels, values = chart_values(report)
     failures = [w for w in report.workloads if w.status is not Status.PASSED]
     has_baseline = any(w.speedup_vs_baseline for w in report.workloads)
@@ -92,6 +94,8 @@ def render_review(report: Report, champion: Report | None = None, decision: Any 
         run_url=run_url if run_url and re.fullmatch(r"https://[A-Za-z0-9./_-]{1,300}", run_url) else None,
         passed=Status.PASSED,
         has_kernel_time=any(w.kernel_time is not None and w.kernel_time.latency_ms is not None for w in report.workloads),
+        has_baselines=any(r.best for r in rows),
+        baseline_failures=baseline_failures(report),
     )
     block = evidence_block(report, head_sha)
     room = MAX_REVIEW_CHARS - len(block) - 200
@@ -99,6 +103,16 @@ def render_review(report: Report, champion: Report | None = None, decision: Any 
         body = body[:room] + "\n\n…(review truncated; the full report is in the run's artifact)\n"
     return f"{body.rstrip()}\n\n{block}\n"
 
+
+
+def baseline_failures(report: Report) -> dict[str, list[str]]:
+    """Per declared baseline that ran: one line per workload it did not pass (status and why)."""
+    out: dict[str, list[str]] = {}
+    for i, w in enumerate(report.workloads, start=1):
+        for name, b in w.baselines.items():
+            if b.status is not Status.PASSED:
+                out.setdefault(name, []).append(f"w{i} {b.status.value}: {b.message}")
+    return out
 
 
 def status_line(report: Report, decision: Any = None) -> tuple[str, str]:
@@ -112,6 +126,9 @@ def status_line(report: Report, decision: Any = None) -> tuple[str, str]:
     desc = f"{s['passed']}/{s['workloads']} passed"
     if is_number(gm):
         desc += f", {gm:.3f}x vs champion"
+    gb = s.get("geomean_speedup_vs_best_baseline")
+    if is_number(gb):
+        desc += f", {gb:.3f}x vs best baseline"
     if decision is not None:
         desc += f"; {decision.action}"
     return state, strip_control(desc)[:140]

@@ -394,3 +394,7 @@ class MemForge:
 
     def is_team_member(self, org, team_slug, user) -> bool:
         return user in self.teams.get((org, team_slug), set())
+
+    # -- workflows --------------------------------------------------------------------------------
+    def dispatch_workflow(self, workflow, ref, inputs) -> None:
+        self.writes.append(("dispatch", workflow, ref, dict(inputs)))

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 
-from reportkit import FB, FINDING, good, report, workload
+from reportkit import FB, FINDING, good, lat, report, workload
 
 from bot.forge.markers import REVIEW_MARKER
 from bot.promotion.decision import PromotionPolicy, decide
 from bot.review.evidence import Evidence, read_evidence
 from bot.review.markdown import ZWSP, escape_inline
 from bot.review.sticky_review import render_review, status_line
+from harness.report import PairedRatio
 from harness.schema import Status
 
 HEAD = "a" * 40
@@ -136,3 +137,69 @@ def test_gpu_time_column_appears_only_with_kernel_times():
     w1, w2 = table_rows(md)
     assert w1[4] == "0.0095" and w2[4] == "—" and w1[5] == "1.250x [1.200, 1.310]"
     assert len(w1) == len(header.strip("|").split("|"))
+
+
+def with_baselines(rep):
+    """Two declared baselines beside the candidate: fla ran (and was fastest on every workload but the
+    last, where it failed), torch_compile ran; flashinfer could not run here."""
+    from harness.report import BaselineResult, BaselineRun
+
+    rep.baselines = [
+        BaselineRun(name="fla_fused_recurrent", solution="fla", solution_hash="f" * 64, dependencies=["fla-core==0.6.0"], state="ran"),
+        BaselineRun(name="torch_compile", solution="tc", solution_hash="e" * 64, dependencies=["torch>=2.4"], state="ran"),
+        BaselineRun(name="flashinfer_<b>sm100</b>", solution="fi", solution_hash="d" * 64, dependencies=["flashinfer-python==0.5.2"],
+                    state="could not run", reason="needs compute capability 10.0 (sm_100); this GPU is 9.0"),
+    ]
+    for i, w in enumerate(rep.workloads):
+        last = i == len(rep.workloads) - 1
+        w.baselines = {
+            "fla_fused_recurrent": BaselineResult(status=Status.INCORRECT_NUMERICAL, message="trial 0: max abs error 0.5") if last else
+            BaselineResult(status=Status.PASSED, latency_ms=lat(0.004), speedup=PairedRatio(median=0.8, ci95=(0.78, 0.82), n=50)),
+            "torch_compile": BaselineResult(status=Status.PASSED, latency_ms=lat(0.02), speedup=PairedRatio(median=2.5, ci95=(2.4, 2.6), n=50)),
+        }
+    return rep
+
+
+def test_review_shows_the_best_baseline_that_ran_and_those_that_could_not():
+    rep = with_baselines(good(3))
+    body = render_review(rep, decision=None, head_sha="a" * 40)
+    assert "geomean vs the best baseline that ran" in body
+    assert "vs best baseline (paired)" in body
+    # Per workload: the fastest that passed (fla, except on the last workload where only torch_compile passed).
+    rows = [line for line in body.splitlines() if re.match(r"^\| w\d+ \|", line)]
+    assert "0.800x" in rows[0] and "fla\\_fused\\_recurrent" in rows[0]
+    assert "2.500x" in rows[2] and "torch\\_compile" in rows[2]
+    assert "over 3 / 3 workloads" in body and "fla\\_fused\\_recurrent on 2" in body and "torch\\_compile on 1" in body
+    assert "**could not run here**: needs compute capability 10.0" in body and "this GPU is 9.0" in body
+    assert "fla-core==0.6.0" in body and "torch&gt;=2.4" in body  # the pins, as plain escaped text
+    assert "<b>" not in body  # a baseline's name is escaped like everything else
+    assert "did not pass 1 workload(s): w3 INCORRECT\\_NUMERICAL" in body
+    state, desc = status_line(rep)
+    assert "vs best baseline" in desc and len(desc) <= 140
+    # No declared baselines in the run: the review says nothing about them.
+    plain = render_review(good(3), decision=None, head_sha="a" * 40)
+    assert "best baseline" not in plain
+
+
+def test_leaderboard_shows_vs_best_baseline_once_a_champion_was_measured_with_baselines():
+    from bot.promotion.champion import render_leaderboard, updated_champion
+
+    old = updated_champion(None, "d", {"solution": "a", "solution_hash": "a" * 64, "pr": 1, "summary": {"workloads": 3}})
+    assert "vs best baseline" not in render_leaderboard(old)
+    s = with_baselines(good(3)).summary()
+    new = updated_champion(old, "d", {"solution": "b", "solution_hash": "b" * 64, "pr": 2, "summary": {
+        "workloads": 3, "speedup_vs_previous": 1.2, "ci95_vs_previous": [1.1, 1.3],
+        **{k: s[k] for k in ("geomean_speedup_vs_best_baseline", "best_baselines", "baselines_could_not_run")}}})
+    md = render_leaderboard(new)
+    assert "vs best baseline" in md and f"{s['geomean_speedup_vs_best_baseline']:.3f}x" in md
+    assert "Baselines that could not run where the champion was measured" in md and "sm\\_100" in md
+
+
+def test_committed_leaderboards_render_as_they_are(repo):
+    """The shipped champions' LEADERBOARD.md files are what render_leaderboard makes of champion.json."""
+    import json
+
+    from bot.promotion.champion import render_leaderboard
+
+    for champ in sorted((repo / "kernels").glob("*/champion.json")):
+        assert render_leaderboard(json.loads(champ.read_text())) == (champ.parent / "LEADERBOARD.md").read_text(), champ

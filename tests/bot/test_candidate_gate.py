@@ -125,7 +125,9 @@ def test_problems_are_listed_for_a_forge_that_cannot_list_files(forge):
         "this forge cannot list the PR's changed files"]
 
 
-def test_promote_command_refuses_a_person_s_pr(shared, forge):
+def test_promote_command_refuses_a_person_s_pr_without_a_submission_record(shared, forge):
+    """A person's PR is promotable only through its submission record (a maintainer's /evaluate) and an
+    approval (tests/bot/test_people_prs.py); the bot's meta block in its body counts for nothing."""
     from bot.commands.dispatch import CommandDispatcher
 
     pr = bot_candidate(forge, DEF)
@@ -135,7 +137,7 @@ def test_promote_command_refuses_a_person_s_pr(shared, forge):
     out = CommandDispatcher(forge, ForgeServices(forge)).handle_issue_comment(
         comment_event(shared, body="/promote", number=pr.number, is_pr=True, login="maint"))
     assert out.status == "failed" and not forge.get_pr(pr.number).merged
-    assert any("opened by the bot" in c.body for c in forge.comments[pr.number])
+    assert any("no submission record" in c.body for c in forge.comments[pr.number])
 
 
 def test_a_person_s_kbot_pr_is_not_closed_as_a_loser(forge):

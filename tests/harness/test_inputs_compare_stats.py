@@ -170,7 +170,7 @@ def test_poison_fails_even_with_a_tolerated_mismatch_fraction():
 
 
 def test_export_writes_generated_inputs_as_random():
-    from harness.export import _official
+    from harness.export import official_trace
     from harness.schema import Trace
 
     t = Trace.model_validate(
@@ -181,7 +181,7 @@ def test_export_writes_generated_inputs_as_random():
             "evaluation": {"status": "REJECTED", "environment": {"hardware": "h"}, "timestamp": "t", "log": "why"},
         }
     )
-    data = _official(t)
-    assert data["workload"]["inputs"]["idx"] == {"type": "random"}
+    data, kept, _ = official_trace(t, "run")
+    assert data["workload"]["inputs"]["idx"] == {"type": "random"} and not kept  # no correctness record to carry it
     assert data["evaluation"]["kbot"]["generated_inputs"]["idx"]["generator"] == "permutation"
     assert data["evaluation"]["status"] == "RUNTIME_ERROR" and data["evaluation"]["log"].startswith("[kbot REJECTED")

@@ -65,8 +65,8 @@ class SyntheticHarness:
 
 
 def _opts(tmp_path, **kw):
-    return OptimizeOptions(definition="rmsnorm_h4096", agent="offline", device="cpu", workspace=tmp_path / "ws",
-                           **{"rounds": 2, "candidates": 2, "workloads": WORKLOADS, **kw})
+    return OptimizeOptions(agent="offline", device="cpu", workspace=tmp_path / "ws",
+                           **{"definition": "rmsnorm_h4096", "rounds": 2, "candidates": 2, "workloads": WORKLOADS, **kw})
 
 
 def test_loop_opens_one_pr_per_candidate_and_merges_winners(tmp_path):
@@ -164,3 +164,57 @@ def test_site_shows_the_records_and_escapes_text(tmp_path):
     for r in s["candidates"]:
         assert _x(r["speedup_vs_start"]) in index and r["node"] in index
     assert "http://" not in index.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing fetched
+
+
+class HarnessWithBaselines(SyntheticHarness):
+    """Each evaluation also carries two declared baselines: one ran (1 ms per workload, paired), one could
+    not run here."""
+
+    def evaluate(self, solution, baseline):
+        from harness.report import BaselineResult, BaselineRun, LatencyStats, PairedRatio
+        from harness.schema import Status
+
+        rep = super().evaluate(solution, baseline)
+        rep.baselines = [BaselineRun(name="torch_compile", solution="tc", solution_hash="e" * 64, state="ran"),
+                         BaselineRun(name="fla_chunk", solution="fla", solution_hash="f" * 64, dependencies=["fla-core==0.6.0"],
+                                     state="could not run", reason="fla-core is not installed (the baseline needs fla-core==0.6.0)")]
+        for w in rep.workloads:
+            if w.latency_ms is not None:
+                r = 1.0 / w.latency_ms.median
+                w.baselines = {"torch_compile": BaselineResult(
+                    status=Status.PASSED, latency_ms=LatencyStats(median=1.0, mean=1.0, ci95=(0.99, 1.01), stdev=0.01, sem=0.001, n=50, min=0.9, max=1.1),
+                    speedup=PairedRatio(median=r, ci95=(r * 0.99, r * 1.01), n=50))}
+        return rep
+
+
+def test_campaign_summary_and_reviews_show_the_best_baseline(tmp_path):
+    s = optimize(_opts(tmp_path, rounds=1), harness=HarnessWithBaselines({}))
+    rows = [r for r in s["candidates"] if r["pr"] is not None]
+    assert rows and all(r["speedup_vs_best_baseline"] is not None and r["speedup_vs_best_baseline"] > 0 for r in rows)
+    assert s["baselines"] == {"ran": ["torch_compile"], "could_not_run": {"fla_chunk": "fla-core is not installed (the baseline needs fla-core==0.6.0)"}}
+    from bot.review.evidence import find_bot_review
+
+    body = find_bot_review(Workspace(tmp_path / "ws").forge, rows[0]["pr"]).body
+    assert "geomean vs the best baseline that ran" in body and "**could not run here**: fla-core is not installed" in body
+
+
+def test_optimize_takes_an_official_definition_path_and_says_which_workloads(tmp_path, shared):
+    """`kbot optimize <official path>` used to say "no definition"; now it is the dataset's definition
+    with the dataset's workloads, and the campaign says so."""
+    events = []
+    path = shared / "flashinfer-trace" / "definitions" / "rmsnorm" / "rmsnorm_h4096.json"
+    optimize(_opts(tmp_path, rounds=1, definition=str(path), workloads=None), harness=SyntheticHarness({}),
+             event=lambda kind, d: events.append((kind, d)))
+    camp = next(d for kind, d in events if kind == "campaign")
+    assert camp["n_workloads"] == 14 and "the official dataset's" in camp["inputs"]
+    assert camp["workloads"].endswith("workloads/rmsnorm/rmsnorm_h4096.jsonl")
+
+
+def test_an_official_definition_without_seeds_starts_from_its_reference(shared):
+    from bot.campaign.local_loop import starting_point
+    from harness.dataset import resolve
+
+    r = resolve("rmsnorm_h128", dataset=shared / "flashinfer-trace")
+    sol = starting_point(r.definition, r.path)
+    assert sol.definition == "rmsnorm_h128" and sol.source("reference.py") == r.definition.reference
+    assert not sol.spec.destination_passing_style and sol.spec.language.value == "python"

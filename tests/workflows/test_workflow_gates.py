@@ -48,3 +48,33 @@ def test_report_gate_needs_the_bench_file_and_a_finished_run():
                 {"conclusion": None}, {"event": "push"}, {"head_branch": "main"},
                 {"head_repository": {"full_name": "evil/fork"}}):
         assert not evaluate(gate, _report_ctx(**bad)), bad
+
+
+def _plan_ctx(event_name="pull_request", **pr):
+    base = {"head": {"repo": {"full_name": "o/r"}, "ref": "kbot/d/n1"}, "user": {"login": "kbot[bot]"}}
+    base.update(pr)
+    return {"github": {"repository": "o/r", "event_name": event_name,
+                       "event": {"action": "opened", "pull_request": base} if event_name == "pull_request" else {}},
+            "vars": {"KBOT_BOT_LOGIN": "kbot[bot]"}}
+
+
+def test_bench_plan_gate_bot_branches_or_a_dispatch_never_a_fork_or_a_person_s_pr():
+    gate = _load("bench.yml")["jobs"]["plan"]["if"]
+    assert evaluate(gate, _plan_ctx()) is True
+    assert evaluate(gate, _plan_ctx("workflow_dispatch")) is True  # only writers (the bot) can dispatch
+    assert not evaluate(gate, _plan_ctx(head={"repo": {"full_name": "ada/r"}, "ref": "kbot/d/n1"}))  # a fork
+    assert not evaluate(gate, _plan_ctx(user={"login": "ada"}))  # a person's PR waits for /evaluate
+    assert not evaluate(gate, _plan_ctx(head={"repo": {"full_name": "o/r"}, "ref": "feature"}))
+
+
+def test_a_dispatched_bench_shares_its_pr_s_cancelling_group():
+    group = _load("bench.yml")["concurrency"]["group"]
+    dispatch = interpolate(group, {"github": {"run_id": 9, "event": {}}, "inputs": {"pr": "7"}})
+    assert dispatch == _bench_group("synchronize", run_id=4)
+
+
+def test_report_gate_takes_dispatched_benches_of_this_repository():
+    gate = _load("report.yml")["jobs"]["report"]["if"]
+    assert evaluate(gate, _report_ctx(event="workflow_dispatch", head_branch="main")) is True
+    assert not evaluate(gate, _report_ctx(event="workflow_dispatch", head_branch="main", head_repository={"full_name": "evil/fork"}))
+    assert not evaluate(gate, _report_ctx(event="workflow_dispatch", conclusion="cancelled"))

@@ -75,14 +75,26 @@ def test_least_privilege_and_pinning(path):
 def test_bench_is_gated_read_only_and_secret_free():
     text = (WF / "bench.yml").read_text()
     wf = load(WF / "bench.yml")
-    assert list(wf["on"]) == ["pull_request"]
+    # pull_request for the bot's own branches; workflow_dispatch (the bot, after a maintainer's /evaluate)
+    # for a person's PR: for a dispatch this file and the harness are the default branch's.
+    assert list(wf["on"]) == ["pull_request", "workflow_dispatch"]
+    assert set(wf["on"]["workflow_dispatch"]["inputs"]) == {"pr", "sha", "profile"}
     assert "secrets." not in text and "pull_request_target" not in text
+    assert "format('kbot bench of PR #{0} at {1}', inputs.pr, inputs.sha)" in wf["run-name"]
+    from bot.names import DISPATCH_TITLE
+    assert DISPATCH_TITLE.format(pr="{0}", sha="{1}") in wf["run-name"]  # the spelling the report step parses
     gate = wf["jobs"]["plan"]["if"]
     assert "github.event.pull_request.head.repo.full_name == github.repository" in gate
     assert "startsWith(github.event.pull_request.head.ref, 'kbot/')" in gate
     assert "github.event.pull_request.user.login" in gate
+    plan_run = next(st["run"] for st in wf["jobs"]["plan"]["steps"] if st.get("id") == "plan")
+    assert '"$current" != "$DISPATCH_SHA"' in plan_run  # a dispatch benches only the authorized sha
+    assert "grep -v '^kernels/'" in plan_run  # and a head that changes only kernels/
     bench = wf["jobs"]["bench"]
     assert bench["needs"] == "plan"  # inherits the gate: it cannot start if plan was skipped
+    checkouts = [st for st in bench["steps"] if st.get("uses", "").startswith("actions/checkout@")]
+    assert checkouts[0]["with"]["ref"] == "${{ github.event.pull_request.base.sha || github.sha }}"  # trusted harness
+    assert "EXPECTED_HEAD" in next(st["run"] for st in bench["steps"] if st.get("name") == "Evaluate")
     assert bench["runs-on"] == ["self-hosted", "linux", "gpu", "h200"]
     assert bench["permissions"] == {"contents": "read"}
     assert "matrix" in bench["strategy"]

@@ -117,6 +117,7 @@ class FakeGitHub:
         self.labels: dict[str, dict] = {}
         self.statuses: dict[str, list[dict]] = {}
         self.check_runs: dict[int, dict] = {}
+        self.dispatches: list[dict] = []                                      # workflow_dispatch events received
         self.faults: list[Fault] = []
         self.mergeable_pending_count: dict[int, int] = {}
         # Like GitHub, report ``mergeable: null`` on this many reads after a PR opens or its head moves
@@ -238,6 +239,45 @@ class FakeGitHub:
             sha = self.git.commit_tree(tree, [parent] if parent else [], message, person, person)
             self.git.update_ref(ref, sha)
             return sha
+
+    def open_fork_pr(self, fork_owner: str, branch: str, files: dict[str, bytes | str | None], *, author: str,
+                     title: str, body: str = "") -> int:
+        """What a person does from a fork: push ``branch`` to ``fork_owner``'s copy and open a PR here. As
+        on GitHub, the head commit is stored in this repository under ``refs/pull/<n>/head`` (no branch of
+        this repository moves) and the PR's head repository is the fork."""
+        with self.lock:
+            acct = self.add_account(author)
+            self.add_account(fork_owner)
+            base_sha = self.git.ref_sha(f"refs/heads/{self.default_branch}")
+            number = self._new_issue(title, body, acct, is_pull=True)["number"]
+            sha = self._fork_commit(number, base_sha, files, acct, "submission")
+            stamp = now_iso()
+            self.pulls[number] = {
+                "id": next(self._ids), "number": number, "title": title, "body": body, "user": acct.obj(),
+                "head_ref": branch, "head_sha": sha, "base_ref": self.default_branch, "base_sha": base_sha,
+                "state": "open", "draft": False, "created_at": stamp, "updated_at": stamp, "closed_at": None,
+                "merged_at": None, "merge_commit_sha": None, "merged": False, "merged_by": None,
+                "fork": fork_owner}
+            return number
+
+    def push_fork_commit(self, number: int, files: dict[str, bytes | str | None], *, author: str, message: str = "update") -> str:
+        """A new commit on a fork PR's head (the person pushed to their fork)."""
+        with self.lock:
+            pr = self.pulls[number]
+            sha = self._fork_commit(number, pr["head_sha"], files, self.add_account(author), message)
+            pr.update(head_sha=sha, updated_at=now_iso())
+            return sha
+
+    def _fork_commit(self, number: int, parent: str, files: dict[str, bytes | str | None], acct: Account, message: str) -> str:
+        base_tree = self.git.read_commit(parent).tree
+        changes: dict[str, TreeEntry | None] = {}
+        for path, content in files.items():
+            data = None if content is None else (content.encode() if isinstance(content, str) else content)
+            changes[path] = None if data is None else TreeEntry("100644", "blob", self.git.write_blob(data), path)
+        person = Person(acct.name, acct.email, now_iso())
+        sha = self.git.commit_tree(self.git.build_tree(base_tree, changes), [parent], message, person, person)
+        self.git.update_ref(f"refs/pull/{number}/head", sha)
+        return sha
 
     def create_issue(self, title: str, *, author: str, body: str = "") -> int:
         with self.lock:
@@ -503,6 +543,8 @@ class FakeGitHub:
             ("PATCH", R + "/check-runs/{check_run_id}", self.h_update_check_run),
             ("GET", R + "/check-runs/{check_run_id}", self.h_get_check_run),
             ("GET", R + "/collaborators/{username}/permission", self.h_permission),
+            ("GET", R + "/actions/workflows/{workflow_id}", self.h_workflow),
+            ("POST", R + "/actions/workflows/{workflow_id}/dispatches", self.h_dispatch),
         ]
         routes = []
         for method, template, handler in table:
@@ -966,10 +1008,11 @@ class FakeGitHub:
         return pr
 
     def _refresh(self, pr: dict, heads: dict[str, str] | None = None) -> None:
-        """Head/base shas follow the branches while the PR is open, as on GitHub."""
+        """Head/base shas follow the branches while the PR is open, as on GitHub (a fork PR's head is
+        moved by ``push_fork_commit``: no branch of this repository is its head)."""
         if pr["state"] == "open":
             heads = heads if heads is not None else self.git.refs("refs/heads/")
-            head = heads.get(f"refs/heads/{pr['head_ref']}")
+            head = None if pr.get("fork") else heads.get(f"refs/heads/{pr['head_ref']}")
             if head and head != pr["head_sha"]:
                 pr["head_sha"] = head
                 pr["updated_at"] = now_iso()
@@ -979,7 +1022,7 @@ class FakeGitHub:
 
     def _touch_pulls_for(self, ref: str) -> None:
         for pr in self.pulls.values():
-            if f"refs/heads/{pr['head_ref']}" == ref:
+            if f"refs/heads/{pr['head_ref']}" == ref and not pr.get("fork"):
                 self._refresh(pr)
 
     def _labels_of(self, number: int) -> list[dict]:
@@ -1008,6 +1051,14 @@ class FakeGitHub:
                 dels += int(d) if d.isdigit() else 0
                 files += 1
             rec.update(additions=adds, deletions=dels, changed_files=files)
+        if pr.get("fork"):
+            head_user = self.accounts[pr["fork"]].obj()
+            head_repo = B.repository(head_user, self.name, self.repo_id + 1 + pr["number"], self.default_branch, self.created_at,
+                                     now_iso(), full=False)
+            head_repo["fork"] = True
+            out = B.pull(self.full_name, self._repo_obj(), rec, head_user, full)
+            out["head"]["repo"] = head_repo
+            return out
         head_user = self.accounts[self.owner_login].obj()
         return B.pull(self.full_name, self._repo_obj(), rec, head_user, full)
 
@@ -1331,6 +1382,53 @@ class FakeGitHub:
         return 200, {"state": state, "sha": sha, "total_count": len(latest),
                      "statuses": [B.simple_status(self.full_name, s) for s in latest.values()],
                      "repository": minimal, "commit_url": f"{r}/commits/{sha}", "url": f"{r}/commits/{sha}/status"}, {}
+
+    # ------------------------------------------------------------------------------------------
+    # Workflows (a workflow is a file under .github/workflows/ on the default branch)
+    # ------------------------------------------------------------------------------------------
+    @staticmethod
+    def _workflow_id(path: str) -> int:
+        return 1_000_000 + int.from_bytes(path.encode()[-6:], "big") % 1_000_000
+
+    def _workflow_file(self, params: dict) -> tuple[str, bytes]:
+        """The workflow named by file name or by id (GitHub takes either), from the default branch."""
+        self._check_repo(params)
+        wid = params["workflow_id"]
+        head = self.git.ref_sha(f"refs/heads/{self.default_branch}")
+        if wid.isdigit() and head:
+            listing = self.git.run("ls-tree", "--name-only", f"{head}:.github/workflows")
+            names = listing.stdout.decode().split() if listing.returncode == 0 else []
+            wid = next((n for n in names if self._workflow_id(f".github/workflows/{n}") == int(wid)), "")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+\.ya?ml", wid):
+            raise HTTPError(404, "Not Found")
+        path = f".github/workflows/{wid}"
+        found = self.git.run("show", f"{head}:{path}") if head else None
+        if found is None or found.returncode != 0:
+            raise HTTPError(404, "Not Found")
+        return path, found.stdout
+
+    def h_workflow(self, caller: Caller, params: dict, query: dict, data: Any):
+        path, _ = self._workflow_file(params)
+        wid = self._workflow_id(path)
+        r = f"{B.API}/repos/{self.full_name}/actions/workflows/{wid}"
+        return 200, {"id": wid, "node_id": B.node_id("W", wid), "name": Path(path).stem, "path": path, "state": "active",
+                     "created_at": self.created_at, "updated_at": self.created_at, "url": r,
+                     "html_url": f"{B.WEB}/{self.full_name}/blob/{self.default_branch}/{path}",
+                     "badge_url": f"{B.WEB}/{self.full_name}/workflows/{Path(path).stem}/badge.svg"}, {}
+
+    def h_dispatch(self, caller: Caller, params: dict, query: dict, data: Any):
+        self._require(caller, params, "write")  # GitHub: write access (actions: write for an App)
+        path, text = self._workflow_file(params)
+        if b"workflow_dispatch" not in text:
+            raise HTTPError(422, "Workflow does not have 'workflow_dispatch' trigger")
+        ref, inputs = data.get("ref"), data.get("inputs") or {}
+        if not isinstance(ref, str) or self.git.ref_sha(f"refs/heads/{ref}") is None:
+            raise HTTPError(422, f"No ref found for: {ref}")
+        if not isinstance(inputs, dict) or len(inputs) > 25 or not all(isinstance(v, str) for v in inputs.values()):
+            raise HTTPError(422, "inputs must be an object of at most 25 strings")
+        self.dispatches.append({"workflow": path, "ref": ref, "inputs": dict(inputs), "by": caller.account.login,
+                                "sha": self.git.ref_sha(f"refs/heads/{ref}")})
+        return 204, None, {}
 
     def _check_app(self, caller: Caller) -> dict:
         if caller.installation is None:
