@@ -71,14 +71,21 @@ class Env:
     def fetch(self, forge, run, dest):
         """The bench artifact for the run's head: the report the test chose, laid out as bench.yml and
         the harness write it, with the solution read from the PR head."""
+        from bot.campaign.submission import dispatched_target, trusted_meta
         from harness.schema import Solution
 
-        rep = self.results.get(run["head_sha"])
-        if rep is None:
+        if run.get("event") == "workflow_dispatch":  # a person's PR, benched after a maintainer's /evaluate
+            target = dispatched_target(forge, run)
+            if target is None:
+                return False
+            pr, sha = target
+        else:
+            pr, sha = forge.find_open_pr(run["head_branch"]), run["head_sha"]
+        rep = self.results.get(run["head_sha"])  # what the test's "bench" produced for this run
+        if rep is None or pr is None:
             return False
-        pr = forge.find_open_pr(run["head_branch"])
-        meta = decode_meta(pr.body)
-        sol = Solution.model_validate_json(forge.read_file(meta["solution_path"], ref=run["head_sha"]))
+        meta = trusted_meta(forge, pr)
+        sol = Solution.model_validate_json(forge.read_file(meta["solution_path"], ref=sha))
         bench_for_pr(dest, forge, pr, rep, solution=sol,
                      baseline=CHAMPION if rep.baseline_hash == CHAMP_HASH else None)
         return True

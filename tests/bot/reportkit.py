@@ -95,9 +95,10 @@ def bench_dir(dest, report: Report, solution, solution_path: str, *, baseline=No
 
 
 def bench_for_pr(dest, forge, pr, report: Report, *, solution=None, baseline=None, artifact: str = "kbot-results-0"):
-    """``bench_dir`` at the solution path the PR's meta block names (the stand-in solution by default)."""
-    from bot.forge.markers import decode_meta
+    """``bench_dir`` at the solution path the PR's trusted meta names (a bot PR's block, a person's
+    submission record; the stand-in solution by default)."""
+    from bot.campaign.submission import trusted_meta
 
-    meta = decode_meta(forge.get_pr(pr if isinstance(pr, int) else pr.number).body) or {}
+    meta = trusted_meta(forge, forge.get_pr(pr if isinstance(pr, int) else pr.number)) or {}
     sol = solution or stand_in(report.solution, report.definition)
     return bench_dir(dest, report, sol, meta["solution_path"], baseline=baseline, artifact=artifact)
