@@ -47,17 +47,20 @@ DEVICE = "cuda"
 # Tunable changes of the seed measured beside its defaults (names and values from its `# kbot: tunable` lists).
 VARIANTS = {
     "default": {},
+    "g2_bm128": {"G2_BLOCK_M": 128, "G2_WARPS": 8},                  # GEMM2: 128 FLOP per L2 byte instead of 85
+    "bm128": {"BLOCK_M": 128, "G2_BLOCK_M": 128, "G2_WARPS": 8},    # and GEMM1: 171 instead of 102 (24 B spill)
+    "g1_one_wave": {"G1_PROGS_PER_SM": 1},                          # GEMM1 fits one CTA per SM: no second wave
+    "route_multi32": {"SMALL_ROUTE_MAX": 32},                       # 33-64 tokens routed by T/16 programs
     "no_small_path": {"SMALL_MAX_TOKENS": 0},
     "bf16_inter": {"INTER_FP8": False},
-    "bm128": {"BLOCK_M": 128, "G2_WARPS": 8},
     "stages4": {"NUM_STAGES": 4, "SMALL_STAGES": 5},
     "split8_bn128": {"SMALL_SPLIT_K": 8, "SMALL_BN": 128},
 }
 # Baselines (folder name, module constants changed): scaled_mm_loop pads every expert's rows to M_ALIGN.
 BASELINES = {"scaled_mm_loop": ("scaled_mm_loop", {}), "scaled_mm_loop_m16": ("scaled_mm_loop", {"M_ALIGN": 16}),
              "torch_compile": ("torch_compile", {})}
-PHASE_A_ORDER = ("default", "scaled_mm_loop", "no_small_path", "bm128", "bf16_inter", "stages4", "split8_bn128",
-                 "scaled_mm_loop_m16", "torch_compile")
+PHASE_A_ORDER = ("default", "scaled_mm_loop", "g2_bm128", "bm128", "g1_one_wave", "route_multi32", "no_small_path", "bf16_inter",
+                 "stages4", "split8_bn128", "scaled_mm_loop_m16", "torch_compile")
 SEQ_LENS = (1, 16, 80, 901, 14107)
 
 
@@ -128,6 +131,26 @@ def floor_of(defn, axes, inputs, cfg):
     return {**{k: int(v) for k, v in counts.items()}, "floor_ms": r.floor_ms, "bound": r.bound}
 
 
+def kernel_times(fn, x, calls=3):
+    """GPU time per call of each kernel (torch.profiler, CUDA activities), µs: where a variant's time goes."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn(**x)
+            torch.cuda.synchronize()
+        out = {}
+        for e in prof.key_averages():
+            t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+            if t:
+                out[e.key[:48]] = round(t / calls, 1)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+    except Exception as e:  # noqa: BLE001 — a profiler problem is reported, not fatal
+        return {"error": f"{type(e).__name__}: {str(e)[:200]}"}
+
+
 def phase_a_child(name, seq_lens, budget_s) -> int:
     """One variant on the chosen workloads, one JSON line per workload (run in a process of its own)."""
     import torch
@@ -168,6 +191,8 @@ def phase_a_child(name, seq_lens, budget_s) -> int:
                         checks={k: {"ok": c.ok, "value": c.value} for k, c in r.checks.items()})
             if r.ok:
                 cell["do_bench_ms"] = triton.testing.do_bench(lambda x=x: fn(**x), warmup=5, rep=40, return_mode="median")
+                if name == "default":
+                    cell["kernels_us"] = kernel_times(fn, x)
         except Exception as e:  # noqa: BLE001
             cell["status"] = f"ERROR {type(e).__name__}: {str(e)[:300]}"
         print(json.dumps(cell), flush=True)
@@ -332,9 +357,13 @@ def main() -> int:
     results["total_s"] = round(time.monotonic() - t_start, 1)
     tb, ta = eval_table(report), a_table(rows_a, names, seq_lens)
     (out / "moe_dev.json").write_text(json.dumps(results, indent=1, default=str))
+    kern = "\n".join(f"- seq_len {c['seq_len']}: " + ", ".join(f"{k} {v}" for k, v in c["kernels_us"].items())
+                     for c in rows_a if c.get("variant") == "default" and c.get("kernels_us"))
     (out / "moe_dev.md").write_text(f"# MoE seed and baselines, H200, {results['date']}\n\nkbot eval of the seed (phase B):\n\n{tb}\n\n"
-                                    f"phase A (do_bench median ms, in a child per variant):\n\n{ta}\n")
-    print(f"\ntotal {results['total_s']} s\n\nkbot eval of the seed (phase B):\n\n{tb}\n\nphase A (do_bench median ms):\n\n{ta}")
+                                    f"phase A (do_bench median ms, in a child per variant):\n\n{ta}\n\n"
+                                    f"the seed's kernels, GPU µs per call (torch.profiler):\n\n{kern}\n")
+    print(f"\ntotal {results['total_s']} s\n\nthe seed's kernels, GPU µs per call:\n{kern}\n\nkbot eval of the seed (phase B):\n\n{tb}\n\n"
+          f"phase A (do_bench median ms):\n\n{ta}")
     return 0
 
 
