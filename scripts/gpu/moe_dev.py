@@ -13,12 +13,14 @@ hang costs a minute, not the official 300 s) and the whole eval by its share of 
 carries, per workload, the CUPTI GPU time, the event latency and the roofline floor counted from the
 timed routing (harness/input_counts.py): the table's seed/floor is that floor.
 
-Phase A (variants on a few representative workloads, --seq-lens, default 1, 16, 80, 901, 14107): every
+Phase A (variants on a few representative workloads, --seq-lens, default 1, 16, 62, 80, 901, 14107): every
 variant in a child process of its own, bounded by --variant-timeout (a hung kernel cannot be stopped
 from inside the process): inputs built once per workload, one call checked against the reference with
 the sidecar's comparator (official verdict and token_l2), then triton.testing.do_bench (CUDA events,
 L2 flushed, median). Variants: the seed at its defaults and a few tunable changes, the scaled_mm_loop
-baseline (as shipped and with M_ALIGN 16), the torch_compile baseline (last: it compiles per shape).
+baseline (as shipped and with M_ALIGN 16), the torch_compile baseline (last: it compiles per shape);
+a variant that changes only the large-batch (small-batch) path runs only on workloads above (at or
+below) 64 tokens. The seed's defaults also get a per-kernel GPU time breakdown (torch.profiler).
 Each phase-A row's floor is the same roofline, counted from that row's inputs.
 
 Everything stays within --budget-s (default 330 s after start-up; phase B gets --eval-share of it);
@@ -49,8 +51,10 @@ VARIANTS = {
     "default": {},
     "g2_bm128": {"G2_BLOCK_M": 128, "G2_WARPS": 8},                  # GEMM2: 128 FLOP per L2 byte instead of 85
     "bm128": {"BLOCK_M": 128, "G2_BLOCK_M": 128, "G2_WARPS": 8},    # and GEMM1: 171 instead of 102 (24 B spill)
+    "g1bn64_bm128": {"G1_BN": 64, "BLOCK_M": 128, "G2_BLOCK_M": 128, "G2_WARPS": 8},  # GEMM1 128 FLOP/L2 byte, no spill
+    "g1bn64_2cta": {"G1_BN": 64, "G1_WARPS": 4},                    # GEMM1 2 CTAs per SM (hides the promotion), 85 FLOP/B
     "g1_one_wave": {"G1_PROGS_PER_SM": 1},                          # GEMM1 fits one CTA per SM: no second wave
-    "route_multi32": {"SMALL_ROUTE_MAX": 32},                       # 33-64 tokens routed by T/16 programs
+    "route_multi": {"SMALL_ROUTE_MAX": 0},                          # small batches routed by T/16 programs (1 at 62 tokens spills)
     "no_small_path": {"SMALL_MAX_TOKENS": 0},
     "bf16_inter": {"INTER_FP8": False},
     "stages4": {"NUM_STAGES": 4, "SMALL_STAGES": 5},
@@ -59,9 +63,21 @@ VARIANTS = {
 # Baselines (folder name, module constants changed): scaled_mm_loop pads every expert's rows to M_ALIGN.
 BASELINES = {"scaled_mm_loop": ("scaled_mm_loop", {}), "scaled_mm_loop_m16": ("scaled_mm_loop", {"M_ALIGN": 16}),
              "torch_compile": ("torch_compile", {})}
-PHASE_A_ORDER = ("default", "scaled_mm_loop", "g2_bm128", "bm128", "g1_one_wave", "route_multi32", "no_small_path", "bf16_inter",
-                 "stages4", "split8_bn128", "scaled_mm_loop_m16", "torch_compile")
-SEQ_LENS = (1, 16, 80, 901, 14107)
+PHASE_A_ORDER = ("default", "scaled_mm_loop", "g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "route_multi",
+                 "no_small_path", "bf16_inter", "stages4", "split8_bn128", "scaled_mm_loop_m16", "torch_compile")
+# Variants that change only one path run only on its workloads (the small path: <= the seed's SMALL_MAX_TOKENS).
+LARGE_ONLY = {"g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "bf16_inter"}
+SMALL_ONLY = {"route_multi", "split8_bn128"}
+
+
+def seq_lens_for(name, seq_lens):
+    if name not in LARGE_ONLY and name not in SMALL_ONLY:
+        return tuple(seq_lens)
+    from bot.agents.tunables import solution_tunables
+
+    small_max = next(t.value for t in solution_tunables(seed_solutions()["default"]) if t.name == "SMALL_MAX_TOKENS")
+    return tuple(s for s in seq_lens if (s > small_max) == (name in LARGE_ONLY))
+SEQ_LENS = (1, 16, 62, 80, 901, 14107)
 
 
 def seed_solutions():
@@ -211,7 +227,7 @@ def phase_a(names, seq_lens, deadline, variant_timeout, rows_a):
             continue
         limit = min(variant_timeout, left)
         t0 = time.monotonic()
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--phase-a-child", name, "--seq-lens", ",".join(map(str, seq_lens)),
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--phase-a-child", name, "--seq-lens", ",".join(map(str, seq_lens_for(name, seq_lens))),
                "--child-budget", str(max(5.0, limit - 10))]
         try:
             p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=limit)
