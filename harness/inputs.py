@@ -17,6 +17,7 @@ a seeded ``torch.Generator`` and the inputs made so far, and returns the tensors
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,6 +33,11 @@ from .schema import Definition, GeneratedInput, RandomInput, SafetensorsInput, S
 # and comparators.
 operators.register_all()
 
+
+
+# The trial number whose inputs the worker times a workload on (correctness trials are 0, 1, ...): the
+# parent rebuilds the same inputs from it to count what a call must move (harness/input_counts.py).
+TIMED_TRIAL = 10_000
 
 
 def seed_for(base_seed: int, workload_uuid: str, trial: int, stream: str = "inputs") -> int:
@@ -87,8 +93,13 @@ def make_inputs(
     device: torch.device | str = "cpu",
     config: DefinitionConfig | None = None,
     dataset_root: Path | None = None,
+    only: frozenset[str] | None = None,
 ) -> dict[str, Any]:
-    """All inputs of one trial, in definition order, as keyword arguments for ``run``."""
+    """All inputs of one trial, in definition order, as keyword arguments for ``run``.
+
+    ``only``: just these inputs, with the values a full build gives them (the builder gets ``only=``
+    when it takes it). An input made here after one that is left out but would have drawn from the
+    same random stream cannot be made alone: SchemaError."""
     device = torch.device(device)
     config = config or DefinitionConfig()
     axes = definition.resolve_axes(workload.axes)
@@ -99,14 +110,22 @@ def make_inputs(
     built: dict[str, Any] = {}
     if config.builder:
         fn = load_trusted_fn(config.builder, config.root)
-        built = fn(axes=axes, gen=gen, device=device, workload=workload, definition=definition) or {}
+        kw = {"only": only} if only is not None and "only" in inspect.signature(fn).parameters else {}
+        built = fn(axes=axes, gen=gen, device=device, workload=workload, definition=definition, **kw) or {}
         unknown = set(built) - set(definition.inputs)
         if unknown:
             raise SchemaError(f"builder {config.builder} returned unknown inputs {sorted(unknown)}")
 
+    skipped_draw = ""  # an input left out (``only``) that may have drawn from the random stream
     for name, spec in definition.inputs.items():
         shape = definition.shape_of(spec, axes)
         src = workload.inputs.get(name, RandomInput())
+        if only is not None and name not in only:
+            if not isinstance(src, (ScalarInput, SafetensorsInput)):
+                skipped_draw = skipped_draw or name
+            continue
+        if only is not None and skipped_draw and name not in built and not isinstance(src, (ScalarInput, SafetensorsInput)):
+            raise SchemaError(f"{name} cannot be made alone: {skipped_draw}, left out, may draw from the same random stream before it")
         if isinstance(src, ScalarInput):
             made[name] = src.value
             continue

@@ -21,6 +21,18 @@ Spec file layout (all keys optional except ``op_type``)::
 
 Names available to an expression: every axis; ``bytes_<tensor>`` and ``numel_<tensor>`` for each input
 and output; ``input_bytes``, ``output_bytes``, ``default_bytes``, ``output_elements``.
+
+Where what a call must move depends on an input's values (MoE: which experts the routing reaches), the
+floor is a lower bound only when it is counted from the inputs the call was timed on. A spec then names
+a counter and the least value each of its counts can take whatever the inputs are::
+
+    from_inputs:
+      counter: moe_local_routing           # registered in harness/input_counts.py's table
+      lower_bounds: {local_pairs: 0, local_experts: 0}
+
+The counts become names of the formulas. A caller with the timed inputs' counts
+(:func:`harness.input_counts.timed_input_counts`) passes them as ``given``; without them the lower
+bounds stand in, so the floor stays a true lower bound (and may be small: the report says which).
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ import fnmatch
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 
@@ -44,6 +56,8 @@ __all__ = [
     "LATENCY_FRACTION",
     "RooflineSpec",
     "counts",
+    "given_counts",
+    "input_counts",
     "load_spec",
     "roofline",
     "workload_roofline",
@@ -74,14 +88,33 @@ class RooflineSpec:
     compute_dtype: str = "auto"
     note: str = ""
     source: str = "default"  # which file / variant the formulas came from
+    counter: str | None = None  # from_inputs.counter: what counts the inputs' values (None: axes decide)
+    lower_bounds: dict[str, float] = field(default_factory=dict)  # from_inputs.lower_bounds: count -> least value
 
     def merged(self, over: dict[str, Any], source: str) -> "RooflineSpec":
-        keys = {"flops", "bytes", "compute", "compute_dtype", "note"}
+        keys = {"flops", "bytes", "compute", "compute_dtype", "note", "from_inputs"}
         unknown = set(over) - keys - {"match"}
         if unknown:
             raise ValueError(f"{source}: unknown roofline keys {sorted(unknown)} (allowed: {sorted(keys)})")
-        data = {k: over[k] for k in keys if k in over}
+        data = {k: over[k] for k in keys - {"from_inputs"} if k in over}
+        if "from_inputs" in over:
+            data.update(_from_inputs(over["from_inputs"], source))
         return RooflineSpec(**{**self.__dict__, **data, "source": source})
+
+
+def _from_inputs(v: Any, source: str) -> dict[str, Any]:
+    """``from_inputs`` of a spec: a counter's name and the least value of each count (None: no counter)."""
+    if v is None:
+        return {"counter": None, "lower_bounds": {}}
+    if not isinstance(v, dict) or set(v) != {"counter", "lower_bounds"} or not isinstance(v["counter"], str) \
+            or not isinstance(v["lower_bounds"], dict) or not v["lower_bounds"]:
+        raise ValueError(f"{source}: from_inputs must be {{counter: NAME, lower_bounds: {{COUNT: NUMBER, ...}}}}")
+    bounds = {}
+    for k, b in v["lower_bounds"].items():
+        if not (isinstance(k, str) and k.isidentifier()) or isinstance(b, bool) or not isinstance(b, (int, float)) or not b >= 0:
+            raise ValueError(f"{source}: from_inputs.lower_bounds: {k!r}: {b!r} is not a count name with a non-negative number")
+        bounds[k] = float(b)
+    return {"counter": v["counter"], "lower_bounds": bounds}
 
 
 @dataclass
@@ -119,6 +152,8 @@ def _parse_spec_file(path: str, _mtime: int, _size: int) -> _SpecFile:
                     compile_expr(d[key])
                 except ExprError as e:
                     raise ExprError(f"{p}{where}: {key}: {e}") from None
+        if "from_inputs" in d:
+            _from_inputs(d["from_inputs"], f"{p}{where}")
     for v in variants:
         if "match" not in v:
             raise ValueError(f"{p}: every variant needs a 'match' pattern")
@@ -170,11 +205,14 @@ def _env(definition: Definition, axes: dict[str, int], absent: frozenset[str] = 
 
 
 def counts(definition: Definition, axes: dict[str, int], spec_dir: Path | str | None = None,
-           absent: frozenset[str] = frozenset()) -> dict[str, Any]:
+           absent: frozenset[str] = frozenset(), given: Mapping[str, float] | None = None) -> dict[str, Any]:
     """Bytes, FLOPs and the peak key for one workload (axes already resolved; ``absent``: optional
-    inputs the workload leaves out)."""
+    inputs the workload leaves out; ``given``: the spec's input counts for the timed inputs, else its
+    lower bounds stand in)."""
     spec = load_spec(definition, spec_dir)
     env, by_dtype = _env(definition, axes, absent)
+    used = input_counts(spec, given)
+    env.update(used)
 
     def ev(kind: str, text: str | None, default: float) -> float:
         if text is None or text == "default":
@@ -197,7 +235,39 @@ def counts(definition: Definition, axes: dict[str, int], spec_dir: Path | str | 
     else:
         peak_key = "fp32"
     return {"bytes": nbytes, "flops": flops, "peak_key": peak_key, "compute": spec.compute, "spec": spec.source,
-            "note": spec.note}
+            "note": spec.note, "input_counts": used,
+            "input_counts_from": None if spec.counter is None else (COUNTED if given is not None else
+                                                                   "lower bounds (the timed inputs were not counted)")}
+
+
+COUNTED = "the timed inputs"  # a roofline's input_counts_from when its counts are the timed inputs' own
+
+
+def given_counts(roof: Roofline | None) -> dict[str, float] | None:
+    """The input counts a report's roofline was placed with, when they were counted from the timed
+    inputs (so a later pass over the report, e.g. the profiler's, keeps the same floor)."""
+    if roof is None or getattr(roof, "input_counts_from", None) != COUNTED:
+        return None
+    got = getattr(roof, "input_counts", None)
+    return dict(got) if isinstance(got, dict) else None
+
+
+def input_counts(spec: RooflineSpec, given: Mapping[str, float] | None) -> dict[str, float]:
+    """The values of the spec's input counts: ``given`` (counted from the timed inputs) or the lower
+    bounds. A given count below its lower bound, missing or unknown is an error: the floor must stay
+    a lower bound, and a count the formulas never declared is a typo."""
+    if given is None:
+        return dict(spec.lower_bounds)
+    if spec.counter is None:
+        raise ValueError(f"{spec.source}: input counts were given but the spec counts nothing from the inputs")
+    if set(given) != set(spec.lower_bounds):
+        raise ValueError(f"{spec.source}: counter {spec.counter} gave {sorted(given)}, the spec declares {sorted(spec.lower_bounds)}")
+    out = {}
+    for k, v in given.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= spec.lower_bounds[k] or v != v or v == float("inf"):
+            raise ValueError(f"{spec.source}: count {k} = {v!r} is not a number >= its lower bound {spec.lower_bounds[k]}")
+        out[k] = float(v)
+    return out
 
 
 def roofline(
@@ -210,10 +280,12 @@ def roofline(
     latency_floor_ms: float = LATENCY_FLOOR_MS,
     latency_fraction: float = LATENCY_FRACTION,
     absent: frozenset[str] = frozenset(),
+    given: Mapping[str, float] | None = None,
 ) -> Roofline:
     """The report's Roofline for one workload; ``axes`` as from ``definition.resolve_axes(...)``;
-    ``absent``: the optional inputs the workload leaves out (``Workload.absent_inputs()``)."""
-    c = counts(definition, axes, spec_dir, absent)
+    ``absent``: the optional inputs the workload leaves out (``Workload.absent_inputs()``); ``given``:
+    the spec's input counts for the timed inputs (:mod:`harness.input_counts`)."""
+    c = counts(definition, axes, spec_dir, absent, given)
     bw = ceilings.bandwidth_bytes_per_s
     peak, peak_used = ceilings.peak_flops(c["peak_key"])
     mem_ms = c["bytes"] / bw * 1e3
@@ -252,6 +324,7 @@ def roofline(
         compute_unit=c["compute"],  # "tensor": the op belongs on tensor cores; "simt": CUDA cores
         bound_reason=why,
         formula_source=c["spec"],
+        **({"input_counts": c["input_counts"], "input_counts_from": c["input_counts_from"]} if c["input_counts_from"] else {}),
     )
 
 

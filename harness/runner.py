@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from . import runfolder, sandbox
 from .baselines import TRUST_BASELINE, TRUST_CANDIDATE
+from .input_counts import TimedCounts
 from .report import BaselineRun, BuildResult, DeviceInfo, Finding, Report, WorkloadResult
 from .schema import Definition, Evaluation, Solution, Status, Trace, Workload
 
@@ -495,6 +496,10 @@ def evaluate(
         "trust": trust, "library_baselines": lib_jobs,
     }
     total_deadline = time.monotonic() + cfg.total_timeout_s if cfg.total_timeout_s else float("inf")
+    # The floor of an operator whose minimum work depends on its inputs (MoE routing) is counted from the
+    # timed inputs, rebuilt here on a thread while the worker starts (harness/input_counts.py).
+    counts = TimedCounts(definition, pending, seed=cfg.seed, definition_path=definition_path, config_overrides=cfg.config_overrides,
+                         dataset_root=cfg.dataset_root) if pending and TimedCounts.wanted(definition) else None
     environ = worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg.dataset_root, definition, definition_path))
     observing = bool(pending) and needs_observer(cfg) and trust == TRUST_CANDIDATE
     # The first worker starts at once; when an observer pass runs, it runs concurrently and this worker
@@ -527,13 +532,13 @@ def evaluate(
                 return _finish(report, workloads, results, out_dir)
             first.open_gate()
             timeline.mark("gate_opened")
-        return _run_workers(first, pending, job_base, environ, definition, cfg, record, report, total_deadline, progress, env, timeline, workloads, results, out_dir)
+        return _run_workers(first, pending, job_base, environ, definition, cfg, record, report, total_deadline, progress, env, timeline, workloads, results, out_dir, counts)
     finally:
         if first is not None:
             first.kill()  # a no-op when _run_workers already killed it
 
 
-def _run_workers(first: Worker | None, pending: list[Workload], job_base: dict[str, Any], environ: dict[str, str], definition: Definition, cfg: RunConfig, record, report: Report, total_deadline: float, progress, env: dict[str, Any], timeline: Timeline, workloads: list[Workload], results: dict[str, WorkloadResult], out_dir: Path) -> Report:
+def _run_workers(first: Worker | None, pending: list[Workload], job_base: dict[str, Any], environ: dict[str, str], definition: Definition, cfg: RunConfig, record, report: Report, total_deadline: float, progress, env: dict[str, Any], timeline: Timeline, workloads: list[Workload], results: dict[str, WorkloadResult], out_dir: Path, counts: TimedCounts | None = None) -> Report:
     """Workers one after another until every pending workload has a result (a fresh one after a crash)."""
     while pending:
         if time.monotonic() > total_deadline:
@@ -543,16 +548,17 @@ def _run_workers(first: Worker | None, pending: list[Workload], job_base: dict[s
         worker = first or Worker({**job_base, "workloads": [w.model_dump(mode="json") for w in pending]}, environ)
         first = None
         try:
-            pending = _drive(worker, definition, pending, cfg, record, report, total_deadline, progress, env, timeline)
+            pending = _drive(worker, definition, pending, cfg, record, report, total_deadline, progress, env, timeline, counts)
         finally:
             worker.kill()
     return _finish(report, workloads, results, out_dir)
 
 
-def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg: RunConfig, record, report: Report, total_deadline: float, progress, env: dict[str, Any], timeline: Timeline) -> list[Workload]:
+def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg: RunConfig, record, report: Report, total_deadline: float, progress, env: dict[str, Any], timeline: Timeline, counts: TimedCounts | None = None) -> list[Workload]:
     """Feed one worker until it finishes or fails; returns the workloads still to do."""
     remaining = list(pending)
-    deadline = min(time.monotonic() + cfg.startup_timeout_s, total_deadline)
+    since = time.monotonic()  # when the phase the deadline bounds began (start-up, then each workload)
+    deadline = min(since + cfg.startup_timeout_s, total_deadline)
     current: Workload | None = None
     record_result = record
 
@@ -560,12 +566,12 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
         r.isolation = worker.isolation
         record_result(r)
 
-    def fail_current(status: Status, message: str) -> None:
+    def fail_current(status: Status, message: str, seconds: float = 0.0) -> None:
         nonlocal remaining
         if current is None and not remaining:
             return
         target = current or remaining[0]
-        record(WorkloadResult(uuid=target.uuid, axes=dict(target.axes), status=status, message=message, log=worker.log.take()))
+        record(WorkloadResult(uuid=target.uuid, axes=dict(target.axes), status=status, message=message, log=worker.log.take(), seconds=seconds))
         remaining = [w for w in remaining if w.uuid != target.uuid]
 
     def fail_all(status: Status, message: str, log: str | None = None) -> list[Workload]:
@@ -579,9 +585,13 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
         msg = worker.next_message(deadline)
         if msg is None:  # timed out
             worker.kill()
+            ran = time.monotonic() - since
+            # Which limit ended it: the run's total timeout cuts a workload short (say so, with how long it
+            # ran) and is no finding about the workload; its own timeout is.
+            total = f"the run's total timeout ({cfg.total_timeout_s:.0f} s) was reached {ran:.0f} s into " if deadline >= total_deadline else ""
             if current is None and report.build is None:
-                return fail_all(Status.TIMEOUT, f"build/import did not finish within {cfg.startup_timeout_s:.0f} s")
-            fail_current(Status.TIMEOUT, f"did not finish within {cfg.timeout_s:.0f} s")
+                return fail_all(Status.TIMEOUT, f"{total}build/import" if total else f"build/import did not finish within {cfg.startup_timeout_s:.0f} s")
+            fail_current(Status.TIMEOUT, f"{total}this workload" if total else f"did not finish within {cfg.timeout_s:.0f} s", seconds=ran)
             return remaining
         try:
             kind = msg.get("type")
@@ -638,7 +648,8 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                 pass
             elif kind == "start":
                 current = next((w for w in remaining if w.uuid == msg.get("uuid")), None)
-                deadline = min(time.monotonic() + cfg.timeout_s, total_deadline)
+                since = time.monotonic()
+                deadline = min(since + cfg.timeout_s, total_deadline)
                 if progress and current is not None:
                     progress("start", None)
             elif kind == "result":
@@ -647,7 +658,7 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                     worker.kill()
                     fail_current(Status.REJECTED, "the worker reported a result for a workload it was not running")
                     return remaining
-                apply_roofline(r, report, definition, current)
+                apply_roofline(r, report, definition, current, counts)
                 check_baselines(r, report)
                 out = worker.log.take()
                 if out:
@@ -655,7 +666,8 @@ def _drive(worker: Worker, definition: Definition, pending: list[Workload], cfg:
                 record(r)
                 remaining = [w for w in remaining if w.uuid != r.uuid]
                 current = None
-                deadline = min(time.monotonic() + cfg.timeout_s, total_deadline)
+                since = time.monotonic()
+                deadline = min(since + cfg.timeout_s, total_deadline)
             elif kind == "done":
                 return fail_all(Status.RUNTIME_ERROR, "the worker finished without evaluating this workload")
         except sandbox.SandboxError:
@@ -807,9 +819,11 @@ def apply_observer_verdict(r: WorkloadResult, report: Report) -> None:
         r.status, r.message, r.correctness = Status.REJECTED, f"[{f.rule}] {f.message}", None
 
 
-def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, workload: Workload) -> None:
+def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, workload: Workload, counts: TimedCounts | None = None) -> None:
     """Place a passing result on the roofline, here in the parent where the candidate cannot reach it;
-    a median below the physical floor is impossible and is REJECTED, never reported as a win."""
+    a median below the physical floor is impossible and is REJECTED, never reported as a win. ``counts``:
+    what the timed inputs make a call move, for a definition whose floor depends on them (without
+    them its formulas' lower bounds stand in, and the roofline says why)."""
     from .ceilings import Ceilings
     from .guard.floor import roofline_floor_check
     from .roofline import roofline
@@ -832,8 +846,11 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
             check_kernel_time(r)
             return
         c = doc.model_dump(mode="json")
+    given, why = counts.get(workload.uuid) if counts is not None else (None, "")
     r.roofline = roofline(definition, definition.resolve_axes(workload.axes), Ceilings.model_validate(c), r.latency_ms.median,
-                          absent=workload.absent_inputs())
+                          absent=workload.absent_inputs(), given=given)
+    if given is None and why and getattr(r.roofline, "input_counts_from", None):
+        r.roofline.input_counts_from = f"lower bounds ({why})"
     finding = roofline_floor_check(r.latency_ms.median, r.roofline.floor_ms) if report.device.kind == "cuda" else None
     if finding is not None:
         r.findings.append(finding)

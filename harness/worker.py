@@ -128,7 +128,7 @@ from . import guard_hooks  # noqa: E402
 from .baselines import unavailable_reason  # noqa: E402
 from .build import build, python_error  # noqa: E402
 from .defconfig import DefinitionConfig, load_config  # noqa: E402
-from .inputs import allocate_outputs, clone_inputs, make_inputs, seed_for  # noqa: E402
+from .inputs import TIMED_TRIAL, allocate_outputs, clone_inputs, make_inputs, seed_for  # noqa: E402
 from .measure import Refresher, Samples, Timer, TimingConfig, call_solution, refreshable_inputs, wait_until_quiet  # noqa: E402
 from .report import BaselineResult, BuildError, BuildResult, Correctness, Finding, KernelTime, WorkloadResult  # noqa: E402
 from .schema import Definition, Solution, Status, Workload  # noqa: E402
@@ -315,7 +315,7 @@ class Evaluator:
         t_quiet = time.monotonic()
 
         # ---- timing: fresh values per call, L2 flushed, timed outputs re-checked
-        inputs = mk(10_000)
+        inputs = mk(TIMED_TRIAL)
         built = set()
         if self.config.builder:
             built = set(self.definition.inputs)  # builder-made inputs stay as generated
@@ -358,7 +358,7 @@ class Evaluator:
             res.speedup_vs_baseline = paired_ratio(samples[1].times_ms, samples[0].times_ms)
 
         # ---- the reference, timed the same way (fewer iterations: references can take seconds)
-        ref_inputs = mk(10_000)
+        ref_inputs = mk(TIMED_TRIAL)
         ref_fn = lambda: run_reference(self.reference, self.definition, ref_inputs, copy=False)  # noqa: E731
         # 0.1 s of sampling: the reference only gives speedup_vs_reference (the paired --baseline ratio is
         # the precise comparison), and at 0.25 s it was ~1.2 s of every rmsnorm candidate's overhead.

@@ -104,6 +104,12 @@ def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, 
              f"(first: {first.status}, {first.failed_trials} failed trials)")
     else:
         rule("all passed", True, f"{len(ev.workloads)}/{len(ev.workloads)} workloads passed every trial")
+    # 1b. kbot's extra checks (sidecar ``checks:``, beside the official verdict): failing one anywhere rejects.
+    flagged = [w for w in ev.workloads if w.failed_checks]
+    if flagged:
+        names = sorted({c for w in flagged for c in w.failed_checks})
+        rule("kbot checks", False, f"{len(flagged)} workload(s) failed kbot's extra check(s) {', '.join(names)} "
+             f"(first: {flagged[0].uuid[:8]}); the official verdict passed them")
     # 2. guard.
     if policy.require_guard_clean:
         rule("guard clean", ev.findings == 0, "no guard findings" if ev.findings == 0 else f"{ev.findings} guard finding(s)")

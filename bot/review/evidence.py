@@ -23,7 +23,8 @@ EVIDENCE_LINE_START = "<!-- kbot:evidence "
 
 
 def evidence(report: Report, head_sha: str | None) -> dict[str, Any]:
-    """The block's content: per workload (uuid, status, failed trials, paired ratio, speedup vs reference)."""
+    """The block's content: per workload (uuid, status, failed trials, paired ratio, speedup vs reference,
+    the names of kbot's extra checks it failed)."""
     def ratio(w: WorkloadResult):
         r = w.speedup_vs_baseline
         return [r.median, r.ci95[0], r.ci95[1]] if r else None
@@ -40,7 +41,7 @@ def evidence(report: Report, head_sha: str | None) -> dict[str, Any]:
         "findings": len(report.findings) + sum(len(w.findings) for w in report.workloads),
         "w": [
             [w.uuid, w.status.value, (w.correctness.failed_trials if w.correctness else 0), ratio(w),
-             w.speedup_vs_reference]
+             w.speedup_vs_reference, list(failed_checks(w))]
             for w in report.workloads
         ],
     }
@@ -82,6 +83,12 @@ def find_evidence(forge: Any, number: int) -> dict[str, Any] | None:
     return read_evidence(review.body) if review is not None else None
 
 
+def failed_checks(w: WorkloadResult) -> tuple[str, ...]:
+    """The kbot extra checks (sidecar ``checks:``) this workload failed, by name."""
+    checks = w.correctness.checks if w.correctness else {}
+    return tuple(sorted(name for name, c in checks.items() if not c.ok))
+
+
 @dataclass(frozen=True)
 class WorkloadEvidence:
     uuid: str
@@ -89,6 +96,7 @@ class WorkloadEvidence:
     failed_trials: int
     ratio: tuple[float, float, float] | None  # paired champion/candidate: median, ci low, ci high
     vs_reference: float | None
+    failed_checks: tuple[str, ...] = ()  # kbot's extra checks failed (the status stays the official verdict)
 
 
 @dataclass(frozen=True)
@@ -108,7 +116,7 @@ class Evidence:
             r = w.speedup_vs_baseline
             ws.append(WorkloadEvidence(
                 w.uuid, w.status.value, w.correctness.failed_trials if w.correctness else 0,
-                (r.median, r.ci95[0], r.ci95[1]) if r else None, w.speedup_vs_reference))
+                (r.median, r.ci95[0], r.ci95[1]) if r else None, w.speedup_vs_reference, failed_checks(w)))
         return cls(report.definition, report.solution, report.solution_hash, report.baseline_hash, head_sha,
                    len(report.findings) + sum(len(w.findings) for w in report.workloads), tuple(ws))
 
@@ -117,13 +125,18 @@ class Evidence:
         """From ``evidence`` data (a block read back with ``read_evidence``); ValueError if malformed."""
         try:
             ws = []
-            for uuid, status, failed, ratio, vs_ref in data["w"]:
+            for row in data["w"]:
+                # 5 fields; a 6th (failed kbot checks) since blocks carry them: older blocks have none
+                uuid, status, failed, ratio, vs_ref = row[:5]
+                checks = row[5] if len(row) == 6 else [] if len(row) == 5 else None
+                if not isinstance(checks, list):
+                    raise ValueError(f"a workload row has {len(row)} fields")
                 rt = None
                 if ratio is not None:
                     m, lo, hi = (float(x) for x in ratio)
                     rt = (m, lo, hi)
                 ws.append(WorkloadEvidence(str(uuid), str(status), int(failed), rt,
-                                           float(vs_ref) if vs_ref is not None else None))
+                                           float(vs_ref) if vs_ref is not None else None, tuple(str(c)[:80] for c in checks)))
             return cls(str(data["definition"]), str(data["solution"]), str(data["solution_hash"]),
                        data.get("baseline_hash"), data.get("head_sha"), int(data["findings"]), tuple(ws))
         except (KeyError, TypeError, ValueError) as e:

@@ -14,5 +14,5 @@ _ref = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_ref)
 
 
-def make(axes, gen, device, workload=None, definition=None):
-    return build(axes, gen, device, workload, definition, route=_ref.route)
+def make(axes, gen, device, workload=None, definition=None, only=None):
+    return build(axes, gen, device, workload, definition, route=_ref.route, only=only)

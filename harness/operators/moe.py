@@ -29,6 +29,7 @@ from typing import Any, Callable
 import torch
 
 from ..generators import GenContext, generator
+from ..input_counts import input_counter
 from ..schema import GeneratedInput, SafetensorsInput, ScalarInput, SchemaError, Workload
 from .common import quantize_fp8_blocks_1d, random_fp8_bytes
 
@@ -165,10 +166,16 @@ def quantized_weights(n_exp: int, rows: int, cols: int, std: float, gen: torch.G
     return w, (jitter * (std / _FP8_BITS_STD)).float()
 
 
+# What decides which local experts a call must read: drawn first by :func:`build`, so they can be made
+# alone (``only``) with the values a full build gives them.
+ROUTING_INPUTS = ("routing_logits", "routing_bias", "local_expert_offset")
+
+
 def build(axes: dict[str, int], gen: torch.Generator, device: torch.device, workload: Workload | None = None, definition: Any = None,
-          route: Callable[..., Any] | None = None) -> dict[str, Any]:
+          route: Callable[..., Any] | None = None, only: frozenset[str] | None = None) -> dict[str, Any]:
     """All inputs of one trial. ``route`` is the definition's routing (``reference.py::route``); it is
-    needed when ``visible_bias_tokens`` > 0 (the default) to check the redrawn leading tokens."""
+    needed when ``visible_bias_tokens`` > 0 (the default) to check the redrawn leading tokens.
+    ``only`` within :data:`ROUTING_INPUTS`: the routing alone (drawn first, so the same values)."""
     T = axes["seq_len"]
     E, EL = axes["num_experts"], axes["num_local_experts"]
     H, I = axes["hidden_size"], axes["intermediate_size"]
@@ -187,6 +194,9 @@ def build(axes: dict[str, int], gen: torch.Generator, device: torch.device, work
         if route is None:
             raise SchemaError("visible_bias_tokens needs the definition's routing function (pass route=)")
         logits = visible_bias_rows(logits, pop, bias, route, off, EL, gen, p)
+    if only is not None and set(only) <= set(ROUTING_INPUTS):
+        routing = {"routing_logits": logits.float().to(device), "routing_bias": bias.to(device), "local_expert_offset": off}
+        return {k: v for k, v in routing.items() if k in only}
 
     # Per-token loudness varies (some tokens have much larger activations), as in real hidden states.
     # Drawn on the CPU, quantized on the device (exactly rounded arithmetic: same bytes everywhere).
@@ -210,6 +220,23 @@ def build(axes: dict[str, int], gen: torch.Generator, device: torch.device, work
         "routed_scaling_factor": 2.5,
     }
     return {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in out.items()}
+
+
+@input_counter("moe_local_routing", reads=ROUTING_INPUTS)
+def local_routing_counts(inputs: dict[str, Any], axes: dict[str, int], config: Any) -> dict[str, float]:
+    """What the routing makes a call move on this rank (skills/roofline/moe.yaml's names): the local
+    (token, expert) pairs, the tokens with at least one local expert, the local experts reached. The
+    routing is the definition's own (``route`` beside its reference function)."""
+    from ..inputs import load_trusted_fn
+
+    if not config.reference_fn:
+        raise SchemaError("counting the local routing needs the definition's reference.py (reference_fn) and its route()")
+    route = load_trusted_fn(config.reference_fn.partition("::")[0] + "::route", config.root)
+    experts, _ = route(inputs["routing_logits"], inputs["routing_bias"], 1.0)
+    off, n_local = int(inputs["local_expert_offset"]), axes["num_local_experts"]
+    local = (experts >= off) & (experts < off + n_local)
+    return {"local_pairs": float(local.sum()), "local_tokens": float(local.any(dim=1).sum()),
+            "local_experts": float(torch.unique(experts[local]).numel())}
 
 
 @generator("moe_routing_logits")

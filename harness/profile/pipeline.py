@@ -20,6 +20,7 @@ from ..ceilings import Ceilings, ceilings_for, documented_ceilings
 from ..feedback.engine import FeedbackResult, kernel_level, load_rules, merge_results, run_rules
 from ..feedback.output import render_markdown, to_json
 from ..report import Report, Roofline, WorkloadResult
+from ..roofline import given_counts
 from ..roofline import roofline as compute_roofline
 from ..schema import Definition, Solution, Status, Workload
 from . import Collected
@@ -60,9 +61,10 @@ class ProfileOutcome:
 
 def analyze(definition: Definition, axes: dict[str, int], collected: Iterable[Collected], *, ceilings: Ceilings | None,
             measured_ms: float | None = None, kernel: str | None = None, rules_dir: str | Path | None = None,
-            absent: frozenset[str] = frozenset()) -> ProfileOutcome:
+            absent: frozenset[str] = frozenset(), given: dict[str, float] | None = None) -> ProfileOutcome:
     """Roofline + rule engine over whatever the collectors produced (``axes`` already resolved;
-    ``absent``: optional inputs the workload leaves out)."""
+    ``absent``: optional inputs the workload leaves out; ``given``: the timed inputs' counts, for a
+    definition whose floor depends on them: ``harness.roofline.given_counts`` of the report's roofline)."""
     collected = list(collected)
     evidence: dict[str, Any] = {}
     for c in collected:
@@ -73,7 +75,7 @@ def analyze(definition: Definition, axes: dict[str, int], collected: Iterable[Co
     if ceilings is not None:
         if measured_ms is None and evidence.get("kernel_time_us"):
             measured_ms = evidence["kernel_time_us"] / 1e3
-        roof = compute_roofline(definition, axes, ceilings, measured_ms, absent=absent)
+        roof = compute_roofline(definition, axes, ceilings, measured_ms, absent=absent, given=given)
     missing = {c.source: c.missing for c in collected if c.missing}
     if ceilings is None:
         missing["roofline"] = "no device ceilings (run `kbot ceilings` on the runner)"
@@ -224,7 +226,8 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
             if ceilings is None:
                 return 0.0
             w = by_uuid[wr.uuid]
-            return compute_roofline(definition, definition.resolve_axes(w.axes), ceilings, absent=w.absent_inputs()).floor_ms
+            return compute_roofline(definition, definition.resolve_axes(w.axes), ceilings, absent=w.absent_inputs(),
+                                    given=given_counts(wr.roofline)).floor_ms
 
         ordered = sorted(passing, key=floor)
         n = min(max_profiled, len(ordered))
@@ -246,7 +249,7 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
         # Order matters: analyze() keeps the first value of a name, so the SASS of the kernels this run
         # really compiled (runtime) wins over the static compile's guess at the same names.
         outcome = analyze(definition, axes, [*collected, *static_ev], ceilings=ceilings, measured_ms=measured,
-                          rules_dir=rules_dir, absent=w.absent_inputs())
+                          rules_dir=rules_dir, absent=w.absent_inputs(), given=given_counts(wr.roofline))
         outcome.files = files
         _fold(wr, outcome)
         wdir.mkdir(parents=True, exist_ok=True)

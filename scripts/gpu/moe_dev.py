@@ -1,29 +1,31 @@
-"""MoE seeds and baselines on the H200: correctness, speed, distance to the routing-aware floor.
+"""MoE seed and baselines on the H200: the judged path first, then variants, within one device call.
 
-    source scripts/gpu/setup_device.sh; python3 scripts/gpu/moe_dev.py          # on the device
+    source scripts/gpu/setup_device.sh; python3 scripts/gpu/moe_dev.py          # on the device (~6 min)
     python3 scripts/gpu/moe_dev.py --dry-run                                    # anywhere: the plan only
+    python3 scripts/gpu/moe_dev.py --sync-baselines                             # rewrite baselines/*/solution.json
 
-Definition ``moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048``, every workload of its
-workloads.jsonl (the official seq_len / local_expert_offset pairs with generated routing).
+Definition ``moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048``, workloads.jsonl (the
+official seq_len / local_expert_offset pairs with generated routing).
 
-Phase A, in this process (inputs built once per workload, the reference run once):
-  - routing statistics per workload: local (token, expert) pairs, local experts touched; the floor is
-    max(bytes / 4.25 TB/s, FLOPs / 1.44 PFLOP/s) with the bytes of the touched experts' weights only
-    and the FLOPs of the actual pairs (the roofline formula in skills/roofline assumes one local pair
-    per token; our generator routes more to this rank, see skills/operators/moe.md);
-  - each variant (the seed at its defaults and a few tunable changes, the two baselines): one call
-    checked with the sidecar's comparator (official verdict and kbot's token_l2 check), then
-    triton.testing.do_bench (CUDA events, L2 flushed, median).
-Phase B, the real protocol: ``kbot eval --device cuda`` (trials 1, budget 0.2 s, min_iters 10) of the
-seed at its defaults and of the scaled_mm_loop baseline on every workload; the torch_compile baseline
-through the same runner with the static guard off (the guard refuses torch.compile in candidates).
-Each report's CUPTI GPU time (kernel_time) and event latency go in the table.
+Phase B first (the judged path): ``kbot eval --device cuda`` of the seed at its defaults on every
+workload (trials 1, budget 0.2 s, min_iters 10), each workload bounded by --workload-timeout (60 s: a
+hang costs a minute, not the official 300 s) and the whole eval by its share of the budget. Its report
+carries, per workload, the CUPTI GPU time, the event latency and the roofline floor counted from the
+timed routing (harness/input_counts.py): the table's seed/floor is that floor.
 
-Everything stays within --budget-s (default 225 s of work after start-up; phase A gets
---phase-a-share of it, 0.33): later variants and evaluations are skipped, and say so, when it runs
-out (phase A: the seed's defaults and scaled_mm_loop first; phase B: seed, scaled_mm_loop, then
-torch_compile). A larger --budget-s covers more of them. Writes $OUT/moe_dev.json, $OUT/moe_dev.md,
-$OUT/evals.tar.gz (the kbot eval report.json and traces) and prints the compact table last.
+Phase A (variants on a few representative workloads, --seq-lens, default 1, 16, 62, 80, 901, 14107): every
+variant in a child process of its own, bounded by --variant-timeout (a hung kernel cannot be stopped
+from inside the process): inputs built once per workload, one call checked against the reference with
+the sidecar's comparator (official verdict and token_l2), then triton.testing.do_bench (CUDA events,
+L2 flushed, median). Variants: the seed at its defaults and a few tunable changes, the scaled_mm_loop
+baseline (as shipped and with M_ALIGN 16), the torch_compile baseline (last: it compiles per shape);
+a variant that changes only the large-batch (small-batch) path runs only on workloads above (at or
+below) 64 tokens. The seed's defaults also get a per-kernel GPU time breakdown (torch.profiler).
+Each phase-A row's floor is the same roofline, counted from that row's inputs.
+
+Everything stays within --budget-s (default 330 s after start-up; phase B gets --eval-share of it);
+what the budget does not reach says so. Writes $OUT/moe_dev.json, $OUT/moe_dev.md, $OUT/evals.tar.gz
+(the kbot eval report.json and traces) and prints the compact tables last.
 """
 
 from __future__ import annotations
@@ -43,40 +45,70 @@ sys.path.insert(0, str(REPO))
 
 DEF = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
 DDIR = REPO / "definitions" / DEF
-SEED_DIR = REPO / "skills" / "seeds" / DEF
-DEVICE = "cuda"  # phase A's device (a CPU smoke run of the script's logic sets "cpu")
-BW = 4.25e12  # measured copy bandwidth on the H200 (bytes/s)
-FP8_PEAK = 1.44e15  # measured FP8 tensor-core rate (FLOP/s), issue 19
-# Tunable changes measured beside the defaults (names and values from the seed's `# kbot: tunable` lists).
+DEVICE = "cuda"
+# Tunable changes of the seed measured beside its defaults (names and values from its `# kbot: tunable` lists).
 VARIANTS = {
     "default": {},
+    "g2_bm128": {"G2_BLOCK_M": 128, "G2_WARPS": 8},                  # GEMM2: 128 FLOP per L2 byte instead of 85
+    "bm128": {"BLOCK_M": 128, "G2_BLOCK_M": 128, "G2_WARPS": 8},    # and GEMM1: 171 instead of 102 (24 B spill)
+    "g1bn64_bm128": {"G1_BN": 64, "BLOCK_M": 128, "G2_BLOCK_M": 128, "G2_WARPS": 8},  # GEMM1 128 FLOP/L2 byte, no spill
+    "g1bn64_2cta": {"G1_BN": 64, "G1_WARPS": 4},                    # GEMM1 2 CTAs per SM (hides the promotion), 85 FLOP/B
+    "g1_one_wave": {"G1_PROGS_PER_SM": 1},                          # GEMM1 fits one CTA per SM: no second wave
+    "route_multi": {"SMALL_ROUTE_MAX": 0},                          # small batches routed by T/16 programs (1 at 62 tokens spills)
     "no_small_path": {"SMALL_MAX_TOKENS": 0},
     "bf16_inter": {"INTER_FP8": False},
-    "bm128": {"BLOCK_M": 128, "G2_WARPS": 8},
     "stages4": {"NUM_STAGES": 4, "SMALL_STAGES": 5},
     "split8_bn128": {"SMALL_SPLIT_K": 8, "SMALL_BN": 128},
 }
-BASELINES = ("scaled_mm_loop", "torch_compile")
-# Phase A runs variants in this order until its share of the budget is spent.
-PHASE_A_ORDER = ("default", "scaled_mm_loop", "no_small_path", "bf16_inter", "bm128", "torch_compile", "stages4", "split8_bn128")
+# Baselines (folder name, module constants changed): scaled_mm_loop pads every expert's rows to M_ALIGN.
+BASELINES = {"scaled_mm_loop": ("scaled_mm_loop", {}), "scaled_mm_loop_m16": ("scaled_mm_loop", {"M_ALIGN": 16}),
+             "torch_compile": ("torch_compile", {})}
+PHASE_A_ORDER = ("default", "scaled_mm_loop", "g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "route_multi",
+                 "no_small_path", "bf16_inter", "stages4", "split8_bn128", "scaled_mm_loop_m16", "torch_compile")
+# Variants that change only one path run only on its workloads (the small path: <= the seed's SMALL_MAX_TOKENS).
+LARGE_ONLY = {"g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "bf16_inter"}
+SMALL_ONLY = {"route_multi", "split8_bn128"}
+
+
+def seq_lens_for(name, seq_lens):
+    if name not in LARGE_ONLY and name not in SMALL_ONLY:
+        return tuple(seq_lens)
+    from bot.agents.tunables import solution_tunables
+
+    small_max = next(t.value for t in solution_tunables(seed_solutions()["default"]) if t.name == "SMALL_MAX_TOKENS")
+    return tuple(s for s in seq_lens if (s > small_max) == (name in LARGE_ONLY))
+SEQ_LENS = (1, 16, 62, 80, 901, 14107)
 
 
 def seed_solutions():
-    """(variant name, Solution) for the first seed at each VARIANTS entry."""
+    """{variant name: Solution} for the first seed at each VARIANTS entry."""
     from bot.agents.providers.offline import load_seeds
     from bot.agents.tunables import apply
 
     seed = load_seeds(DEF)[0]
-    return [(name, apply(seed, changes, name=f"{seed.name}_{name}") if changes else seed) for name, changes in VARIANTS.items()]
+    return {name: (apply(seed, changes, name=f"{seed.name}_{name}") if changes else seed) for name, changes in VARIANTS.items()}
 
 
-def baseline_solutions():
+def baseline_solution(folder):
     from harness.schema import load_solution
 
-    return [(b, load_solution(DDIR / "baselines" / b / "solution.json")) for b in BASELINES]
+    return load_solution(DDIR / "baselines" / folder / "solution.json")
 
 
-def load_callable(sol, tag):
+def sync_baselines() -> int:
+    """Rewrite every baselines/*/solution.json's sources from the folder's main.py and the definition's
+    reference.py (the files are the one home; solution.json is what the harness runs)."""
+    for folder in sorted({f for f, _ in BASELINES.values()}):
+        path = DDIR / "baselines" / folder / "solution.json"
+        data = json.loads(path.read_text())
+        files = {"main.py": DDIR / "baselines" / folder / "main.py", "reference.py": DDIR / "reference.py"}
+        data["sources"] = [{"path": s["path"], "content": files[s["path"]].read_text()} for s in data["sources"]]
+        path.write_text(json.dumps(data, indent=2) + "\n")
+        print(f"wrote {path.relative_to(REPO)}")
+    return 0
+
+
+def load_callable(sol, tag, constants=None):
     """The solution's entry point, imported from its sources written under a temporary folder."""
     import importlib.util
     import tempfile
@@ -90,246 +122,264 @@ def load_callable(sol, tag):
     spec = importlib.util.spec_from_file_location(f"moe_dev_{tag}", folder / file)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    for k, v in (constants or {}).items():
+        if not hasattr(mod, k):
+            raise AttributeError(f"{tag}: no module constant {k}")
+        setattr(mod, k, v)
     return getattr(mod, fn)
 
 
-def routing_floor(x, route, axes):
-    """Local pairs, touched experts, bytes, FLOPs and the floor in ms for one input set."""
+def variant_callable(name):
+    if name in VARIANTS:
+        return load_callable(seed_solutions()[name], name)
+    folder, constants = BASELINES[name]
+    return load_callable(baseline_solution(folder), name, constants)
+
+
+def floor_of(defn, axes, inputs, cfg):
+    """The harness's roofline floor (skills/roofline/moe.yaml) counted from these inputs' routing."""
+    from harness.ceilings import documented_ceilings
+    from harness.operators.moe import local_routing_counts
+    from harness.roofline import roofline
+
+    counts = local_routing_counts(inputs, axes, cfg)
+    r = roofline(defn, axes, documented_ceilings("NVIDIA H200"), given=counts)
+    return {**{k: int(v) for k, v in counts.items()}, "floor_ms": r.floor_ms, "bound": r.bound}
+
+
+def kernel_times(fn, x, calls=3):
+    """GPU time per call of each kernel (torch.profiler, CUDA activities), µs: where a variant's time goes."""
     import torch
+    from torch.profiler import ProfilerActivity, profile
 
-    T, H, I = axes["seq_len"], axes["hidden_size"], axes["intermediate_size"]
-    off, EL = int(x["local_expert_offset"]), axes["num_local_experts"]
-    experts, _ = route(x["routing_logits"], x["routing_bias"], 1.0)
-    local = (experts >= off) & (experts < off + EL)
-    pairs = int(local.sum())
-    touched = int(torch.unique(experts[local]).numel())
-    per_expert = 2 * I * H + H * I + 4 * ((2 * I // 128) * (H // 128) + (H // 128) * (I // 128))
-    nbytes = touched * per_expert + T * H + 4 * T * H // 128 + 2 * T * H + 4 * T * 256
-    flops = pairs * 2 * (H * 2 * I + I * H)
-    floor_ms = max(nbytes / BW, flops / FP8_PEAK) * 1e3
-    return {"pairs": pairs, "touched": touched, "bytes": nbytes, "flops": flops, "floor_ms": floor_ms,
-            "bound": "memory" if nbytes / BW >= flops / FP8_PEAK else "compute"}
-
-
-def _sync():
-    import torch
-
-    if DEVICE == "cuda":
-        torch.cuda.synchronize()
+    try:
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn(**x)
+            torch.cuda.synchronize()
+        out = {}
+        for e in prof.key_averages():
+            t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+            if t:
+                out[e.key[:48]] = round(t / calls, 1)
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+    except Exception as e:  # noqa: BLE001 — a profiler problem is reported, not fatal
+        return {"error": f"{type(e).__name__}: {str(e)[:200]}"}
 
 
-def phase_a(workloads, sols, defn, cfg, deadline, rows):
-    """Inputs and reference outputs of every workload built once and kept on the GPU (19 x ~1.4 GB),
-    then variant by variant (in PHASE_A_ORDER): one checked call and do_bench per workload, until the
-    deadline (later variants are skipped whole or in part, and say so)."""
+def phase_a_child(name, seq_lens, budget_s) -> int:
+    """One variant on the chosen workloads, one JSON line per workload (run in a process of its own)."""
     import torch
     import triton.testing
 
+    import harness.operators  # noqa: F401  (registers the MoE builder, generators, checks)
     from harness.compare import compare, normalize_outputs
+    from harness.defconfig import load_config
     from harness.inputs import load_trusted_fn, make_inputs
+    from harness.schema import load_definition, load_workloads
 
+    t_end = time.monotonic() + budget_s
+    defn = load_definition(DDIR / "definition.json")
+    cfg = load_config(DEF, DDIR / "definition.json")
     ref = load_trusted_fn(cfg.reference_fn, cfg.root)
-    route = load_trusted_fn("reference.py::route", cfg.root)
-    data = {}
-    for w in workloads:
-        axes = defn.resolve_axes(w.axes)
-        x = make_inputs(defn, w, seed=1234, device=DEVICE, config=cfg)
-        expected = normalize_outputs(ref(**x), defn)
-        _sync()
-        row = rows[w.uuid]
-        row.update(routing_floor(x, route, axes))
-        row["reference_ms"] = triton.testing.do_bench(lambda x=x: ref(**x), warmup=5, rep=40, return_mode="median")
-        data[w.uuid] = (axes, x, expected)
-    print(f"[A] inputs and references of {len(data)} workloads ready", flush=True)
-    order = sorted(sols, key=lambda ns: PHASE_A_ORDER.index(ns[0]) if ns[0] in PHASE_A_ORDER else len(PHASE_A_ORDER))
-    for name, sol in order:
-        try:
-            fn = load_callable(sol, name)
-        except Exception as e:  # noqa: BLE001 — reported, the rest still runs
-            for w in workloads:
-                rows[w.uuid]["variants"][name] = {"status": f"LOAD_ERROR {type(e).__name__}: {str(e)[:200]}"}
+    try:
+        fn = variant_callable(name)
+    except Exception as e:  # noqa: BLE001 — reported, the parent goes on
+        print(json.dumps({"variant": name, "status": f"LOAD_ERROR {type(e).__name__}: {str(e)[:200]}"}), flush=True)
+        return 0
+    for w in load_workloads(DDIR / "workloads.jsonl", defn):
+        if w.axes["seq_len"] not in seq_lens:
             continue
-        for w in workloads:
-            axes, x, expected = data[w.uuid]
-            cell = rows[w.uuid]["variants"].setdefault(name, {})
-            if time.monotonic() > deadline:
-                cell["status"] = "SKIPPED (budget)"
-                continue
-            try:
-                got = normalize_outputs(fn(**{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in x.items()}), defn)
-                _sync()
-                r = compare(got, expected, definition=defn, axes=axes, config=cfg, inputs=x)
-                cell.update(status=r.status.value, matched=r.matched_ratio, message=r.message[:300],
-                            checks={k: {"ok": c.ok, "value": c.value} for k, c in r.checks.items()})
-                if r.ok:
-                    cell["do_bench_ms"] = triton.testing.do_bench(lambda fn=fn, x=x: fn(**x), warmup=5, rep=40, return_mode="median")
-            except Exception as e:  # noqa: BLE001
-                cell["status"] = f"ERROR {type(e).__name__}: {str(e)[:300]}"
-        print(f"[A] {name}: " + ", ".join(f"{rows[w.uuid]['seq_len']}:{rows[w.uuid]['variants'][name].get('do_bench_ms', rows[w.uuid]['variants'][name].get('status'))}" for w in workloads), flush=True)
-    del data
-    if DEVICE == "cuda":
+        cell = {"variant": name, "uuid": w.uuid, "seq_len": w.axes["seq_len"]}
+        if time.monotonic() > t_end:
+            print(json.dumps({**cell, "status": "SKIPPED (variant budget)"}), flush=True)
+            continue
+        x = None
+        try:
+            axes = defn.resolve_axes(w.axes)
+            x = make_inputs(defn, w, seed=1234, device=DEVICE, config=cfg)
+            cell.update(floor_of(defn, axes, x, cfg))
+            expected = normalize_outputs(ref(**x), defn)
+            got = normalize_outputs(fn(**{k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in x.items()}), defn)
+            torch.cuda.synchronize()
+            r = compare(got, expected, definition=defn, axes=axes, config=cfg, inputs=x)
+            cell.update(status=r.status.value, matched=r.matched_ratio, message=r.message[:300],
+                        checks={k: {"ok": c.ok, "value": c.value} for k, c in r.checks.items()})
+            if r.ok:
+                cell["do_bench_ms"] = triton.testing.do_bench(lambda x=x: fn(**x), warmup=5, rep=40, return_mode="median")
+                if name == "default":
+                    cell["kernels_us"] = kernel_times(fn, x)
+        except Exception as e:  # noqa: BLE001
+            cell["status"] = f"ERROR {type(e).__name__}: {str(e)[:300]}"
+        print(json.dumps(cell), flush=True)
+        del x
         torch.cuda.empty_cache()
+    return 0
 
 
-def kbot_eval(sol_path, out, wl_path, deadline, guard=True):
-    """One evaluation with the real protocol; the report (or None) and its wall time."""
-    left = deadline - time.monotonic()
-    if left < 20:
-        return None, 0.0, "skipped: budget"
+def phase_a(names, seq_lens, deadline, variant_timeout, rows_a):
+    """Each variant in a child (bounded): cells {(variant, uuid): result}."""
+    for name in names:
+        left = deadline - time.monotonic()
+        if left < 15:
+            rows_a.append({"variant": name, "status": "SKIPPED (budget)"})
+            print(f"[A] {name}: skipped (budget)", flush=True)
+            continue
+        limit = min(variant_timeout, left)
+        t0 = time.monotonic()
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--phase-a-child", name, "--seq-lens", ",".join(map(str, seq_lens_for(name, seq_lens))),
+               "--child-budget", str(max(5.0, limit - 10))]
+        try:
+            p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=limit)
+            out, tail, status = p.stdout, p.stderr[-600:], ("" if p.returncode == 0 else f"child exit {p.returncode}")
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            tail, status = "", f"TIMEOUT after {limit:.0f} s"
+        got = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        rows_a.extend(got)
+        if status:
+            rows_a.append({"variant": name, "status": status, "stderr": tail})
+        cells = ", ".join(f"{c.get('seq_len')}:{fmt(c['do_bench_ms']) if 'do_bench_ms' in c else c.get('status')}" for c in got)
+        print(f"[A] {name} ({time.monotonic() - t0:.0f} s{', ' + status if status else ''}): {cells}", flush=True)
+
+
+def kbot_eval(sol_path, out, wl_path, total_s, workload_timeout):
+    """One evaluation with the real protocol; (report or None, seconds, log tail)."""
     t0 = time.monotonic()
-    common = ["--device", "cuda", "--trials", "1", "--budget", "0.2", "--timing", "min_iters=10", "--out", str(out),
-              "--total-timeout", str(int(left)), "-w", str(wl_path), "-d", DEF]
-    if guard:
-        cmd = [sys.executable, "-m", "harness.cli", "eval", str(sol_path), *common]
-    else:  # the same runner, static guard and observer off (see unguarded_eval)
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--unguarded-eval", str(sol_path), str(out), str(wl_path), str(int(left))]
-    p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    log = p.stdout[-3000:] + p.stderr[-2000:]
+    cmd = [sys.executable, "-m", "harness.cli", "eval", str(sol_path), "--device", "cuda", "--trials", "1", "--budget", "0.2",
+           "--timing", "min_iters=10", "--timeout", str(int(workload_timeout)), "--total-timeout", str(int(total_s)),
+           "--out", str(out), "-w", str(wl_path), "-d", DEF]
+    try:
+        p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=total_s + 60)
+        log = p.stdout[-3000:] + p.stderr[-2000:]
+    except subprocess.TimeoutExpired:
+        log = "kbot eval itself did not end within its total timeout + 60 s"
     report = out / "report.json"
     return (json.loads(report.read_text()) if report.is_file() else None), time.monotonic() - t0, log
-
-
-def unguarded_eval(sol_path, out, wl_path, total_s) -> int:
-    """kbot eval's runner with RunConfig(guard=False): the torch_compile baseline is refused by the static
-    guard (torch.compile is not allowed in candidates); a baseline is ours, so it is measured without it."""
-    from harness.runner import RunConfig, evaluate
-    from harness.schema import load_definition, load_solution, load_workloads
-
-    defn = load_definition(DDIR / "definition.json")
-    cfg = RunConfig(device="cuda", trials=1, total_timeout_s=float(total_s), timing={"budget_s": 0.2, "min_iters": 10}, guard=False)
-    report = evaluate(defn, load_solution(sol_path), load_workloads(wl_path, defn), Path(out), cfg, definition_path=DDIR / "definition.json")
-    return 0 if report.all_passed else 1
-
-
-def fold_report(rows, name, report):
-    for w in (report or {}).get("workloads", []):
-        row = rows.get(w["uuid"])
-        if row is None:
-            continue
-        kt = (w.get("kernel_time") or {}).get("latency_ms") or {}
-        checks = ((w.get("correctness") or {}).get("checks") or {})
-        row["evals"][name] = {"status": w["status"], "event_ms": (w.get("latency_ms") or {}).get("median"),
-                              "gpu_ms": kt.get("median"), "message": (w.get("message") or "")[:300],
-                              "token_l2": (checks.get("token_l2") or {}).get("value")}
 
 
 def fmt(v, scale=1.0, digits=3):
     return "-" if v is None else f"{v * scale:.{digits}g}"
 
 
-def tables(rows, order):
-    names_a = list(VARIANTS) + list(BASELINES)
-    lines = ["| seq_len | offset | rsf | pairs | experts | bound | floor ms | ref ms | " + " | ".join(f"{n} ms" for n in names_a) + " |",
-             "|" + "---|" * (8 + len(names_a))]
-    for u in order:
-        r = rows[u]
-        cells = []
-        for n in names_a:
-            c = r["variants"].get(n, {})
-            cells.append(fmt(c.get("do_bench_ms")) if c.get("do_bench_ms") is not None else (c.get("status") or "-")[:18])
-        lines.append(f"| {r['seq_len']} | {r['offset']} | {r['rsf']} | {r.get('pairs', '-')} | {r.get('touched', '-')} | {r.get('bound', '-')} | "
-                     f"{fmt(r.get('floor_ms'))} | {fmt(r.get('reference_ms'))} | " + " | ".join(cells) + " |")
-    ev = ["seed", "scaled_mm_loop", "torch_compile"]
-    lines += ["", "kbot eval (trials 1): GPU time from CUPTI (event latency), status, token_l2 where reported", "",
-              "| seq_len | floor ms | " + " | ".join(f"{n} GPU ms (event ms)" for n in ev) + " | seed / floor |", "|" + "---|" * (3 + len(ev))]
-    ratios, means = [], {n: [] for n in ev}
-    for u in order:
-        r = rows[u]
-        cells = []
-        for n in ev:
-            e = r["evals"].get(n)
-            if not e:
-                cells.append("-")
-                continue
-            cells.append(f"{fmt(e['gpu_ms'])} ({fmt(e['event_ms'])})" if e["status"] == "PASSED" else e["status"])
-            if e["status"] == "PASSED" and e["gpu_ms"] is not None:
-                means[n].append(e["gpu_ms"])
-        s = r["evals"].get("seed") or {}
-        ratio = (s["gpu_ms"] / r["floor_ms"]) if s.get("gpu_ms") and r.get("floor_ms") else None
-        if ratio:
-            ratios.append(ratio)
-        lines.append(f"| {r['seq_len']} | {fmt(r.get('floor_ms'))} | " + " | ".join(cells) + f" | {fmt(ratio)} |")
+def eval_table(report):
+    lines = ["| seq_len | status | GPU ms (CUPTI) | event ms | floor ms | local experts | local pairs | seed / floor | token_l2 |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    gpu, ratios = [], []
+    for w in (report or {}).get("workloads", []):
+        kt = ((w.get("kernel_time") or {}).get("latency_ms") or {}).get("median")
+        ev = (w.get("latency_ms") or {}).get("median")
+        roof = w.get("roofline") or {}
+        counts = roof.get("input_counts") or {}
+        t = kt if kt is not None else ev
+        ratio = t / roof["floor_ms"] if t and roof.get("floor_ms") else None
+        if w["status"] == "PASSED" and t is not None:
+            gpu.append(t)
+            if ratio:
+                ratios.append(ratio)
+        l2 = (((w.get("correctness") or {}).get("checks") or {}).get("token_l2") or {}).get("value")
+        status = w["status"] if w["status"] == "PASSED" else f"{w['status']}: {(w.get('message') or '')[:80]}"
+        lines.append(f"| {w['axes'].get('seq_len')} | {status} | {fmt(kt)} | {fmt(ev)} | {fmt(roof.get('floor_ms'))} | "
+                     f"{fmt(counts.get('local_experts'), digits=4)} | {fmt(counts.get('local_pairs'), digits=6)} | {fmt(ratio)} | {fmt(l2)} |")
     lines.append("")
-    for n in ev:
-        if means[n]:
-            lines.append(f"mean GPU time {n}: {statistics.mean(means[n]):.4f} ms over {len(means[n])} passed workloads (target for the champion: <= 0.45 ms over all)")
+    n = len((report or {}).get("workloads", []))
+    if gpu:
+        lines.append(f"seed mean GPU time: {statistics.mean(gpu):.4f} ms over {len(gpu)} of {n} workloads passed (target <= 0.45 ms over all)")
     if ratios:
-        lines.append(f"seed GPU time / floor: median {statistics.median(ratios):.2f}x, max {max(ratios):.2f}x")
+        lines.append(f"seed time / floor: median {statistics.median(ratios):.2f}x, max {max(ratios):.2f}x")
+    return "\n".join(lines)
+
+
+def a_table(rows_a, names, seq_lens):
+    cells = {(c["variant"], c["seq_len"]): c for c in rows_a if "seq_len" in c}
+    failed = {c["variant"]: c["status"] for c in rows_a if "seq_len" not in c}
+    lines = ["| seq_len | local experts | floor ms | " + " | ".join(f"{n} ms" for n in names) + " |", "|" + "---|" * (3 + len(names))]
+    for s in seq_lens:
+        any_c = next((cells[(n, s)] for n in names if (n, s) in cells and "floor_ms" in cells[(n, s)]), {})
+        row = []
+        for n in names:
+            c = cells.get((n, s))
+            row.append(fmt(c["do_bench_ms"]) if c and "do_bench_ms" in c else ((c or {}).get("status") or failed.get(n, "-"))[:24])
+        lines.append(f"| {s} | {any_c.get('local_experts', '-')} | {fmt(any_c.get('floor_ms'))} | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--budget-s", type=float, default=225.0, help="seconds of work after start-up (raise it to cover every variant)")
-    ap.add_argument("--phase-a-share", type=float, default=0.33, help="share of the budget for phase A (the rest: kbot eval)")
-    ap.add_argument("--dry-run", action="store_true", help="load workloads and build every variant's source; run nothing")
-    ap.add_argument("--skip-eval", action="store_true", help="phase A only")
+    ap.add_argument("--budget-s", type=float, default=330.0, help="seconds of work after start-up")
+    ap.add_argument("--eval-share", type=float, default=0.5, help="share of the budget for phase B (kbot eval of the seed)")
+    ap.add_argument("--workload-timeout", type=float, default=60.0, help="kbot eval's per-workload timeout (s)")
+    ap.add_argument("--variant-timeout", type=float, default=75.0, help="phase A: seconds per variant's child process")
+    ap.add_argument("--seq-lens", default=",".join(map(str, SEQ_LENS)), help="phase A workloads by seq_len")
     ap.add_argument("--only", action="append", default=[], help="phase A variants to run (repeatable; default all)")
-    ap.add_argument("--unguarded-eval", nargs=4, metavar=("SOLUTION", "OUT", "WORKLOADS", "TOTAL_S"), help=argparse.SUPPRESS)
+    ap.add_argument("--skip-eval", action="store_true", help="phase A only")
+    ap.add_argument("--skip-a", action="store_true", help="phase B only")
+    ap.add_argument("--dry-run", action="store_true", help="load workloads and build every variant's source; run nothing")
+    ap.add_argument("--sync-baselines", action="store_true", help="rewrite baselines/*/solution.json from their files")
+    ap.add_argument("--phase-a-child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-budget", type=float, default=60.0, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.unguarded_eval:
-        return unguarded_eval(*args.unguarded_eval)
+    seq_lens = tuple(int(s) for s in args.seq_lens.split(",") if s)
+    if args.sync_baselines:
+        return sync_baselines()
+    if args.phase_a_child:
+        return phase_a_child(args.phase_a_child, seq_lens, args.child_budget)
     t_start = time.monotonic()
     out = Path(os.environ.get("OUT", "/tmp/out"))
     out.mkdir(parents=True, exist_ok=True)
 
-    import harness.operators  # noqa: F401  (registers the MoE builder, generators and checks)
-    from harness.defconfig import load_config
     from harness.schema import load_definition, load_workloads
 
     defn = load_definition(DDIR / "definition.json")
-    cfg = load_config(DEF, DDIR / "definition.json")
     wl_path = DDIR / "workloads.jsonl"
     workloads = load_workloads(wl_path, defn)
-    seeds = seed_solutions()
-    base = baseline_solutions()
-    sols = [(n, s) for n, s in seeds + base if not args.only or n in args.only]
-    rows = {w.uuid: {"uuid": w.uuid, "seq_len": w.axes["seq_len"], "offset": w.inputs["local_expert_offset"].value,
-                     "rsf": w.inputs["routed_scaling_factor"].value, "variants": {}, "evals": {}} for w in workloads}
-    order = [w.uuid for w in workloads]
+    names = [n for n in PHASE_A_ORDER if not args.only or n in args.only]
+    missing = sorted(set(seq_lens) - {w.axes["seq_len"] for w in workloads})
+    if missing:
+        print(f"no workload has seq_len {missing}", file=sys.stderr)
+        return 2
     if args.dry_run:
-        for n, s in sols:
-            compile(s.sources[0].content, f"{n}/{s.sources[0].path}", "exec")
-        print(f"{len(workloads)} workloads; phase A variants: {[n for n, _ in sols]}; phase B: seed, scaled_mm_loop, torch_compile (guard off)")
+        seeds = seed_solutions()
+        for n in names:
+            sol = seeds[n] if n in seeds else baseline_solution(BASELINES[n][0])
+            compile(sol.sources[0].content, f"{n}/{sol.sources[0].path}", "exec")
+        print(f"{len(workloads)} workloads; phase B: kbot eval of the seed on all of them ({args.workload_timeout:.0f} s each at most); "
+              f"phase A on seq_len {list(seq_lens)}: variants {names}; budget {args.budget_s:.0f} s")
         return 0
 
-    import torch
-
-    results = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-               "budget_s": args.budget_s, "variants": VARIANTS, "rows": rows}
-    deadline = t_start + args.budget_s
-    phase_a(workloads, sols, defn, cfg, t_start + args.budget_s * (args.phase_a_share if not args.skip_eval else 1.0), rows)
-    results["phase_a_s"] = round(time.monotonic() - t_start, 1)
-
+    results = {"date": time.strftime("%Y-%m-%d"), "budget_s": args.budget_s, "variants": VARIANTS,
+               "baselines": {k: list(v) for k, v in BASELINES.items()}, "seq_lens": list(seq_lens)}
+    report = None
     if not args.skip_eval:
         tmp = out / "evals"
         tmp.mkdir(exist_ok=True)
         seed_json = tmp / "seed.json"
-        seed_json.write_text(seeds[0][1].to_json(indent=2))
-        plan = [("seed", seed_json, True), ("scaled_mm_loop", DDIR / "baselines" / "scaled_mm_loop" / "solution.json", True),
-                ("torch_compile", DDIR / "baselines" / "torch_compile" / "solution.json", False)]
-        results["evals"] = {}
-        for name, path, guard in plan:
-            rep, secs, log = kbot_eval(path, tmp / name, wl_path, deadline, guard=guard)
-            results["evals"][name] = {"seconds": round(secs, 1), "ran": rep is not None, "log_tail": log[-1500:] if rep is None else "",
-                                      "summary": {k: v for k, v in ((rep or {}).get("summary") or {}).items() if k != "checks"},
-                                      "checks": ((rep or {}).get("summary") or {}).get("checks")}
-            fold_report(rows, name, rep)
-            print(f"[B] {name}: {'ran' if rep else 'did not run'} in {secs:.0f} s", flush=True)
+        seed_json.write_text(seed_solutions()["default"].to_json(indent=2))
+        total = args.budget_s * (args.eval_share if not args.skip_a else 1.0)
+        report, secs, log = kbot_eval(seed_json, tmp / "seed", wl_path, total, args.workload_timeout)
+        results["eval"] = {"seconds": round(secs, 1), "ran": report is not None, "log_tail": log[-1500:] if report is None else "",
+                           "summary": (report or {}).get("summary")}
+        print(f"[B] seed: {'ran' if report else 'did not run'} in {secs:.0f} s", flush=True)
+        print(eval_table(report), flush=True)
         with tarfile.open(out / "evals.tar.gz", "w:gz") as tar:
-            for name, _, _ in plan:
-                for f in ("report.json", "traces.jsonl"):
-                    p = tmp / name / f
-                    if p.is_file():
-                        tar.add(p, arcname=f"{name}/{f}")
+            for f in ("report.json", "traces.jsonl"):
+                if (tmp / "seed" / f).is_file():
+                    tar.add(tmp / "seed" / f, arcname=f"seed/{f}")
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
-
+    rows_a: list[dict] = []
+    if not args.skip_a:
+        phase_a(names, seq_lens, t_start + args.budget_s, args.variant_timeout, rows_a)
+    results["phase_a"] = rows_a
     results["total_s"] = round(time.monotonic() - t_start, 1)
-    table = tables(rows, order)
+    tb, ta = eval_table(report), a_table(rows_a, names, seq_lens)
     (out / "moe_dev.json").write_text(json.dumps(results, indent=1, default=str))
-    (out / "moe_dev.md").write_text(f"# MoE seeds and baselines, {results['gpu']}, {results['date']}\n\nphase A (do_bench median, in process):\n\n{table}\n")
-    print(f"\nphase A {results['phase_a_s']} s, total {results['total_s']} s\n")
-    print(table)
+    kern = "\n".join(f"- seq_len {c['seq_len']}: " + ", ".join(f"{k} {v}" for k, v in c["kernels_us"].items())
+                     for c in rows_a if c.get("variant") == "default" and c.get("kernels_us"))
+    (out / "moe_dev.md").write_text(f"# MoE seed and baselines, H200, {results['date']}\n\nkbot eval of the seed (phase B):\n\n{tb}\n\n"
+                                    f"phase A (do_bench median ms, in a child per variant):\n\n{ta}\n\n"
+                                    f"the seed's kernels, GPU µs per call (torch.profiler):\n\n{kern}\n")
+    print(f"\ntotal {results['total_s']} s\n\nthe seed's kernels, GPU µs per call:\n{kern}\n\nkbot eval of the seed (phase B):\n\n{tb}\n\n"
+          f"phase A (do_bench median ms):\n\n{ta}")
     return 0
 
 

@@ -151,3 +151,22 @@ def test_malformed_evidence_is_refused():
     with pytest.raises(ValueError):
         Evidence.from_block({"w": [["x"]], "definition": "d"})
     assert read_evidence("<!-- kbot:evidence not-base64!! -->") is None
+
+
+def test_a_failed_kbot_check_rejects_and_says_which_also_through_the_evidence_block():
+    """kbot's extra checks sit beside the official verdict (the status stays PASSED); a candidate that
+    fails one on any workload is not promoted, and the reason names the check."""
+    from harness.report import CheckResult
+
+    rep = good()
+    rep.workloads[1].correctness.checks["token_l2"] = CheckResult(ok=False, value=0.21, limit=0.08, trials=3, failed_trials=1)
+    rep.workloads[0].correctness.checks["token_l2"] = CheckResult(ok=True, value=0.02, limit=0.08, trials=3)
+    d = run(rep)
+    assert d.action == "reject" and failed_rules(d) == {"kbot checks"}
+    why = next(r.detail for r in d.reasons if r.rule == "kbot checks")
+    assert "token_l2" in why and "1 workload(s)" in why
+    data = read_evidence("x\n" + evidence_block(rep, HEAD))
+    assert decide(Evidence.from_block(data), P, champion_hash=CH, pr_head_sha=HEAD, up_to_date=True) == d
+    # a block written before the checks were carried (5 fields a row) still reads, with none failed
+    old = {**data, "w": [row[:5] for row in data["w"]]}
+    assert all(w.failed_checks == () for w in Evidence.from_block(old).workloads)

@@ -238,3 +238,15 @@ def test_forged_messages_on_the_result_channel_are_refused(definition, workloads
     rep = run(definition, workloads, sol(FORGER), tmp_path, guard=False)
     assert all(w.status is not Status.PASSED for w in rep.workloads), [(w.status, w.message) for w in rep.workloads]
     assert len(traces(tmp_path)) == len(workloads)
+
+
+def test_a_workload_cut_by_the_total_timeout_says_so_and_not_its_own_timeout(definition, workloads, tmp_path):
+    """The run's total timeout ending a workload is not that workload hanging for its own timeout: the
+    message names the limit that was reached and how long the workload ran (a MoE run on the H200 once
+    read "did not finish within 300 s" for a workload the total timeout had cut after 2 s)."""
+    cfg = RunConfig(device="cpu", timing=FAST, guard=False, timeout_s=300, total_timeout_s=20, trials=1)
+    rep = evaluate(definition, sol(HOSTILE["hang"][0]), workloads, tmp_path / "out", cfg, definition_path=DEF)
+    first, *rest = rep.workloads
+    assert first.status is Status.TIMEOUT and "total timeout (20 s) was reached" in first.message and "300 s" not in first.message, first.message
+    assert 0 < first.seconds < 20
+    assert rest and all(w.status is Status.TIMEOUT and w.never_started for w in rest)

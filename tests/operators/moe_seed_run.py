@@ -21,14 +21,11 @@ from test_references import SMALL  # noqa: E402
 
 
 def seed_module(tunables):
-    spec = importlib.util.spec_from_file_location("moe_seed_grouped", REPO / "skills" / "seeds" / MOE / "grouped.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    for k, v in tunables.items():
-        if not hasattr(mod, k):
-            raise SystemExit(f"the seed has no tunable {k}")
-        setattr(mod, k, v)
-    return mod
+    """The seed with some tunables changed: scripts/moe_aot.py's loader (one home)."""
+    spec = importlib.util.spec_from_file_location("moe_aot_tool", REPO / "scripts" / "moe_aot.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    return tool.seed_module(tunables)
 
 
 def judged(case):

@@ -1,9 +1,11 @@
 """The MoE baselines (definitions/<moe>/baselines/, for issue 16) compute the definition's math.
 
 On the CPU at shrunk sizes: torch_compile with torch.compile as the identity (the same functions, eager), and
-scaled_mm_loop against an emulation of ``torch._scaled_mm``'s DeepSeek recipe that first applies
-torch's own layout checks (scale_a [M, K/128] outer-dim-major, scale_b [K/128, N/128] whose transpose
-is row-major, mat1 row-major, mat2 column-major), so a scale-layout mistake fails here, not on the GPU.
+scaled_mm_loop against an emulation of ``torch._scaled_mm``'s DeepSeek recipe that first applies the
+rules the baseline's docstring gives with their sources (torch's layout checks: scale_a [M, K/128]
+outer-dim-major, scale_b [K/128, N/128] whose transpose is row-major with a 16-byte row stride, mat1
+row-major, mat2 column-major; cuBLASLt's: every size a multiple of 16, M included, which torch does
+not check), so a layout or padding mistake fails here, not on the GPU.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ def emulated_scaled_mm(mat1, mat2, scale_a, scale_b, out_dtype=None, **_):
     M, K = mat1.shape
     K2, N = mat2.shape
     assert K == K2 and K % 16 == 0 and N % 16 == 0
+    assert M % 16 == 0, f"cuBLASLt's FP8 heuristic refuses M = {M} (not a multiple of 16): pad the rows"
+    assert scale_a.dtype == torch.float32 and scale_b.dtype == torch.float32
     assert mat1.stride(1) == 1, "mat1 must be row-major"
     assert mat2.stride(0) == 1, "mat2 must be column-major"
     assert tuple(scale_a.shape) == (M, K // 128) and (M == 1 or scale_a.stride(0) == 1) and (K // 128 == 1 or scale_a.stride(1) == M), \
@@ -46,27 +50,62 @@ def emulated_scaled_mm(mat1, mat2, scale_a, scale_b, out_dtype=None, **_):
     sbt = scale_b.t()
     assert tuple(sbt.shape) == (N // 128, K // 128) and (K // 128 == 1 or sbt.stride(1) == 1) and (N // 128 == 1 or sbt.stride(0) == K // 128), \
         f"scale_b.t() must be [N/128, K/128] row-major, got {tuple(sbt.shape)} strides {sbt.stride()}"
+    assert N // 128 == 1 or sbt.stride(0) % 4 == 0, f"scale_b's row stride {sbt.stride(0)} floats is not 16-byte aligned"
     a = mat1.float() * scale_a.repeat_interleave(128, dim=1)
     b = mat2.float() * scale_b.repeat_interleave(128, dim=0).repeat_interleave(128, dim=1)
     return (a @ b).to(out_dtype or torch.bfloat16)
 
 
-def cases(T):
+# scaled_mm_loop's smallest sizes: the 128x128 scales' rows must be 16-byte aligned (K a multiple of 512)
+SCALED_MM = dict(hidden_size=512, intermediate_size=512, gemm1_out_size=1024, num_hidden_blocks=4, num_intermediate_blocks=4,
+                 num_gemm1_out_blocks=8)
+
+
+def cases(T, sizes=SMALL):
     defn, cfg = ours(MOE)
-    defn = shrink(defn, **SMALL)
+    defn = shrink(defn, **sizes)
     w = workload({"seq_len": T}, routing_logits=gen("moe_routing_logits"), local_expert_offset=scalar(96), routed_scaling_factor=scalar(3.25))
     for seed in (0, 1):
         x = make(defn, cfg, w, seed)
         yield defn, cfg, w, x, our_run(MOE)(**clone(x))
 
 
-@pytest.mark.parametrize("T", [1, 16, 70])
-def test_scaled_mm_loop_matches_with_torchs_layout_rules(monkeypatch, tmp_path, T):
+@pytest.mark.parametrize("T,m_align", [(1, None), (16, None), (70, None), (5, 16), (70, 16)])
+def test_scaled_mm_loop_matches_with_torchs_layout_rules(monkeypatch, tmp_path, T, m_align):
     monkeypatch.setattr(torch, "_scaled_mm", emulated_scaled_mm)
     mod = load("scaled_mm_loop", tmp_path, monkeypatch)
-    for defn, cfg, w, x, expected in cases(T):
+    if m_align is not None:  # the other padding scripts/gpu/moe_dev.py measures
+        monkeypatch.setattr(mod, "M_ALIGN", m_align)
+    for defn, cfg, w, x, expected in cases(T, SCALED_MM):
         r = judge(defn, cfg, w, x, mod.run(**clone(x)), expected)
         assert r.ok and r.checks["token_l2"].ok, (r.message, r.checks)
+
+
+def test_the_stand_in_refuses_unpadded_rows(monkeypatch, tmp_path):
+    """Without the padding (M_ALIGN 1: an expert's 1-5 rows as they are) the stand-in fails as cuBLASLt
+    did on the H200 (CUBLAS_STATUS_NOT_SUPPORTED at 1-5 rows per expert)."""
+    monkeypatch.setattr(torch, "_scaled_mm", emulated_scaled_mm)
+    mod = load("scaled_mm_loop", tmp_path, monkeypatch)
+    monkeypatch.setattr(mod, "M_ALIGN", 1)
+    defn, cfg, w, x, expected = next(cases(1, SCALED_MM))
+    with pytest.raises(AssertionError, match="not a multiple of 16"):
+        mod.run(**clone(x))
+    _, _, _, x, _ = next(cases(1))  # K = 256: the 128x128 scale rows are 8 bytes apart
+    with pytest.raises(ValueError, match="multiples of 512"):
+        mod.run(**clone(x))
+
+
+def test_the_baselines_solution_json_carry_their_sources():
+    """solution.json is what the harness runs: its sources must be the folder's main.py and the
+    definition's reference.py byte for byte (regenerate with scripts/gpu/moe_dev.py --sync-baselines)."""
+    from harness.schema import load_solution
+
+    for name in ("scaled_mm_loop", "torch_compile"):
+        sol = load_solution(BASE / name / "solution.json")
+        files = {"main.py": BASE / name / "main.py", "reference.py": BASE.parent / "reference.py"}
+        assert {s.path for s in sol.sources} == set(files)
+        for s in sol.sources:
+            assert s.content == files[s.path].read_text(), f"{name}/solution.json: {s.path} differs from the file"
 
 
 @pytest.mark.parametrize("T", [1, 16])

@@ -51,9 +51,10 @@ def test_seed_declares_tunables_with_the_default_first():
 
 @pytest.mark.slow
 def test_seed_defaults_pass_both_checks():
-    """1-40 tokens take the small-batch path (swap-AB, split-K, bf16 intermediate), 70 the large one
-    (persistent grouped GEMMs, FP8 intermediate); two seeds each."""
+    """1-62 tokens take the small-batch path (swap-AB, split-K, bf16 intermediate), 70 the large one
+    (persistent grouped GEMMs, FP8 intermediate); two seeds each (62: one)."""
     cases = [{"T": T, "offset": off, "seed": s} for T, off in ((1, 32), (5, 224), (40, 0), (70, 96)) for s in (0, 1)]
+    cases.append({"T": 62, "offset": 96, "seed": 0})  # the H200 run's seq_len 62 (64-token routing tile, 16 warps)
     assert_all_pass_both(run_cases(cases), len(cases))
 
 
@@ -65,6 +66,10 @@ def test_seed_variants_pass_both_checks():
         (70, {"BLOCK_M": 128, "GROUP_M": 1, "BLOCK_N2": 64}),
         (5, {"SMALL_SPLIT_K": 1, "SMALL_BN": 32, "SMALL_BT": 32}),
         (33, {"SMALL_SPLIT_K": 8, "SMALL_BN": 128}),
+        (40, {"SMALL_ROUTE_MAX": 16}),                                     # small GEMMs after the multi-program routing
+        (70, {"G2_BLOCK_M": 128, "G2_WARPS": 8, "G1_PROGS_PER_SM": 1}),    # GEMM2's own m-tile
+        (70, {"G1_BN": 64}),                                               # 64-column requant blocks, GEMM2 K steps of 64
+        (70, {"G1_BN": 64, "BLOCK_M": 128, "INTER_FP8": False}),
     )]
     # a batch whose tokens mostly reach no local expert: those rows must be written as zeros
     cases.append({"T": 6, "offset": 160, "seed": 3, "params": {"local_share": 0.0, "hot_local": 0, "visible_bias_tokens": 0}})

@@ -28,13 +28,28 @@ Two paths for the GEMMs, chosen by token count (host-side shape, no sync):
   are summed by a small SwiGLU kernel into a bf16 intermediate (memory-bound: bf16 costs nothing here
   and keeps the per-token error ~0.3 %).
 - large: persistent grouped GEMMs over (expert, m-tile, n-tile) with GROUP_M swizzling inside each
-  expert (weights shared in L2 by the m-tiles running together), BLOCK_K = 128 = the scale block.
-  GEMM1 fuses SwiGLU and, with INTER_FP8, requantizes the intermediate to FP8 with one scale per
-  (row, 128 columns) (amax / 448, clamped: no overflow), so GEMM2 runs FP8 x FP8 too. Measured on
+  expert (weights shared in L2 by the m-tiles running together), GEMM1's BLOCK_K = 128 = the scale
+  block. GEMM1 fuses SwiGLU and, with INTER_FP8, requantizes the intermediate to FP8 with one scale per
+  (row, G1_BN columns) (amax / 448, clamped: no overflow), so GEMM2 runs FP8 x FP8 too. Measured on
   CPU emulation at full size: per-token relative L2 error ~2.5 % with the FP8 intermediate (official
   rule: 96-99 % of elements within atol 1 / rtol 0.3, 90 % needed) and ~0.3 % with bf16.
 
-Tunables (``# kbot: tunable``) list the best-known-good value first (the start configuration).
+Tunables (``# kbot: tunable``) list the best-known-good value first (the start configuration):
+- SMALL_MAX_TOKENS: the small path up to this many tokens; SMALL_ROUTE_MAX: within it, routing in one
+  program up to this many tokens (deterministic, one launch), above it the multi-program routing and
+  scatter of the large path (more programs, two more launches);
+- BLOCK_M / G2_BLOCK_M: the m-tile of the large-batch GEMM1 / GEMM2. Per 128-wide K step a tile loads
+  (BM + 2 * 128) * 128 B (GEMM1) or (BM + BLOCK_N2) * 128 B (GEMM2) from L2 for its MMAs, so BM = 128
+  raises the FLOPs per L2 byte from 102 to 171 (GEMM1) and 85 to 128 (GEMM2). sm_90 AOT (Triton 3.6):
+  GEMM1 BM 64 / 8 warps 178 registers, no spill, 123 KB shared; BM 128 255 registers, 24 B spill;
+  GEMM2 BM 64 / 4 warps 234, no spill; BM 128 / 8 warps 200, no spill, 98 KB (scripts/moe_aot.py);
+- G1_BN: GEMM1's up and gate columns per tile, and so the FP8 intermediate's requant block and GEMM2's
+  K step (64: half the accumulator registers, so BM 128 fits without spilling or BM 64 with 4 warps
+  runs 2-3 CTAs per SM, hiding the promotion; 2x the promotions in GEMM2);
+- G1_PROGS_PER_SM: persistent GEMM1 programs per SM (its shared memory fits one CTA per SM, so 2 makes
+  a second wave that starts when the first ends); PROGS_PER_SM: the same for the other GEMMs.
+Every K step of every GEMM waits for its wgmma before the scale FMA (SASS: WARPGROUP.DEPBAR 0): the
+promotion overlaps MMAs only across CTAs resident on one SM.
 """
 
 import torch
@@ -47,7 +62,10 @@ SMALL_BN = 64  # kbot: tunable [64, 32, 128] role=block
 SMALL_SPLIT_K = 4  # kbot: tunable [4, 1, 2, 7, 8] role=split
 SMALL_WARPS = 4  # kbot: tunable [4, 8] role=warps
 SMALL_STAGES = 4  # kbot: tunable [4, 3, 5] role=stages
+SMALL_ROUTE_MAX = 64  # kbot: tunable [64, 0, 16, 32] role=other
 BLOCK_M = 64  # kbot: tunable [64, 128] role=block
+G1_BN = 128  # kbot: tunable [128, 64] role=block
+G2_BLOCK_M = 64  # kbot: tunable [64, 128] role=block
 BLOCK_N2 = 128  # kbot: tunable [128, 64, 256] role=block
 GROUP_M = 8  # kbot: tunable [8, 1, 4, 16] role=group
 INTER_FP8 = True  # kbot: tunable [True, False] role=other
@@ -55,11 +73,12 @@ G1_WARPS = 8  # kbot: tunable [8, 4] role=warps
 G2_WARPS = 4  # kbot: tunable [4, 8] role=warps
 NUM_STAGES = 3  # kbot: tunable [3, 4, 2] role=stages
 PROGS_PER_SM = 2  # kbot: tunable [2, 1, 4] role=other
+G1_PROGS_PER_SM = 2  # kbot: tunable [2, 1] role=other
 
 TOP_K = 8
 N_GROUP = 8
 TOPK_GROUP = 4
-QBLOCK = 128  # the scale block of every FP8 tensor (and BLOCK_K of both GEMMs)
+QBLOCK = 128  # the scale block of every FP8 input (and GEMM1's BLOCK_K; GEMM2's is G1_BN)
 FP8_MAX = 448.0
 
 
@@ -283,7 +302,9 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_pt
                   H: tl.constexpr, I: tl.constexpr, E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                   GROUP: tl.constexpr, INTER_FP8: tl.constexpr, QB: tl.constexpr, FP8_MAX: tl.constexpr,
                   INTERP: tl.constexpr):
-    """[rows_e, H] x W13_e^T -> up * silu(gate), persistent over tiles; BN == QB (one scale block)."""
+    """[rows_e, H] x W13_e^T -> up * silu(gate), persistent over tiles of BM rows and BN up + BN gate
+    columns (BN divides QB: a tile's weight columns share one scale block). With INTER_FP8 the tile's
+    BN intermediate columns are one requant block (scale per (row, BN columns))."""
     N_TILES: tl.constexpr = I // BN
     KB: tl.constexpr = H // QB
     total = _num_tiles(counts_ptr, E_LOCAL, BM, N_TILES)
@@ -297,7 +318,7 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_pt
             scale = tl.maximum(tl.max(tl.abs(c), axis=1), 1e-30) / FP8_MAX
             q = tl.clamp(c / scale[:, None], -FP8_MAX, FP8_MAX)
             tl.store(o_ptrs, _to_e4m3(q, inter_ptr.dtype.element_ty, INTERP), mask=rmask[:, None])
-            tl.store(inter_scale_ptr + rows * (I // QB) + n, scale, mask=rmask)
+            tl.store(inter_scale_ptr + rows * N_TILES + n, scale, mask=rmask)
         else:
             tl.store(o_ptrs, c.to(inter_ptr.dtype.element_ty), mask=rmask[:, None])
 
@@ -305,12 +326,14 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_pt
 @triton.jit
 def _gemm2_kernel(inter_ptr, inter_scale_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, H: tl.constexpr, I: tl.constexpr,
                   E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.constexpr,
-                  INTER_FP8: tl.constexpr, QB: tl.constexpr, INTERP: tl.constexpr):
-    """[rows_e, I] x W2_e^T -> bf16 rows of expert outputs, persistent over tiles."""
+                  INTER_FP8: tl.constexpr, QB: tl.constexpr, IQB: tl.constexpr, INTERP: tl.constexpr):
+    """[rows_e, I] x W2_e^T -> bf16 rows of expert outputs, persistent over tiles; K steps of IQB (the
+    intermediate's scale block, dividing QB: W2's scale is that of the QB block holding the step)."""
     N_TILES: tl.constexpr = H // BN
-    KB: tl.constexpr = I // QB
+    KB: tl.constexpr = I // IQB
+    KBW: tl.constexpr = I // QB
     total = _num_tiles(counts_ptr, E_LOCAL, BM, N_TILES)
-    k = tl.arange(0, QB)
+    k = tl.arange(0, IQB)
     for tile in range(tl.program_id(0), total, tl.num_programs(0)):
         e, r0, r_end, n, _s = _tile_of(tile, counts_ptr, E_LOCAL, BM, N_TILES, 1, GROUP)
         rows = r0 + tl.arange(0, BM)
@@ -318,19 +341,19 @@ def _gemm2_kernel(inter_ptr, inter_scale_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, 
         cols = n * BN + tl.arange(0, BN)
         a_ptrs = inter_ptr + rows[:, None].to(tl.int64) * I + k[None, :]
         w_ptrs = w_ptr + e.to(tl.int64) * (H * I) + cols[:, None].to(tl.int64) * I + k[None, :]
-        s_ptrs = ws_ptr + e * (H // QB) * KB + (cols // QB) * KB
+        s_ptrs = ws_ptr + e * (H // QB) * KBW + (cols // QB) * KBW
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for kb in range(KB):
             a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
             w = tl.load(w_ptrs)
-            sw = tl.load(s_ptrs + kb)
+            sw = tl.load(s_ptrs + (kb * IQB) // QB)
             if INTER_FP8:
                 sa = tl.load(inter_scale_ptr + rows * KB + kb, mask=rmask, other=0.0)
                 acc += tl.dot(a, tl.trans(w)) * (sa[:, None] * sw[None, :])
             else:
                 acc += _dot_bf16(a, tl.trans(w.to(tl.bfloat16)), INTERP) * sw[None, :]
-            a_ptrs += QB
-            w_ptrs += QB
+            a_ptrs += IQB
+            w_ptrs += IQB
         tl.store(y_ptr + rows[:, None].to(tl.int64) * H + cols[None, :], acc.to(tl.bfloat16), mask=rmask[:, None])
 
 
@@ -427,13 +450,40 @@ def _num_sms(device):
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
-def _grid(tiles_ub, device):
-    return (max(1, min(tiles_ub, _num_sms(device) * PROGS_PER_SM)),)
+def _grid(tiles_ub, device, per_sm=None):
+    return (max(1, min(tiles_ub, _num_sms(device) * (PROGS_PER_SM if per_sm is None else per_sm))),)
+
+
+def _route_small_warps(bt):
+    """[bt, 256] score tiles: 16 warps at 64 tokens keep them in registers."""
+    return max(4, min(16, bt // 4))
+
+
+def _gemm1_consts(H, I, E_LOCAL, interp):
+    """The large-batch GEMM1's constexprs for the current tunables (also what scripts/moe_aot.py compiles)."""
+    return dict(H=H, I=I, E_LOCAL=E_LOCAL, BM=BLOCK_M, BN=G1_BN, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, FP8_MAX=FP8_MAX,
+                INTERP=interp)
+
+
+def _gemm2_consts(H, I, E_LOCAL, interp):
+    return dict(H=H, I=I, E_LOCAL=E_LOCAL, BM=G2_BLOCK_M, BN=BLOCK_N2, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, IQB=G1_BN,
+                INTERP=interp)
 
 
 def _m_tiles_ub(pairs, bm, n_experts):
     """Upper bound of sum over experts of ceil(rows_e / bm) for `pairs` rows in total."""
     return max(1, min(pairs, triton.cdiv(pairs, bm) + n_experts))
+
+
+def _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev):
+    """Routing over T/16 programs (each local pair's rank in its expert from an atomic counter), then the
+    expert-major positions: fills sorted_tok, row_of, wflat; returns the per-expert counts."""
+    counts = torch.zeros(E_LOCAL, dtype=torch.int32, device=dev)  # the routing kernel's atomic counters
+    le = torch.empty(P, dtype=torch.int32, device=dev)
+    rank = torch.empty(P, dtype=torch.int32, device=dev)
+    _route_kernel[(triton.cdiv(T, 16),)](logits, bias, T, rsf, offset, counts, le, rank, wflat, BT=16, **consts)
+    _scatter_kernel[(triton.cdiv(P, 256),)](counts, le, rank, sorted_tok, row_of, P, TOP_K=TOP_K, E_LOCAL=E_LOCAL, BLOCK=256)
+    return counts
 
 
 def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_weights, gemm1_weights_scale,
@@ -461,10 +511,13 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
     consts = dict(E=E, N_GROUP=N_GROUP, TOPK_GROUP=TOPK_GROUP, TOP_K=TOP_K, E_LOCAL=E_LOCAL)
 
     if T <= SMALL_MAX_TOKENS:
-        counts = torch.empty(E_LOCAL, dtype=torch.int32, device=dev)  # written whole by the routing kernel
-        bt = max(2, triton.next_power_of_2(T))  # [bt, 256] score tiles: 16 warps at 64 tokens keep them in registers
-        _route_small_kernel[(1,)](logits, bias, T, rsf, offset, counts, sorted_tok, row_of, wflat, BT=bt, **consts,
-                                  num_warps=max(4, min(16, bt // 4)))
+        if T <= SMALL_ROUTE_MAX:
+            counts = torch.empty(E_LOCAL, dtype=torch.int32, device=dev)  # written whole by the routing kernel
+            bt = max(2, triton.next_power_of_2(T))
+            _route_small_kernel[(1,)](logits, bias, T, rsf, offset, counts, sorted_tok, row_of, wflat, BT=bt, **consts,
+                                      num_warps=_route_small_warps(bt))
+        else:
+            counts = _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev)
         # the largest split <= SMALL_SPLIT_K that divides the K blocks (H = 7168: 56 blocks; smaller H in tests)
         split = max(d for d in range(1, SMALL_SPLIT_K + 1) if (H // QBLOCK) % d == 0)
         part = torch.empty((split, P, 2 * I), dtype=torch.float32, device=dev)
@@ -479,20 +532,14 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
             inter, gemm2_weights, gemm2_weights_scale, counts, y, H=H, I=I, E_LOCAL=E_LOCAL, BT=SMALL_BT, BN=SMALL_BN,
             QB=QBLOCK, INTERP=interp, num_warps=SMALL_WARPS, num_stages=SMALL_STAGES)
     else:
-        counts = torch.zeros(E_LOCAL, dtype=torch.int32, device=dev)  # the routing kernel's atomic counters
-        le = torch.empty(P, dtype=torch.int32, device=dev)
-        rank = torch.empty(P, dtype=torch.int32, device=dev)
-        _route_kernel[(triton.cdiv(T, 16),)](logits, bias, T, rsf, offset, counts, le, rank, wflat, BT=16, **consts)
-        _scatter_kernel[(triton.cdiv(P, 256),)](counts, le, rank, sorted_tok, row_of, P, TOP_K=TOP_K, E_LOCAL=E_LOCAL, BLOCK=256)
+        counts = _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev)
         inter = torch.empty((P, I), dtype=torch.float8_e4m3fn if INTER_FP8 else torch.bfloat16, device=dev)
-        inter_scale = torch.empty((P, I // QBLOCK), dtype=torch.float32, device=dev)
-        mt = _m_tiles_ub(P, BLOCK_M, E_LOCAL)
-        _gemm1_kernel[_grid(mt * (I // QBLOCK), dev)](
-            hs, hs_scale, gemm1_weights, gemm1_weights_scale, counts, sorted_tok, inter, inter_scale, T, H=H, I=I,
-            E_LOCAL=E_LOCAL, BM=BLOCK_M, BN=QBLOCK, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, FP8_MAX=FP8_MAX, INTERP=interp,
-            num_warps=G1_WARPS, num_stages=NUM_STAGES)
-        _gemm2_kernel[_grid(mt * triton.cdiv(H, BLOCK_N2), dev)](
-            inter, inter_scale, gemm2_weights, gemm2_weights_scale, counts, y, H=H, I=I, E_LOCAL=E_LOCAL, BM=BLOCK_M,
-            BN=BLOCK_N2, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, INTERP=interp, num_warps=G2_WARPS, num_stages=NUM_STAGES)
+        inter_scale = torch.empty((P, I // G1_BN), dtype=torch.float32, device=dev)
+        _gemm1_kernel[_grid(_m_tiles_ub(P, BLOCK_M, E_LOCAL) * (I // G1_BN), dev, G1_PROGS_PER_SM)](
+            hs, hs_scale, gemm1_weights, gemm1_weights_scale, counts, sorted_tok, inter, inter_scale, T,
+            **_gemm1_consts(H, I, E_LOCAL, interp), num_warps=G1_WARPS, num_stages=NUM_STAGES)
+        _gemm2_kernel[_grid(_m_tiles_ub(P, G2_BLOCK_M, E_LOCAL) * triton.cdiv(H, BLOCK_N2), dev)](
+            inter, inter_scale, gemm2_weights, gemm2_weights_scale, counts, y,
+            **_gemm2_consts(H, I, E_LOCAL, interp), num_warps=G2_WARPS, num_stages=NUM_STAGES)
     _reduce_kernel[(T, triton.cdiv(H, 1024))](y, row_of, wflat, out, H=H, TOP_K=TOP_K, BH=1024, num_warps=4)
     return out

@@ -1,0 +1,146 @@
+"""The MoE seed's Triton kernels compiled ahead of time for sm_90, without a GPU: per kernel and
+configuration, the compile time, registers, spills, shared memory, tensor-core instructions (QGMMA =
+FP8 wgmma, HGMMA = 16-bit wgmma), how the K loop waits on them, and global access widths.
+
+    PYTHONPATH=$PWD python3 scripts/moe_aot.py                     # the seed's defaults, both paths
+    PYTHONPATH=$PWD python3 scripts/moe_aot.py BLOCK_M=128 G1_WARPS=8 --only gemm1,gemm2
+    PYTHONPATH=/path/to/triton-3.6:$PWD python3 scripts/moe_aot.py  # the device's Triton version
+
+Sizes are the contest definition's (H 7168, I 2048, 32 local experts, 256 experts); constexprs and
+launch options are those ``run`` passes for the tunables given (NAME=VALUE, the seed's ``# kbot:
+tunable`` names). The one-program routing kernel is compiled at every power-of-two tile it is used
+with (BT 2 .. min(SMALL_MAX_TOKENS, SMALL_ROUTE_MAX)): a very slow compile there shows as its seconds.
+``wgmma waits`` counts ``WARPGROUP.DEPBAR`` by how many wgmma groups they leave in flight: only
+``0`` means every K step waits for its MMA before the scale FMA (no overlap of the promotion).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+SEED = REPO / "skills" / "seeds" / "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048" / "grouped.py"
+H, I, EL, E = 7168, 2048, 32, 256  # noqa: E741  (the definition's names)
+
+
+def seed_module(tunables: dict[str, object]):
+    spec = importlib.util.spec_from_file_location("moe_seed_aot", SEED)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for k, v in tunables.items():
+        if not hasattr(mod, k):
+            raise SystemExit(f"the seed has no tunable {k}")
+        setattr(mod, k, v)
+    return mod
+
+
+def _value(text: str):
+    return {"True": True, "False": False}.get(text, int(text) if re.fullmatch(r"-?\d+", text) else text)
+
+
+def configs(m):
+    """(name, kernel, signature, constexprs, num_warps, num_stages) of every kernel ``run`` launches."""
+    import triton
+
+    P = "*fp32"
+    ptr = {"f8": "*fp8e4nv", "bf16": "*bf16", "i32": "*i32", "f32": P}
+    consts = dict(E=E, N_GROUP=m.N_GROUP, TOPK_GROUP=m.TOPK_GROUP, TOP_K=m.TOP_K, E_LOCAL=EL)
+    route_sig = {"logits_ptr": P, "bias_ptr": ptr["bf16"], "T": "i32", "rsf": "fp32", "offset": "i32"}
+    out = []
+    one = min(m.SMALL_MAX_TOKENS, m.SMALL_ROUTE_MAX)  # tokens routed by the one-program kernel
+    bt = 2
+    while one > 0 and bt <= max(2, triton.next_power_of_2(one)):
+        sig = {**route_sig, "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"], "row_of_ptr": ptr["i32"], "w_ptr": P}
+        out.append((f"route_small BT={bt}", m._route_small_kernel, sig, {**consts, "BT": bt}, m._route_small_warps(bt), 1))
+        bt *= 2
+    split = max(d for d in range(1, m.SMALL_SPLIT_K + 1) if (H // m.QBLOCK) % d == 0)
+    sig = {"hs_ptr": ptr["f8"], "hs_scale_ptr": P, "w_ptr": ptr["f8"], "ws_ptr": P, "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"],
+           "part_ptr": P, "T": "i32", "P": "i32"}
+    out.append(("gemm1_swap", m._gemm1_swap_kernel, sig, dict(H=H, I=I, E_LOCAL=EL, BT=m.SMALL_BT, BN=m.SMALL_BN, SPLIT=split, QB=m.QBLOCK),
+                m.SMALL_WARPS, m.SMALL_STAGES))
+    sig = {"inter_ptr": ptr["bf16"], "w_ptr": ptr["f8"], "ws_ptr": P, "counts_ptr": ptr["i32"], "y_ptr": ptr["bf16"]}
+    out.append(("gemm2_swap", m._gemm2_swap_kernel, sig, dict(H=H, I=I, E_LOCAL=EL, BT=m.SMALL_BT, BN=m.SMALL_BN, QB=m.QBLOCK, INTERP=False),
+                m.SMALL_WARPS, m.SMALL_STAGES))
+    sig = {**route_sig, "counts_ptr": ptr["i32"], "le_ptr": ptr["i32"], "rank_ptr": ptr["i32"], "w_ptr": P}
+    out.append(("route", m._route_kernel, sig, {**consts, "BT": 16}, 4, 1))
+    inter = ptr["f8"] if m.INTER_FP8 else ptr["bf16"]
+    sig = {"hs_ptr": ptr["f8"], "hs_scale_ptr": P, "w_ptr": ptr["f8"], "ws_ptr": P, "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"],
+           "inter_ptr": inter, "inter_scale_ptr": P, "T": "i32"}
+    out.append(("gemm1", m._gemm1_kernel, sig, m._gemm1_consts(H, I, EL, False), m.G1_WARPS, m.NUM_STAGES))
+    sig = {"inter_ptr": inter, "inter_scale_ptr": P, "w_ptr": ptr["f8"], "ws_ptr": P, "counts_ptr": ptr["i32"], "y_ptr": ptr["bf16"]}
+    out.append(("gemm2", m._gemm2_kernel, sig, m._gemm2_consts(H, I, EL, False), m.G2_WARPS, m.NUM_STAGES))
+    return out
+
+
+def sass_waits(sass_text: str) -> dict[str, int]:
+    """WARPGROUP.DEPBAR.LE gsb0, 0xN counted by N (wgmma groups left in flight)."""
+    return dict(Counter(int(n, 16) for n in re.findall(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*0x([0-9a-f]+)", sass_text)))
+
+
+def compile_one(name, fn, sig, consts, warps, stages):
+    import subprocess
+    import tempfile
+
+    from harness.profile.sass import find_tool, parse_sass
+    from harness.profile.triton_stats import compile_for_sm90
+
+    t0 = time.monotonic()
+    full_sig = {**sig, **{k: "constexpr" for k in consts}}
+    st = compile_for_sm90(fn, full_sig, consts, num_warps=warps, num_stages=stages, int_divisible={"T": False})
+    secs = time.monotonic() - t0
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "k.cubin"
+        p.write_bytes(st.cubin)
+        text = subprocess.run([find_tool("cuobjdump"), "--dump-sass", str(p)], capture_output=True, text=True, timeout=120).stdout
+    facts = next(iter(parse_sass(text).values()), {})
+    return {"kernel": name, "warps": warps, "stages": stages, "compile_s": round(secs, 1), "registers": st.resources.get("REG"),
+            "spill_bytes": (st.ptxas.get("spill_store_bytes", 0) + st.ptxas.get("spill_load_bytes", 0)) if st.ptxas else None,
+            "shared_bytes": st.metadata.get("shared"), "tensor": facts.get("tensor_instructions", {}), "wgmma_waits": sass_waits(text),
+            "ldg_widths": facts.get("ldg_widths", {}), "ffma": facts.get("ffma"), "instructions": facts.get("instructions")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("tunables", nargs="*", help="NAME=VALUE changes of the seed's tunables")
+    ap.add_argument("--only", default="", help="comma-separated kernel name prefixes (route_small, gemm1_swap, gemm2_swap, route, gemm1, gemm2)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    import triton
+
+    changes = {}
+    for t in args.tunables:
+        k, sep, v = t.partition("=")
+        if not sep:
+            print(f"not NAME=VALUE: {t}", file=sys.stderr)
+            return 2
+        changes[k] = _value(v)
+    m = seed_module(changes)
+    only = [s for s in args.only.split(",") if s]
+    rows = []
+    for name, fn, sig, consts, warps, stages in configs(m):
+        if only and not any(name == o or name.startswith(o + " ") for o in only):
+            continue
+        try:
+            rows.append(compile_one(name, fn, sig, consts, warps, stages))
+        except Exception as e:  # noqa: BLE001 — a configuration that does not compile is a result
+            rows.append({"kernel": name, "error": f"{type(e).__name__}: {str(e)[:300]}"})
+        r = rows[-1]
+        if not args.json:
+            print(f"{name:22s} " + (r["error"] if "error" in r else
+                  f"warps {r['warps']} stages {r['stages']} compile {r['compile_s']:5.1f} s  regs {r['registers']}  spill {r['spill_bytes']} B  "
+                  f"smem {r['shared_bytes']}  tensor {r['tensor']}  waits {r['wgmma_waits']}  ldg {r['ldg_widths']}  ffma {r['ffma']}"), flush=True)
+    if args.json:
+        print(json.dumps({"triton": triton.__version__, "tunables": changes, "kernels": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
