@@ -214,6 +214,9 @@ def resolve(value: str, *, dataset: Path | None = None, workloads: str | Path | 
                               f"{' and the dataset has none for it' if dataset is not None else ''}; pass --workloads "
                               f"FILE.jsonl or --dataset DIR{hint}")
         return _with_given(Resolved(d, p, "file", None, "none"), workloads)
+    if p.is_dir() and ("/" in value or kbot_definition_path(value, kroot) is None):  # a name wins over a folder
+        raise SchemaError(f"{value} is a directory, not a definition: pass its definition.json, or a definition "
+                          "name such as rmsnorm_h4096")
     if "/" in value or value.endswith(".json"):
         raise SchemaError(f"{value}: no such file")
     ours = kbot_definition_path(value, kroot)
