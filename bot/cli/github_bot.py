@@ -233,20 +233,20 @@ def register(cli: click.Group) -> None:
     @bot_group.command("decide")
     @click.argument("report_path", type=click.Path(exists=True, dir_okay=False))
     @click.option("--policy", "policy_path", type=click.Path(exists=True, dir_okay=False),
-                  default=None, help="promotion policy (default: skills/promotion.yaml of this checkout)")
+                  default=None, help="promotion policy (default: skills/promotion.yaml of the repository, else kbot's)")
     @click.option("--champion-hash", default=None, help="solution_hash of the current champion (none: first)")
     @click.option("--head-sha", default=None)
     @click.option("--behind", is_flag=True, help="the measured head is behind the default branch")
     def decide_cmd(report_path: str, policy_path: str | None, champion_hash: str | None, head_sha: str | None,
                    behind: bool) -> None:
         """Print the promotion decision for a report (no forge, no merge)."""
-        from bot.commands.bot_policy import REPO_ROOT
         from bot.policy_file import PolicyError
         from bot.promotion.decision import PROMOTION_PATH, PromotionPolicy, decide
         from bot.review.evidence import Evidence
+        from harness.paths import skill
         from harness.report import load_report
 
-        path = Path(policy_path) if policy_path else REPO_ROOT / PROMOTION_PATH
+        path = Path(policy_path) if policy_path else skill(PROMOTION_PATH.removeprefix("skills/"))
         try:
             policy = PromotionPolicy.from_yaml(path.read_text(), str(path))
         except PolicyError as e:
