@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -105,6 +106,54 @@ def _baselines_lines(s: dict[str, Any]) -> list[str]:
     """Under the summary table: the declared baselines that could not run here, and why."""
     b = s.get("baselines") or {}
     return [f"baseline {name}: could not run here: {why}" for name, why in sorted((b.get("could_not_run") or {}).items())]
+
+
+_PRE = re.compile(r"<pre>(.*?)</pre>", re.S)
+_SUMMARY = re.compile(r"^<details(?: open)?><summary>(.*?)</summary>\s*$", re.M)
+_MERMAID = re.compile(r"^```mermaid\n(.*?)\n```$", re.S | re.M)
+
+
+def _text_chart(source: str) -> str:
+    """The review's bar chart as text bars (a fenced block), the threshold as a ``|`` on each bar."""
+    from bot.site.charts import parse_xychart
+
+    c = parse_xychart(source)
+    if c is None:
+        return f"```\n{source}\n```"
+    threshold = next((line[0] for line in c.lines if line and all(v == line[0] for v in line)), None)
+    top = max(c.bars + [threshold or 0.0, 1e-9])
+    width = 40
+    rows = [c.title] if c.title else []
+    labels = c.labels or [str(i + 1) for i in range(len(c.bars))]
+    for label, v in zip(labels, c.bars):
+        cells = list("█" * round(width * v / top) + " " * (width - round(width * v / top)))
+        if threshold is not None:
+            cells[min(width - 1, round(width * threshold / top))] = "|"
+        rows.append(f"{label:>5} {''.join(cells)} {v:g}x" if v > 0 else f"{label:>5} {''.join(cells)} failed")
+    if threshold is not None:
+        rows.append(f"      | = promotion threshold {threshold:g}x")
+    return "```\n" + "\n".join(rows) + "\n```"
+
+
+def for_terminal(body: str) -> str:
+    """A review or comment body as Markdown rich can render: without the hidden machine lines (the
+    marker, the base64 evidence block), ``<details>`` folds as bold headings, ``<pre>`` blocks as
+    fenced code with their entities decoded, the Mermaid chart as text bars."""
+    import html
+
+    from bot.forge.markers import strip_hidden
+
+    text = strip_hidden(body)
+    text = _MERMAID.sub(lambda m: _text_chart(m.group(1)), text)
+
+    def pre(m: re.Match) -> str:
+        content = html.unescape(m.group(1)).strip("\n")
+        fence = "`" * max(3, max((len(r) for r in re.findall(r"`+", content)), default=0) + 1)
+        return f"\n{fence}\n{content}\n{fence}\n"
+
+    text = _PRE.sub(pre, text)
+    text = _SUMMARY.sub(lambda m: f"**{m.group(1)}**", text)
+    return re.sub(r"^</details>\s*$", "", text, flags=re.M)
 
 
 def evaluation_options(fn):
@@ -262,8 +311,10 @@ def register(cli: click.Group) -> None:
     @pr_group.command("show")
     @click.argument("number", type=int)
     @WORKSPACE_OPT
-    def pr_show(number: int, workspace: str) -> None:
-        """The PR, its status, the bot's review (with the decision) and the conversation."""
+    @click.option("--json", "as_json", is_flag=True, help="Print the PR, its status, the review's raw body and the comments as JSON.")
+    def pr_show(number: int, workspace: str, as_json: bool) -> None:
+        """The PR, its status, the bot's review (with the decision) and the conversation, rendered for the
+        terminal (the hidden machine blocks left out; the chart drawn as text bars)."""
         from bot.forge.base import NotFoundError
         from bot.review.evidence import find_bot_review
 
@@ -273,18 +324,33 @@ def register(cli: click.Group) -> None:
         except NotFoundError as e:
             _fail(str(e))
         st = ws.forge.combined_status(p.head_sha).get(STATUS_CONTEXT)
-        click.echo(f"#{p.number} {p.title}")
-        click.echo(f"state: {'merged as ' + (p.merge_commit_sha or '')[:12] if p.merged else p.state}; "
-                   f"branch {p.head_branch} at {p.head_sha[:12]}; labels: {', '.join(p.labels) or '—'}")
-        click.echo(f"kbot/harness: {st.state + ' — ' + st.description if st else 'not reported'}")
         review = find_bot_review(ws.forge, number)
-        click.echo("\n--- review ---")
-        click.echo(review.body if review else "(no review yet)")
         comments = list(ws.forge.list_comments(number))
+        if as_json:
+            click.echo(json.dumps({"number": p.number, "title": p.title, "state": "merged" if p.merged else p.state,
+                                   "branch": p.head_branch, "head_sha": p.head_sha, "merge_commit_sha": p.merge_commit_sha,
+                                   "labels": list(p.labels), "status": st.state if st else None,
+                                   "status_description": st.description if st else None,
+                                   "review": review.body if review else None,
+                                   "comments": [{"author": c.author, "body": c.body} for c in comments]}, indent=1))
+            return
+        from rich.console import Console
+        from rich.markdown import Markdown
+        from rich.markup import escape
+        from rich.rule import Rule
+
+        out = Console(highlight=False)
+        out.print(f"[bold]#{p.number} {escape(p.title)}[/bold]", soft_wrap=True)
+        out.print(f"state: {'merged as ' + (p.merge_commit_sha or '')[:12] if p.merged else p.state}; "
+                  f"branch {escape(p.head_branch)} at {p.head_sha[:12]}; labels: {escape(', '.join(p.labels)) or '—'}", soft_wrap=True)
+        out.print(f"kbot/harness: {escape(st.state + ' — ' + st.description) if st else 'not reported'}", soft_wrap=True)
+        out.print(Rule("review"))
+        out.print(Markdown(for_terminal(review.body)) if review else "(no review yet)")
         if comments:
-            click.echo("--- conversation ---")
+            out.print(Rule("conversation"))
             for c in comments:
-                click.echo(f"[{c.author}] {c.body}\n")
+                out.print(f"[bold]{escape(c.author)}[/bold]")
+                out.print(Markdown(for_terminal(c.body)))
 
     @cli.command("leaderboard")
     @click.argument("definition", required=False)
