@@ -340,10 +340,10 @@ def register(cli: click.Group) -> None:
         from rich.rule import Rule
 
         out = Console(highlight=False)
-        out.print(f"[bold]#{p.number} {escape(p.title)}[/bold]", soft_wrap=True)
+        out.print(f"[bold]#{p.number} {escape(p.title)}[/bold]")
         out.print(f"state: {'merged as ' + (p.merge_commit_sha or '')[:12] if p.merged else p.state}; "
-                  f"branch {escape(p.head_branch)} at {p.head_sha[:12]}; labels: {escape(', '.join(p.labels)) or '—'}", soft_wrap=True)
-        out.print(f"kbot/harness: {escape(st.state + ' — ' + st.description) if st else 'not reported'}", soft_wrap=True)
+                  f"branch {escape(p.head_branch)} at {p.head_sha[:12]}; labels: {escape(', '.join(p.labels)) or '—'}")
+        out.print(f"kbot/harness: {escape(st.state + ' — ' + st.description) if st else 'not reported'}")
         out.print(Rule("review"))
         out.print(Markdown(for_terminal(review.body)) if review else "(no review yet)")
         if comments:

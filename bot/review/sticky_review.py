@@ -67,7 +67,7 @@ def chart_values(report: Report, limit: int = 60) -> tuple[list[str], list[float
 
 
 # A word of a command line that needs no quoting and cannot be read as Markdown inside a code block.
-_SAFE_WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./:=+-]{0,199}")
+_SAFE_WORD = re.compile(r"[A-Za-z0-9_/][A-Za-z0-9_./:=+-]{0,199}")
 
 
 def _word(value: Any, placeholder: str) -> str:
@@ -119,9 +119,9 @@ def next_steps(report: Report, decision: Any) -> list[str]:
     if wrong or any(r.rule in ("all passed", "kbot checks", "guard clean") for r in failed):
         return [f"Comment `/optimize {d}` for the next attempt: the agent reads this review's failures (below, unfolded).",
                 f"Locally: `kbot optimize {d}` in the workspace, or fix the kernel and re-run the command above."]
-    return [f"Comment `/profile` to benchmark this head with the profiler and its feedback rules (locally: "
-            f"`kbot profile {_word(report.solution, 'SOLUTION')}` needs a GPU), then `/optimize {d}` for the next attempt, "
-            "which is steered by that feedback.",
+    sol = _word(f"kernels/{report.definition}/{report.solution}/solution.json", "SOLUTION.json")
+    return [f"Comment `/profile` to benchmark this head with the profiler and its feedback rules (locally, on a GPU: "
+            f"`kbot profile {sol} -d {d}`), then `/optimize {d}` for the next attempt, which is steered by that feedback.",
             "The chart shows which workloads fall short of the promotion threshold."]
 
 

@@ -96,8 +96,8 @@ def timing_notice(reports: list[Report]) -> dict[str, str]:
     if not reports:
         return {"kind": "none", "text": "No timings on this page: nothing was measured yet."}
     if kinds == {"cpu"}:
-        return {"kind": "cpu", "text": f"CPU timings ({where}; CPU clock, Triton through its interpreter): not GPU "
-                                       "measurements. Compare them with each other only."}
+        return {"kind": "cpu", "text": f"Measured on {where} with the CPU clock (Triton through its interpreter): "
+                                       "not GPU measurements; compare them with each other only."}
     if kinds == {"cuda"}:
         return {"kind": "gpu", "text": f"GPU timings, measured on {where} (CUDA events)."}
     return {"kind": "mixed", "text": f"Mixed CPU and GPU timings ({where}): each table says its device; do not compare "

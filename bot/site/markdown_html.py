@@ -82,7 +82,16 @@ def _make() -> MarkdownIt:
 _MD = _make()
 
 
+# The review's emoji marks as text glyphs with a colour: the page then reads the same on a machine
+# without an emoji font (a headless browser, a minimal desktop) as on GitHub.
+_MARKS = {"\u2705": '<span class="mark ok">\u2713</span>', "\u274c": '<span class="mark bad">\u2717</span>',
+          "\u26a0\ufe0f": '<span class="mark warn">\u26a0</span>'}
+
+
 def render_markdown(text: str | None) -> Markup:
     """``text`` as safe HTML (see the module docstring)."""
-    return Markup(_MD.render(text or ""))
+    out = _MD.render(text or "")
+    for mark, span in _MARKS.items():
+        out = out.replace(mark, span)
+    return Markup(out)
 
