@@ -29,6 +29,7 @@ __all__ = [
     "Ceilings",
     "DOCUMENTED",
     "cache_dir",
+    "cache_root",
     "ceilings_for",
     "documented_capability",
     "documented_ceilings",
@@ -179,10 +180,14 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name.strip()).strip("_") or "unknown"
 
 
-def cache_dir() -> Path:
+def cache_root() -> Path:
+    """kbot's cache folder on this machine: ``$KBOT_CACHE``, default ``~/.cache/kbot``."""
     root = os.environ.get("KBOT_CACHE")
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "kbot"
-    return base / "ceilings"
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "kbot"
+
+
+def cache_dir() -> Path:
+    return cache_root() / "ceilings"
 
 
 def save_ceilings(c: Ceilings) -> Path:

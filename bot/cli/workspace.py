@@ -83,23 +83,32 @@ def _progress_printer(console: Any):
     return event
 
 
-def _summary_table(s: dict[str, Any]):
-    from rich.table import Table
+def _print_summary(console: Any, s: dict[str, Any]) -> None:
+    """The campaign's candidates as a table (one block per candidate when the table is wider than the
+    console: at 80 columns and in a log nothing is cut)."""
+    from harness.report_table import print_rows
 
-    t = Table(title=f"{s['campaign']} — {s['timing']}", title_justify="left")
     with_baselines = any(r.get("speedup_vs_best_baseline") is not None for r in s["candidates"])
-    cols = ("node", "PR", "status", "mean latency ms", "vs champion", "vs start", "vs reference") + (("vs best baseline",) if with_baselines else ())
-    for col in cols + ("roofline", "decision"):
-        t.add_column(col, justify="right" if col not in ("node", "status", "decision") else "left")
+    cols = ["node", "PR", "status", "mean ms", "vs champion", "vs start", "vs reference"] + (["vs best baseline"] if with_baselines else [])
+    cols += ["roofline", "decision"]
+    rows = []
     for r in s["candidates"]:
         lat = f"{r['mean_latency_ms']:.3f}" if r["mean_latency_ms"] is not None else "—"
-        roof = f"{r['roofline_fraction']:.2g}" if r["roofline_fraction"] is not None else "—"
+        roof = _pct(r["roofline_fraction"])
         dec = r["decision"] or "—"
         style = {"promote": "green", "reject": "red", "champion": "cyan"}.get(dec, "white")
-        t.add_row(r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),
-                  _x(r["speedup_vs_start"]), _x(r["speedup_vs_reference"]),
-                  *((_x(r.get("speedup_vs_best_baseline")),) if with_baselines else ()), roof, f"[{style}]{dec}[/{style}]")
-    return t
+        rows.append([r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),
+                     _x(r["speedup_vs_start"]), _x(r["speedup_vs_reference"]),
+                     *((_x(r.get("speedup_vs_best_baseline")),) if with_baselines else ()), roof, f"[{style}]{dec}[/{style}]"])
+    print_rows(console, cols, rows, title=f"{s['campaign']} — {s['timing']}",
+               right=["PR", "mean ms", "vs champion", "vs start", "vs reference", "vs best baseline", "roofline"])
+
+
+def _pct(v: Any) -> str:
+    if not isinstance(v, (int, float)) or v != v:
+        return "—"
+    p = 100 * v
+    return f"{p:.0f}%" if p >= 10 else f"{p:.1f}%" if p >= 1 else f"{p:.2g}%"
 
 
 def _baselines_lines(s: dict[str, Any]) -> list[str]:
@@ -226,9 +235,7 @@ def register(cli: click.Group) -> None:
             click.echo(json.dumps(summary, indent=1, default=str))
             return
         out = Console()
-        if not out.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
-            out = Console(width=160)
-        out.print(_summary_table(summary))
+        _print_summary(out, summary)
         for line in _baselines_lines(summary):
             out.print(line, highlight=False)
         ch = summary["champion"]
@@ -355,19 +362,27 @@ def register(cli: click.Group) -> None:
     @cli.command("leaderboard")
     @click.argument("definition", required=False)
     @WORKSPACE_OPT
-    def leaderboard_cmd(definition: str | None, workspace: str) -> None:
+    @click.option("--json", "as_json", is_flag=True, help="Print the champion pointers (champion.json, lineage included) as JSON.")
+    def leaderboard_cmd(definition: str | None, workspace: str, as_json: bool) -> None:
         """LEADERBOARD.md of a definition (all definitions with a champion if none is given)."""
         from bot.promotion.champion import read_champion, render_leaderboard
+        from harness.dataset import did_you_mean
 
         ws = _workspace(workspace)
-        names = [definition] if definition else sorted(
-            {p.split("/")[1] for p in ws.forge.list_files(under="kernels") if p.endswith("/champion.json")})
+        with_champion = sorted({p.split("/")[1] for p in ws.forge.list_files(under="kernels") if p.endswith("/champion.json")})
+        names = [definition] if definition else with_champion
         if not names:
             _fail("no definition has a champion in this workspace yet")
+        docs = {}
         for name in names:
             doc = read_champion(ws.forge, name)
             if doc is None:
-                _fail(f"{name} has no champion in this workspace")
+                _fail(f"{name} has no champion in this workspace{did_you_mean(name, with_champion)}")
+            docs[name] = doc
+        if as_json:
+            click.echo(json.dumps(docs, indent=1, default=str))
+            return
+        for doc in docs.values():
             click.echo(render_leaderboard(doc))
 
     @cli.command("report")
