@@ -114,7 +114,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
     if getattr(forge.info, "supports_check_runs", False):
         try:
             forge.create_check_run(head_sha, STATUS_CONTEXT, status="completed",
-                                   conclusion="success" if state == "success" else "failure",
+                                   conclusion={"success": "success", "pending": "neutral"}.get(state, "failure"),
                                    title=desc, summary=body[:60000])
         except UnsupportedError:
             pass
