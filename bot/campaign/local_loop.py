@@ -338,6 +338,11 @@ class OptimizeOptions:
     budget_s: float | None = None  # timing budget per workload (default: 0.3 s on CPU, 1.0 s on GPU)
     trials: int | None = None
     new: bool = False  # start a new campaign even if an unfinished one exists
+    # The agent's settings (model, base_url, temperature, max_tokens, top_p; None: not given), over an
+    # agent config file (a campaign config with an ``agent:`` section, or just that section), over the
+    # policy's ``optimize.agent_settings`` for the agent (skills/bot-policy.yaml of the source tree).
+    agent_settings: dict[str, Any] = field(default_factory=dict)
+    agent_config: Path | None = None
 
 
 def default_agent(env: dict[str, str] | None = None) -> str:
@@ -347,6 +352,32 @@ def default_agent(env: dict[str, str] | None = None) -> str:
     if env.get("OPENAI_API_KEY"):
         return "openai"
     return "offline"
+
+
+def agent_setup(opts: OptimizeOptions, source: Path = REPO) -> tuple[str, dict[str, Any]]:
+    """(agent name, its config section) for a local campaign: see ``OptimizeOptions.agent_settings``.
+    The command line is the owner's: any URL it gives is used, the policy's limits are for comments."""
+    from bot.agents.base import AgentError
+    from bot.agents.config import agent_config, load_config_file
+    from bot.commands.bot_policy import POLICY_PATH, load_policy_text
+    from bot.policy_file import PolicyError
+
+    section: dict[str, Any] = {}
+    try:
+        if opts.agent_config is not None:
+            data = load_config_file(opts.agent_config)
+            section = dict(data["agent"]) if isinstance(data.get("agent"), dict) else dict(data)
+        file_agent = section.pop("name", None)
+        name = opts.agent or (str(file_agent) if file_agent else None) or default_agent()
+        policy_file = source / POLICY_PATH
+        try:
+            policy = load_policy_text(policy_file.read_text() if policy_file.is_file() else None, str(policy_file))
+        except PolicyError as e:
+            raise LoopError(str(e)) from None
+        defaults = policy.optimize.settings_for(name).defaults() if name in policy.optimize.agent_settings else {}
+        return name, agent_config(name, defaults, section, opts.agent_settings)
+    except AgentError as e:
+        raise LoopError(str(e)) from None
 
 
 def timing_for(device: str, budget_s: float | None) -> dict[str, Any]:
@@ -370,12 +401,14 @@ def _campaign_dir(ws: Workspace, definition: str, new: bool) -> tuple[Path, bool
 def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = None) -> dict[str, Any]:
     """Run (or resume) a campaign; returns the summary. ``harness``: a stand-in for the
     ``HarnessEvaluator`` (same ``evaluate``/``latest_report``/``device``/``runs``/``cache_hits``), for tests."""
+    from bot.agents.base import AgentError
     from bot.agents.catalog import create_agent
     from harness.env import resolve_device
 
     event = event or (lambda kind, data: None)
     if opts.rounds < 1 or opts.candidates < 1:
         raise LoopError("--rounds and --candidates must be at least 1")
+    agent_name, config = agent_setup(opts)  # bad settings are refused before anything is written
     ws = Workspace(opts.workspace)
     device = resolve_device(opts.device)
     resolved = ws.inputs(opts.definition, device, opts.dataset, opts.workloads)
@@ -388,8 +421,10 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
         raise LoopError(str(e)) from None
     if not workloads:
         raise LoopError(f"{wl_path} holds no workloads")
-    agent_name = opts.agent or default_agent()
-    agent = create_agent(agent_name)
+    try:
+        agent = create_agent(agent_name, config)
+    except AgentError as e:
+        raise LoopError(str(e)) from None
     if harness is None:
         harness = HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
                                    timing=timing_for(device, opts.budget_s), definition_path=def_path,
