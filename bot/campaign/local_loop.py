@@ -13,7 +13,8 @@ Workspace layout (``--workspace``, default ``.kbot/workspace``)::
     forge/repo.git       bare git repository: main + kbot/<definition>/<node> branches
     forge/forge.json     pull requests, reviews, comments, labels, statuses
     runs/                harness run folders, cached by (solution, baseline, workloads, settings)
-    campaigns/<definition>/<nnn>/   campaign stores (tree, memory, reports, outcomes.json)
+    campaigns/<definition>/<nnn>/   campaign stores (tree, reports, calls.jsonl, outcomes.json)
+    memory/<definition>.json        the search memory all campaigns of a definition share
 
 Starting point: a definition with no champion on the workspace's main gets one before the first
 round: the first seed of ``skills/seeds/<definition>/`` with every tunable at its FIRST listed value
@@ -398,6 +399,25 @@ def _campaign_dir(ws: Workspace, definition: str, new: bool) -> tuple[Path, bool
     return root / f"{n:03d}", False
 
 
+def workspace_memory(ws: Workspace, definition: str) -> Path:
+    """The search memory every campaign of ``definition`` in this workspace shares:
+    ``memory/<definition>.json``. Made on first use from the memories of the campaigns that kept their
+    own (workspaces from before it was shared), so nothing they learned is lost."""
+    from bot.controller.memory import SearchMemory
+
+    path = ws.root / "memory" / f"{definition}.json"
+    if path.exists():
+        return path
+    mem = SearchMemory(definition, path)
+    for old in sorted((ws.campaigns / definition).glob("[0-9][0-9][0-9]/memory.json")):
+        earlier = SearchMemory.load(definition, old)
+        for a in earlier.attempts:
+            a.setdefault("session", old.parent.name)
+        mem.merge(earlier)
+    mem.save()
+    return path
+
+
 def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = None) -> dict[str, Any]:
     """Run (or resume) a campaign; returns the summary. ``harness``: a stand-in for the
     ``HarnessEvaluator`` (same ``evaluate``/``latest_report``/``device``/``runs``/``cache_hits``), for tests."""
@@ -450,6 +470,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
     else:
         config = CampaignConfig.from_dict({
             "proposals_per_step": opts.candidates,
+            "memory_path": str(workspace_memory(ws, definition.name)),
             # one step evaluates the starting champion, then one step per round
             "budget": {"max_steps": opts.rounds + 1, "max_candidates": 1 + opts.rounds * opts.candidates,
                        "patience": None, "roofline_target": None},

@@ -111,7 +111,10 @@ class AgentSettings(_Strict):
     @field_validator("base_url")
     @classmethod
     def _url(cls, v: str | None) -> str | None:
-        return None if v is None else check_base_url(v)
+        try:
+            return None if v is None else check_base_url(v)
+        except AgentError as e:
+            raise ValueError(str(e)) from None
 
     @field_validator("endpoints")
     @classmethod
@@ -121,7 +124,10 @@ class AgentSettings(_Strict):
         for name, url in v.items():
             if not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", name):
                 raise ValueError(f"endpoint name {name!r}: lowercase letters, digits, _ -; at most 32")
-            check_base_url(url, f"endpoints.{name}")
+            try:
+                check_base_url(url, f"endpoints.{name}")
+            except AgentError as e:
+                raise ValueError(str(e)) from None
         return v
 
     @model_validator(mode="after")
