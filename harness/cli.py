@@ -449,7 +449,7 @@ def _eval_many_on_gpus(spec: str, definition, dpath, workloads, solutions, out: 
     """``eval-many --gpus``: the solutions over a pool of this host's GPUs (harness/gpu_pool.py); exits."""
     import time
 
-    from .gpu_pool import GPUSelectionError, NvidiaSmi, Pool, evaluate_many, gpus_for
+    from .gpu_pool import GPUSelectionError, NvidiaSmi, Pool, gpus_for
     from .report_table import print_report
 
     provider = provider or NvidiaSmi()
@@ -461,7 +461,7 @@ def _eval_many_on_gpus(spec: str, definition, dpath, workloads, solutions, out: 
         _bad_input(str(e))
     click.echo(f"on {len(pool.gpus)} GPUs: " + ", ".join(f"{g.index} ({g.name})" for g in pool.gpus), err=True)
     t0 = time.monotonic()
-    placed = evaluate_many(definition, solutions, workloads, out, cfg, pool, definition_path=dpath,
+    placed = evaluate_many(definition, solutions, workloads, cfg, pool, definition_path=dpath,
                            run_dir=lambda i, sol: out / f"{i + 1:02d}-{_safe_name(sol.name)}", echo=lambda m: click.echo(m, err=True))
     wall = time.monotonic() - t0
     rows, failed, bad = [], [], []
@@ -493,6 +493,42 @@ def _eval_many_on_gpus(spec: str, definition, dpath, workloads, solutions, out: 
         sys.exit(EXIT_HARNESS)
     ran = [r for r in rows if not r["unavailable"]]
     sys.exit(EXIT_OK if ran and all(r["all_passed"] for r in ran) else EXIT_UNAVAILABLE if not ran else EXIT_FAILED)
+
+
+def evaluate_many(definition, solutions: list, workloads: list, cfg, pool, *, definition_path=None, run_dir, echo=None) -> list:
+    """``kbot eval-many --gpus``: each solution (with its trust level) evaluated as ``kbot eval`` would,
+    into ``run_dir(i, solution)``, one per GPU at a time over ``pool``; ``Placed.result`` is its report.
+    A run folder of a GPU lost under it is renamed ``<folder>.lost-gpu<index>`` (kept, never read as a
+    result) before the solution is measured again on another GPU."""
+    from dataclasses import replace
+
+    from .gpu_pool import GPU
+    from .runner import evaluate
+
+    def run(job: tuple, gpu: GPU):
+        i, sol, trust = job
+        return evaluate(definition, sol, workloads, Path(run_dir(i, sol)), replace(cfg, gpu=gpu), definition_path=definition_path, trust=trust)
+
+    def lost(job: tuple, gpu: GPU, result) -> None:
+        d = Path(run_dir(job[0], job[1]))
+        if d.exists():
+            n = 1
+            while (aside := d.with_name(f"{d.name}.lost-gpu{gpu.index}" + (f"-{n}" if n > 1 else ""))).exists():
+                n += 1
+            d.rename(aside)
+
+    def progress(kind: str, p) -> None:
+        if echo is None:
+            return
+        name = p.job[1].name
+        if kind == "start":
+            echo(f"{name}: on GPU {p.attempts[-1].gpu}")
+        elif kind == "lost":
+            echo(f"{name}: GPU {p.attempts[-1].gpu} was lost under it ({p.attempts[-1].lost}); its result is discarded")
+        elif kind == "done" and p.error is None:
+            echo(f"{name}: done on GPU {p.gpu.index if p.gpu else '?'} in {p.attempts[-1].seconds:.1f} s")
+
+    return pool.map([(i, sol, trust) for i, (sol, trust) in enumerate(solutions)], run, lost=lost, progress=progress)
 
 
 def _gpus_used(placed, pool) -> list[dict]:
