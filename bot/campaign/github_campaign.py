@@ -10,9 +10,13 @@ GitHub is the database. Every call rebuilds the search tree from the repository:
   starting kernel);
 * a PR is *evaluated* when our sticky review carries an evidence block for its solution
   (``bot.review.evidence.find_evidence``), *pending* otherwise;
-* rewards: each review measured the candidate paired against the champion of that day; the champion
-  lineage in ``champion.json`` (each promotion's ``speedup_vs_previous``) chains those ratios back to
-  the oldest champion, which is the tree's baseline, so every node's speedup is in one frame;
+* rewards: each review measured the candidate paired against the champion of that day, and the
+  record keeps that pairing as it was (``baseline_hash``: that champion; ``speedup_vs_baseline``: the
+  paired ratio). The tree chains it (``bot.controller.tree``): the champion's own record, or for a
+  champion without a PR its seed record, whose ratio over the oldest champion is the champion
+  lineage's product of each promotion's paired ``speedup_vs_previous``
+  (``bot.promotion.champion.champion_lineage``). The oldest champion is the tree's start, so every
+  node's speedup is a chain of paired ratios in one frame, rebuilt from GitHub alone;
 * the kernels of evaluated nodes are read back from the PRs (``solution_path`` in the meta block).
 
 Then the controller does what it does everywhere: ``Campaign.from_records`` builds the campaign from
@@ -52,14 +56,14 @@ from bot.agents.catalog import create_agent
 from bot.agents.tunables import config_key_or_none
 from bot.campaign.attempts import AttemptError, ensure_attempt, read_solution
 from bot.campaign.request import CampaignRefused, OptimizeRequest
-from bot.commands.bot_policy import kill_switch, load_policy
+from bot.commands.bot_policy import CHOICES, kill_switch, load_policy
 from bot.controller.campaign import Campaign
 from bot.controller.tree import PENDING, ROOT
 from bot.forge.base import BranchTouchedByHumansError, PullRequest
 from bot.forge.trusted_meta import read_meta
 from bot.names import STOPPED_LABEL, attempt_branch, definition_branch_prefix
 from bot.policy_file import PolicyError
-from bot.promotion.champion import read_champion
+from bot.promotion.champion import champion_lineage, read_champion
 from bot.review.evidence import Evidence, find_evidence
 from bot.review.markdown import escape_inline
 from harness.geomean import geomean
@@ -112,8 +116,7 @@ def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
         "workloads": len(ws),
         "speedup_vs_reference": geomean(refs) if passed and len(refs) == len(ws) else None,
         "speedup_vs_baseline": geomean([r[0] for r in ratios]) if passed and ratios and len(ratios) == len(ws) else None,
-        "baseline_hash": ev.baseline_hash,
-        "measured_baseline_hash": ev.baseline_hash,  # kept: baseline_hash is rewritten to the tree's frame
+        "baseline_hash": ev.baseline_hash,  # the champion it was paired against: the tree chains from it
         "solution_hash": ev.solution_hash,
         "noise": max(noise) if noise else None,
         "roofline_fraction_min": None,
@@ -123,23 +126,6 @@ def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
         "feedback": [],
         "head_sha": ev.head_sha,
     }
-
-
-def champion_lineage(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """Champion entries oldest first, each with ``factor``: its speedup over the oldest one, chained
-    through each promotion's paired ``speedup_vs_previous`` (None once a link is unknown)."""
-    if not doc or not isinstance(doc.get("solution_hash"), str):
-        return []
-    entries = [dict(doc)] + [dict(h) for h in doc.get("history") or [] if isinstance(h, Mapping)]
-    entries = [e for e in reversed(entries) if isinstance(e.get("solution_hash"), str) and _HASH.match(e["solution_hash"])]
-    factor: float | None = 1.0
-    for i, e in enumerate(entries):
-        if i:
-            s = e.get("summary") if isinstance(e.get("summary"), Mapping) else {}
-            sp = s.get("speedup_vs_previous")
-            factor = factor * sp if factor is not None and isinstance(sp, (int, float)) and sp > 0 else None
-        e["factor"] = factor
-    return entries
 
 
 # ------------------------------------------------------------------------------------ snapshot
@@ -188,7 +174,6 @@ def read_snapshot(forge: Any, definition: str, *, load_solutions: bool = True) -
     snap.prs = sorted((p for p in forge.list_prs(state="all", head_prefix=definition_branch_prefix(definition)) if not p.from_fork),
                       key=lambda p: p.number)
     lineage = champion_lineage(read_champion(forge, definition))
-    factor_of = {e["solution_hash"]: e["factor"] for e in lineage}
     base = lineage[0] if lineage else None
     snap.baseline = base["solution_hash"][:12] if base else None
     _, main_sha = forge.default_head()
@@ -265,14 +250,6 @@ def read_snapshot(forge: Any, definition: str, *, load_solutions: bool = True) -
         if r["solution"] and not r["config_key"]:
             r["config_key"] = config_key_or_none(Solution.model_validate(r["solution"]))
 
-    # Rewards in one frame: paired ratio vs the champion measured against x that champion's factor.
-    for r in pr_records:
-        s = r["summary"]
-        if s and s.get("speedup_vs_baseline") and base is not None:
-            f = factor_of.get(s.get("measured_baseline_hash") or "")
-            if f is not None:
-                s["speedup_vs_baseline"] = s["speedup_vs_baseline"] * f
-                s["baseline_hash"] = base["solution_hash"]
     # Sequence: seeds first, then PRs in the order they were opened; a parent must come earlier
     # (no cycles from hand-edited metadata), else the node hangs from the root.
     records = seeds + pr_records
@@ -320,9 +297,9 @@ def _workloads(forge: Any, definition: Definition) -> list[Workload]:
         return []
 
 
-def _make_agent(name: str) -> Any:
+def _make_agent(name: str, config: Mapping[str, Any] | None = None) -> Any:
     try:
-        return create_agent(name)
+        return create_agent(name, dict(config or {}))
     except AgentError as e:
         raise CampaignRefused(f"agent `{escape_inline(name, 40)}` is unavailable: {escape_inline(e, 300)}") from None
 
@@ -371,7 +348,7 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
     seed = int(hashlib.sha256(f"{cid}:{round_no}".encode()).hexdigest()[:8], 16)
     config = {"proposals_per_step": need, "seed": seed, "fsync": False,
               "budget": {"max_candidates": None, "patience": None, "roofline_target": None}}
-    agent = agent or _make_agent(request.agent)
+    agent = agent or _make_agent(request.agent, request.agent_config)
     opened: list[PullRequest] = []
     # The same record path as a local resume, in memory: GitHub is the database, nothing is cached.
     # No evaluator: the bench workflow measures each PR on a GPU runner.
@@ -396,6 +373,7 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
                 "agent": node.agent, "model": node.model, "prompt_hash": node.prompt_hash,
                 "campaign": cid, "round": round_no, "rounds": request.rounds, "candidates": request.candidates,
                 "requested_agent": request.agent, "thread": request.thread, "requested_by": request.requested_by,
+                "requested_settings": dict(request.agent_choice or {}),
                 "solution": node.solution.name, "solution_hash": node.solution.content_hash(),
                 "config_key": node.config_key, "mode": node.mode, "rationale": node.rationale[:MAX_RATIONALE],
             }
@@ -432,10 +410,10 @@ def _whole(v: Any) -> int | None:
 def clamp_to_policy(meta: Mapping[str, Any], policy: Any, fallback_candidates: int) -> tuple[int, int, str] | None:
     """(candidates, rounds, agent) of a later round, from the PR's meta block bounded by TODAY's policy.
 
-    The meta block is plain text in a PR body that anyone with write access can edit (it is not
-    signed), so its numbers are only a request: clamped to ``optimize.max_candidates`` /
-    ``max_rounds``, and an agent the policy does not enable falls back to its default agent. None when
-    the block has no usable round count.
+    The meta block is signed only when a key is configured, and the policy may have changed since, so
+    its numbers are only a request: clamped to ``optimize.max_candidates`` / ``max_rounds``, and an
+    agent the policy does not enable falls back to its default agent. None when the block has no
+    usable round count.
     """
     bounds = policy.optimize
     rounds = _whole(meta.get("rounds"))
@@ -448,6 +426,21 @@ def clamp_to_policy(meta: Mapping[str, Any], policy: Any, fallback_candidates: i
     if agent not in bounds.agents:
         agent = bounds.default_agent
     return candidates, rounds, str(agent)
+
+
+def settings_for_round(meta: Mapping[str, Any], policy: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(choice, agent config) for a later round: the settings the first comment asked for (meta
+    ``requested_settings``) resolved against TODAY's policy; the policy's own settings when they are
+    no longer allowed (or the agent changed)."""
+    asked = meta.get("requested_settings")
+    choice = {k: v for k, v in asked.items() if k in CHOICES} if isinstance(asked, Mapping) else {}
+    if agent != (meta.get("requested_agent") or meta.get("agent")):
+        choice = {}
+    try:
+        return choice, policy.optimize.resolve_agent(agent, choice)
+    except ValueError as e:
+        log.info("later round: the first request's agent settings no longer hold (%s); the policy's own", e)
+        return {}, policy.optimize.resolve_agent(agent, {})
 
 
 def continue_after_results(forge: Any, pr_number: int, *, agent: Any = None) -> list[PullRequest]:
@@ -483,6 +476,8 @@ def continue_after_results(forge: Any, pr_number: int, *, agent: Any = None) -> 
     candidates, rounds, requested_agent = clamp_to_policy(meta, policy, len(this))  # type: ignore[misc]
     if any(p.is_open and snap.status(snap.meta_of[p.number]["node"]) == PENDING for p in this):
         return []  # results still to come in this round
+    choice, config = settings_for_round(meta, policy, requested_agent)
     request = OptimizeRequest(definition=meta["definition"], candidates=candidates, agent=requested_agent,
-                              rounds=rounds, requested_by=str(meta.get("requested_by") or ""), thread=thread)
+                              rounds=rounds, requested_by=str(meta.get("requested_by") or ""), thread=thread,
+                              agent_config=config, agent_choice=choice)
     return campaign(request, forge=forge, agent=agent, round_no=round_no + 1, cid=cid)
