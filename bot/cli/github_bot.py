@@ -76,7 +76,23 @@ def _github_forge(repo: str | None, installation_id: int | None = None):
         _fail(str(e))
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_LEVEL_ENV = "KBOT_LOG_LEVEL"
+LOG_LEVEL = click.option(
+    "--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO", envvar=LOG_LEVEL_ENV, show_default=True,
+    help=f"The least severe log records the bot writes to stderr (also ${LOG_LEVEL_ENV}).")
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        force=True)
+
+
 def register(cli: click.Group) -> None:
+    from bot.cli import init
+
+    init.register(cli)  # `kbot init`: this repository's workflows call the ones kbot publishes
+
     @cli.command("serve")
     @click.option("--state-dir", type=click.Path(file_okay=False), default=".kbot-state", show_default=True,
                   help="sqlite queue, deliveries and rate limits live here")
@@ -87,15 +103,16 @@ def register(cli: click.Group) -> None:
                   f"(default {DEFAULT_CAMPAIGN}; a `forge` keyword gets the event's forge)")
     @click.option("--fetch-results", default="bot.intake.artifacts:github_results_fetcher", show_default=True,
                   help="module:function(forge, workflow_run, dest) -> bool that downloads the bench artifacts")
+    @LOG_LEVEL
     def serve_cmd(state_dir: str, host: str, port: int, repo: str | None, campaign: str | None,
-                  fetch_results: str | None) -> None:
+                  fetch_results: str | None, log_level: str) -> None:
         """Run the GitHub App webhook receiver (secrets from KBOT_WEBHOOK_SECRET[_OLD])."""
         from bot.commands.auth import RateLimiter
         from bot.commands.services import ForgeServices
         from bot.intake.events import EventRouter
         from bot.intake.server import secrets_from_env, serve
 
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        _configure_logging(log_level)
         secrets = secrets_from_env()
         from bot.forge.trusted_meta import META_KEY_ENV, MetaKeyError, meta_key
 
@@ -129,8 +146,10 @@ def register(cli: click.Group) -> None:
         serve(state_dir, router.handle, host=host, port=port, secrets=secrets)
 
     @cli.group("bot")
-    def bot_group() -> None:
+    @LOG_LEVEL
+    def bot_group(log_level: str) -> None:
         """GitHub bot: command handling, reports, promotion (Actions and local tools)."""
+        _configure_logging(log_level)
 
     @bot_group.command("command")
     @click.option("--event-path", type=click.Path(exists=True, dir_okay=False), envvar="GITHUB_EVENT_PATH",
