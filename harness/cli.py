@@ -45,6 +45,49 @@ def _bad_input(msg: str) -> None:
     sys.exit(EXIT_BAD_INPUT)
 
 
+TRACEBACK_ENV = "KBOT_TRACEBACK"  # set to 1: a harness failure also prints its traceback
+
+
+def save_traceback(exc: BaseException) -> Path | None:
+    """The traceback of ``exc`` (and the command line) in ``<kbot cache>/errors/``; None when no file
+    could be written there nor in the temporary folder."""
+    import datetime as dt
+    import os
+    import tempfile
+    import traceback
+
+    from .ceilings import cache_root
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    text = f"kbot {' '.join(sys.argv[1:])}\n\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    for folder in (cache_root() / "errors", Path(tempfile.gettempdir()) / "kbot-errors"):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"harness-{stamp}-{os.getpid()}.txt"
+            path.write_text(text)
+            return path
+        except OSError:
+            continue
+    return None
+
+
+def harness_failure(exc: BaseException, what: str = "") -> None:
+    """Exit 3 for kbot's own failure (a bug or a broken environment, not the solution's): one line
+    with the reason and where the traceback was saved (the traceback itself with KBOT_TRACEBACK=1)."""
+    import os
+
+    path = save_traceback(exc)
+    reason = (str(exc).strip().splitlines() or [""])[0][:300]
+    where = f"traceback saved to {path}" if path else "the traceback could not be saved"
+    click.echo(f"harness error{' on ' + what if what else ''}: {type(exc).__name__}{': ' + reason if reason else ''} "
+               f"({where}; kbot's failure, not the solution's)", err=True)
+    if os.environ.get(TRACEBACK_ENV) == "1" or path is None:
+        import traceback
+
+        click.echo("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), err=True)
+    sys.exit(EXIT_HARNESS)
+
+
 def resolve_definition(value: str, dataset_arg: str | None = None, workloads: str | None = None):
     """``harness.dataset.resolve`` for a command line: the definition, where it and its workloads come
     from (``--dataset`` / ``FIB_DATASET_PATH``), or exit 2 saying why it cannot tell."""
@@ -211,10 +254,7 @@ def eval_cmd(
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_HARNESS)
     except Exception as e:  # noqa: BLE001 — our failure, not the solution's: exit 3, not 1
-        import traceback
-
-        click.echo(f"harness error: {type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}", err=True)
-        sys.exit(EXIT_HARNESS)
+        harness_failure(e)
     if with_profile and dev == "cuda":
         _fold_profile(report, out, definition, solution, workloads)
     if as_json:
@@ -342,9 +382,11 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
 @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), default=0.5, show_default=True, help="Timing budget per workload in seconds.")
 @click.option("--timing", "timing_pairs", multiple=True, metavar="NAME=VALUE", help="Advanced: override one timing-protocol setting (repeatable).")
 @SANDBOX_OPTION
+@click.option("--gpus", "gpus_arg", metavar="N|all|I,J,...",
+              help="Evaluate the solutions concurrently, one per GPU of this host at a time: a count, all, or indices (0,2; one GPU alone: 3,).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary instead of tables.")
 def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, device, trials, timeout_s, out_dir, seed, workload_filter,
-                  budget_s, timing_pairs, sandbox_mode, as_json):
+                  budget_s, timing_pairs, sandbox_mode, gpus_arg, as_json):
     """Evaluate several solutions of one definition, one after another, each as `kbot eval` would.
 
     \b
@@ -356,6 +398,14 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
     \b
     Options are a subset of `kbot eval`'s (no --baseline, --resume, --profile, tolerance overrides or
     dataset root): it is for judging a batch of candidates on the standard protocol.
+
+    \b
+    With --gpus, the solutions run concurrently instead, one per GPU (each pinned to its GPU, nothing
+    else on that GPU meanwhile; no spare workers): N solutions on N GPUs take about the time of one.
+    summary.json then says which GPU each came from, and each GPU's ceilings. A GPU found lost after a
+    solution ran on it (nvidia-smi) has that result set aside (OUT/<n>-<name>.lost-gpu<i>/) and the
+    solution measured again on another GPU; one the pool could not measure is a harness failure (exit 3)
+    after every other solution has finished.
 
     \b
     Writes OUT/<n>-<name>/{traces.jsonl,report.json} per solution and OUT/summary.json (also when the
@@ -372,6 +422,9 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
     cfg = _run_config(dev, trials, seed, timeout_s, None, budget_s, timing_pairs, None, None, None, sandbox_mode)
     cfg.provenance = resolved.provenance(len(workloads))
     out = Path(out_dir)
+    if gpus_arg is not None:
+        _eval_many_on_gpus(gpus_arg, definition, dpath, workloads, solutions, out, cfg, as_json)
+        return
     ready, upcoming = Spares(), Spares()  # started during the previous solution; starting for the next one
     rows = []
     try:
@@ -398,26 +451,9 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
                 click.echo(f"error: {e}", err=True)
                 sys.exit(EXIT_HARNESS)
             except Exception as e:  # noqa: BLE001 — our failure, not the solution's: exit 3, not 1
-                import traceback
-
                 _write_summary(out, definition.name, rows)
-                click.echo(f"harness error on {sol.name}: {type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}", err=True)
-                sys.exit(EXIT_HARNESS)
-            wall = time.monotonic() - t0
-            timed_s = sum(w.latency_ms.n * w.latency_ms.mean for w in report.workloads if w.latency_ms) / 1e3
-            rows.append(
-                {
-                    "solution": sol.name,
-                    "out": str(run_dir),
-                    "passed": sum(w.status is Status.PASSED for w in report.workloads),
-                    "workloads": len(report.workloads),
-                    "all_passed": report.all_passed,
-                    "trust": trust,
-                    "unavailable": report.unavailable,
-                    "wall_s": round(wall, 3),
-                    "timed_kernel_s": round(timed_s, 4),
-                }
-            )
+                harness_failure(e, sol.name)
+            rows.append(_many_row(sol, trust, run_dir, report, time.monotonic() - t0))
             if not as_json:
                 from .report_table import print_report
 
@@ -439,10 +475,115 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
     sys.exit(EXIT_OK if ran and all(r["all_passed"] for r in ran) else EXIT_UNAVAILABLE if not ran else EXIT_FAILED)
 
 
-def _write_summary(out: Path, definition: str, rows: list[dict]) -> None:
+def _many_row(sol, trust: str, run_dir: Path, report, wall: float) -> dict:
+    timed_s = sum(w.latency_ms.n * w.latency_ms.mean for w in report.workloads if w.latency_ms) / 1e3
+    return {"solution": sol.name, "out": str(run_dir), "passed": sum(w.status is Status.PASSED for w in report.workloads),
+            "workloads": len(report.workloads), "all_passed": report.all_passed, "trust": trust, "unavailable": report.unavailable,
+            "wall_s": round(wall, 3), "timed_kernel_s": round(timed_s, 4)}
+
+
+def _eval_many_on_gpus(spec: str, definition, dpath, workloads, solutions, out: Path, cfg, as_json: bool, provider=None) -> None:
+    """``eval-many --gpus``: the solutions over a pool of this host's GPUs (harness/gpu_pool.py); exits."""
+    import time
+
+    from .gpu_pool import GPUSelectionError, NvidiaSmi, Pool, gpus_for
+    from .report_table import print_report
+
+    provider = provider or NvidiaSmi()
+    if provider.kind != cfg.device:
+        _bad_input(f"--gpus {spec} spreads the solutions over this host's GPUs, but --device {cfg.device} runs them on the {cfg.device}")
+    try:
+        pool = Pool(gpus_for(spec, provider), provider)
+    except GPUSelectionError as e:
+        _bad_input(str(e))
+    click.echo(f"on {len(pool.gpus)} GPUs: " + ", ".join(f"{g.index} ({g.name})" for g in pool.gpus), err=True)
+    t0 = time.monotonic()
+    placed = evaluate_many(definition, solutions, workloads, cfg, pool, definition_path=dpath,
+                           run_dir=lambda i, sol: out / f"{i + 1:02d}-{_safe_name(sol.name)}", echo=lambda m: click.echo(m, err=True))
+    wall = time.monotonic() - t0
+    rows, failed, bad = [], [], []
+    for p in placed:
+        sol, trust = solutions[p.index]
+        run_dir = out / f"{p.index + 1:02d}-{_safe_name(sol.name)}"
+        where = {"gpu": p.gpu.index if p.gpu else None, "attempts": [a.__dict__ for a in p.attempts]}
+        if p.error is not None:
+            (bad if isinstance(p.exc, SchemaError) else failed).append(f"{sol.name}: {p.error}")
+            rows.append({"solution": sol.name, "out": str(run_dir), "harness_failure": p.error, "trust": trust, **where})
+            continue
+        rows.append({**_many_row(sol, trust, run_dir, p.result, p.attempts[-1].seconds), **where})
+        if not as_json:
+            print_report(p.result, run_dir)
+    gpus = _gpus_used(placed, pool)
+    _write_summary(out, definition.name, rows, gpus=gpus, wall_s=round(wall, 3))
+    if as_json:
+        click.echo(json.dumps({"definition": definition.name, "runs": rows, "gpus": gpus, "wall_s": round(wall, 3)}, indent=2))
+    else:
+        for r in rows:
+            what = (f"harness failure: {r['harness_failure']}" if "harness_failure" in r else
+                    f"could not run here: {r['unavailable']}" if r["unavailable"] else f"{r['passed']}/{r['workloads']} passed")
+            click.echo(f"{r['solution']:<32} GPU {r['gpu'] if r['gpu'] is not None else '-'}  {what}  -> {r['out']}")
+        click.echo(f"{len(rows)} solutions on {len(pool.gpus)} GPUs in {wall:.1f} s", err=True)
+    if bad:
+        _bad_input("; ".join(bad))
+    if failed:  # a sandbox that cannot be had, a lost GPU: the harness's failure, not the solutions'
+        click.echo("error: " + "; ".join(failed), err=True)
+        sys.exit(EXIT_HARNESS)
+    ran = [r for r in rows if not r["unavailable"]]
+    sys.exit(EXIT_OK if ran and all(r["all_passed"] for r in ran) else EXIT_UNAVAILABLE if not ran else EXIT_FAILED)
+
+
+def evaluate_many(definition, solutions: list, workloads: list, cfg, pool, *, definition_path=None, run_dir, echo=None) -> list:
+    """``kbot eval-many --gpus``: each solution (with its trust level) evaluated as ``kbot eval`` would,
+    into ``run_dir(i, solution)``, one per GPU at a time over ``pool``; ``Placed.result`` is its report.
+    A run folder of a GPU lost under it is renamed ``<folder>.lost-gpu<index>`` (kept, never read as a
+    result) before the solution is measured again on another GPU."""
+    from dataclasses import replace
+
+    from .gpu_pool import GPU
+    from .runner import evaluate
+
+    def run(job: tuple, gpu: GPU):
+        i, sol, trust = job
+        return evaluate(definition, sol, workloads, Path(run_dir(i, sol)), replace(cfg, gpu=gpu), definition_path=definition_path, trust=trust)
+
+    def lost(job: tuple, gpu: GPU, result) -> None:
+        d = Path(run_dir(job[0], job[1]))
+        if d.exists():
+            n = 1
+            while (aside := d.with_name(f"{d.name}.lost-gpu{gpu.index}" + (f"-{n}" if n > 1 else ""))).exists():
+                n += 1
+            d.rename(aside)
+
+    def progress(kind: str, p) -> None:
+        if echo is None:
+            return
+        name = p.job[1].name
+        if kind == "start":
+            echo(f"{name}: on GPU {p.attempts[-1].gpu}")
+        elif kind == "lost":
+            echo(f"{name}: GPU {p.attempts[-1].gpu} was lost under it ({p.attempts[-1].lost}); its result is discarded")
+        elif kind == "done" and p.error is None:
+            echo(f"{name}: done on GPU {p.gpu.index if p.gpu else '?'} in {p.attempts[-1].seconds:.1f} s")
+
+    return pool.map([(i, sol, trust) for i, (sol, trust) in enumerate(solutions)], run, lost=lost, progress=progress)
+
+
+def _gpus_used(placed, pool) -> list[dict]:
+    """Per GPU of the pool: which it is, the ceilings its reports used, the solutions it measured, and
+    why it was lost (if it was)."""
+    out = []
+    for g in pool.gpus:
+        reports = [p.result for p in placed if p.gpu is not None and p.gpu.index == g.index and p.result is not None]
+        ceilings = next((r.config.get("ceilings") for r in reports if isinstance(r.config.get("ceilings"), dict)), None)
+        out.append({**g.record(), "solutions": [r.solution for r in reports], "ceilings": ceilings,
+                    **({"lost": pool.lost[g.index]} if g.index in pool.lost else {})})
+    return out
+
+
+def _write_summary(out: Path, definition: str, rows: list[dict], **extra) -> None:
     from . import runfolder
 
-    runfolder.write_text(runfolder.prepare(out), "summary.json", json.dumps({"definition": definition, "runs": rows}, indent=2))
+    runfolder.write_text(runfolder.prepare(out), "summary.json", json.dumps({"definition": definition, "runs": rows, **extra}, indent=2))
 
 
 def _safe_name(name: str) -> str:
@@ -520,12 +661,12 @@ def definitions_list(as_json):
         click.echo(json.dumps(rows, indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    t = Table("name", "op_type", "workloads", "path")
-    for r in rows:
-        t.add_row(r["name"], r["op_type"], str(r["workloads"]), r["path"])
-    Console().print(t)
+    from .report_table import print_rows
+
+    # the path is definitions/<name>/definition.json for every row (--json has it): not a column
+    print_rows(Console(), ["name", "op_type", "workloads"], [[r["name"], r["op_type"], str(r["workloads"])] for r in rows],
+               right=["workloads"])
 
 
 @definitions_group.command("show")
@@ -546,24 +687,30 @@ def definitions_show(definition, dataset_arg):
 
 @definitions_group.command("validate")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
-def definitions_validate(paths):
-    """Validate definition JSON files (or folders of them) and their workloads; exit 2 on the first bad one."""
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per file: path, ok, definition name, workloads, error.")
+def definitions_validate(paths, as_json):
+    """Validate definition JSON files (or folders of them) and their workloads; exit 2 if any is bad."""
     from .schema import load_definition, load_workloads
 
     files = []
     for p in map(Path, paths):
         files += sorted(p.rglob("*.json")) if p.is_dir() else [p]
-    bad = 0
+    rows = []
     for f in files:
         try:
             d = load_definition(f)
             wp = f.parent / "workloads.jsonl"
             n = len(load_workloads(wp, d)) if f.name == "definition.json" and wp.exists() else 0
-            click.echo(f"ok   {f}  ({d.name}{f', {n} workloads' if n else ''})")
+            rows.append({"path": str(f), "ok": True, "name": d.name, "workloads": n, "error": None})
+            if not as_json:
+                click.echo(f"ok   {f}  ({d.name}{f', {n} workloads' if n else ''})")
         except SchemaError as e:
-            bad += 1
-            click.echo(f"FAIL {e}", err=True)
-    sys.exit(EXIT_BAD_INPUT if bad else EXIT_OK)
+            rows.append({"path": str(f), "ok": False, "name": None, "workloads": 0, "error": str(e)})
+            if not as_json:
+                click.echo(f"FAIL {e}", err=True)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    sys.exit(EXIT_BAD_INPUT if any(not r["ok"] for r in rows) else EXIT_OK)
 
 
 # ------------------------------------------------------------------------------------ baselines
@@ -606,8 +753,15 @@ def baselines_list(definition, dataset_arg, device, as_json):
         return
     if not rows:
         click.echo(f"{name} declares no baselines (definitions/{name}/baselines/)")
-    for r in rows:
-        click.echo(f"{r['name']:<24} {', '.join(r['dependencies']) or '-':<48} {', '.join(r['target_hardware']):<14} {r['here']}")
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    from .report_table import print_rows
+
+    print_rows(Console(), ["baseline", "pinned libraries", "target hardware", "here"],
+               [[escape(r["name"]), escape(", ".join(r["dependencies"]) or "-"), escape(", ".join(r["target_hardware"])), escape(r["here"])]
+                for r in rows])
 
 
 @baselines_group.command("pack")
@@ -618,7 +772,10 @@ def baselines_pack(definition):
 
     folders = sorted(p.parent for p in (DEFINITIONS_DIR / definition / FOLDER).glob("*/solution.json"))
     if not folders:
-        _bad_input(f"no baselines declared under definitions/{definition}/{FOLDER}/")
+        from .dataset import did_you_mean
+
+        known = sorted(p.name for p in DEFINITIONS_DIR.iterdir() if (p / FOLDER).is_dir()) if DEFINITIONS_DIR.is_dir() else []
+        _bad_input(f"no baselines declared under definitions/{definition}/{FOLDER}/{did_you_mean(definition, known)}")
     for f in folders:
         try:
             sol = pack(f, definition)
@@ -683,6 +840,8 @@ def main() -> None:
         cli(standalone_mode=True)
     except SchemaError as e:
         _bad_input(str(e))
+    except Exception as e:  # noqa: BLE001 — any command's unexpected failure: one line and exit 3, not a raw traceback
+        harness_failure(e)
 
 
 if __name__ == "__main__":
