@@ -28,10 +28,10 @@ from typing import Any, Callable
 from . import runfolder, sandbox
 from .baselines import TRUST_BASELINE, TRUST_CANDIDATE
 from .gpu_pool import ENV_GPU, GPU
-from .input_counts import TimedCounts
 from .paths import CODE_ROOT, REPO_ENV, definitions_dirs, repository
 from .report import BaselineRun, BuildResult, DeviceInfo, Finding, Report, WorkloadResult
 from .schema import Definition, Evaluation, Solution, Status, Trace, Workload
+from .timed_counts import TimedCounts
 
 REPO_ROOT = CODE_ROOT  # the folder harness/ is imported from (a checkout, or site-packages): the workers' cwd and PYTHONPATH
 LOG_HEAD = 16 * 1024
