@@ -184,8 +184,9 @@ def register(cli: click.Group) -> None:
     @click.option("--redirect-url", help="Where GitHub sends the browser after the App is created (optional).")
     @click.option("--org", help="Create the App under this organization (default: your account).")
     @click.option("--force", is_flag=True, help="Replace files that exist already.")
+    @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
     def init_cmd(folder: str, kbot_repository: str | None, kbot_ref: str | None, app_name: str | None, homepage: str | None,
-                 webhook_url: str | None, redirect_url: str | None, org: str | None, force: bool) -> None:
+                 webhook_url: str | None, redirect_url: str | None, org: str | None, force: bool, as_json: bool) -> None:
         """Make FOLDER (a git repository; default: here) a kbot repository: kbot.toml, the workflows (thin
         callers of kbot's reusable workflows, pinned by sha), the policies, the folder layout, and the
         GitHub App manifest. docs/adopting.md walks through the rest."""
@@ -194,6 +195,9 @@ def register(cli: click.Group) -> None:
         manifest = app_manifest(app_name or f"kbot-{root.name}"[:34], homepage or f"https://github.com/{pin.repository}",
                                 webhook_url, redirect_url)
         written = init_repository(root, pin, manifest, force=force, org=org)
+        if as_json:
+            click.echo(json.dumps({"root": str(root), "kbot_repository": pin.repository, "kbot_ref": pin.ref, "written": written}, indent=2))
+            return
         click.echo(f"kbot {pin.repository}@{pin.ref[:12]} initialised {root}:")
         for rel in written:
             click.echo(f"  {rel}")

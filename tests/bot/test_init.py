@@ -151,8 +151,10 @@ def test_the_app_manifest_validates(adopted, shared):
 
 def test_without_a_webhook_the_app_subscribes_to_nothing(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
-    r = kbot("init", "--kbot-repository", "someone/kbot", "--kbot-ref", SHA, "--org", "acme", cwd=tmp_path)
+    r = kbot("init", "--kbot-repository", "someone/kbot", "--kbot-ref", SHA, "--org", "acme", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["kbot_ref"] == SHA and ".github/kbot-app.json" in out["written"] and "kbot.toml" in out["written"]
     manifest = json.loads((tmp_path / ".github" / "kbot-app.json").read_text())
     assert "hook_attributes" not in manifest and "default_events" not in manifest
     jsonschema.validate(manifest, MANIFEST_SCHEMA)
