@@ -37,8 +37,9 @@ RULES: tuple[HintRule, ...] = (
         "register_pressure",
         ("occupancy_limited_by_registers", "register_spills", "register_spills_sass", "register_spills_triton"),
         _r(r"spill|local[ _-]?memory|register[s_ -]*(limit|pressure|per[ _]thread|bound)|occupancy_limit_registers"),
-        (("warps", -1), ("block", -1), ("stages", -1)),
-        "registers limit occupancy or spill: less work per thread/program",
+        # More warps share a program's tile, so each thread holds fewer values (what the rules recommend).
+        (("warps", +1), ("block", -1), ("stages", -1)),
+        "registers limit occupancy or spill: less work per thread (smaller tiles, more warps)",
     ),
     HintRule(
         "shared_memory_limit",

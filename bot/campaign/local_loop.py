@@ -338,6 +338,8 @@ class OptimizeOptions:
     budget_s: float | None = None  # timing budget per workload (default: 0.3 s on CPU, 1.0 s on GPU)
     trials: int | None = None
     new: bool = False  # start a new campaign even if an unfinished one exists
+    profile: bool = True  # feedback items on every evaluation (static evidence; ncu too on the GPU)
+    profile_budget_s: float | None = 120.0  # per candidate, for the GPU's profiling runs
 
 
 def default_agent(env: dict[str, str] | None = None) -> str:
@@ -394,6 +396,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
         harness = HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
                                    timing=timing_for(device, opts.budget_s), definition_path=def_path,
                                    provenance=resolved.provenance(len(workloads)),
+                                   profile=opts.profile, profile_budget_s=opts.profile_budget_s,
                                    progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
 
     if read_champion(ws.forge, definition.name) is None:

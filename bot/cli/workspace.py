@@ -72,6 +72,9 @@ def _progress_printer(console: Any):
                 lat = f", median {w.latency_ms.median:.3f} ms" if w.latency_ms else ""
                 sp = f", {w.speedup_vs_baseline.median:.3f}x vs champion" if w.speedup_vs_baseline else ""
                 say(f"  workload {w.axes}: {w.status.value}{lat}{sp}")
+        elif kind == "harness.profiled":
+            say(f"  profiled {d['solution']}: {d.get('items', 0)} feedback items, {d.get('spent_s', 0):.1f} s"
+                + (f" (budget {d['budget_s']:g} s)" if d.get("budget_s") and d.get("profile") else ""))
         elif kind == "decision":
             style = {"promote": "green", "reject": "red", "rebenchmark": "yellow"}.get(d["decision"], "white")
             say(f"PR #{d['pr']}: [{style}]{d['decision']}[/{style}] — {d['headline']}"
@@ -155,9 +158,15 @@ def register(cli: click.Group) -> None:
     @click.option("--candidates", type=click.IntRange(1, 16), default=2, show_default=True, help="Candidates (PRs) per round.")
     @evaluation_options
     @click.option("--new", "new", is_flag=True, help="Start a new campaign even if an interrupted one can be resumed.")
+    @click.option("--profile/--no-profile", "profile", default=True, show_default=True,
+                  help="Feedback items for every candidate: roofline and ahead-of-time compile statistics everywhere, "
+                       "ncu/SASS/energy on the GPU (they steer the agent's next move).")
+    @click.option("--profile-budget", "profile_budget_s", type=click.FloatRange(1, 3600), default=120.0, show_default=True,
+                  help="Seconds of GPU profiling per candidate (the cost is recorded in each report).")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
     def optimize_cmd(definition: str, agent: str | None, rounds: int, candidates: int, device: str, workspace: str,
-                     workloads: str | None, dataset_arg: str | None, budget_s: float | None, new: bool, as_json: bool) -> None:
+                     workloads: str | None, dataset_arg: str | None, budget_s: float | None, new: bool, profile: bool,
+                     profile_budget_s: float, as_json: bool) -> None:
         """Run the optimization loop on a local forge: each candidate is a branch + PR, evaluated by the
         harness against the champion, reviewed, and merged if the promotion policy says so.
         Re-running after an interruption resumes: finished evaluations and PRs are not repeated."""
@@ -168,7 +177,8 @@ def register(cli: click.Group) -> None:
         err = Console(stderr=True, soft_wrap=True)  # one line per event, even in a log file
         opts = OptimizeOptions(definition=definition, agent=agent, rounds=rounds, candidates=candidates, device=device,
                                workspace=Path(workspace), workloads=Path(workloads) if workloads else None,
-                               dataset=_dataset(dataset_arg), budget_s=budget_s, new=new)
+                               dataset=_dataset(dataset_arg), budget_s=budget_s, new=new, profile=profile,
+                               profile_budget_s=profile_budget_s)
         try:
             summary = optimize(opts, _progress_printer(err))
         except (LoopError, ValueError, RuntimeError) as e:
