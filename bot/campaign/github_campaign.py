@@ -10,9 +10,13 @@ GitHub is the database. Every call rebuilds the search tree from the repository:
   starting kernel);
 * a PR is *evaluated* when our sticky review carries an evidence block for its solution
   (``bot.review.evidence.find_evidence``), *pending* otherwise;
-* rewards: each review measured the candidate paired against the champion of that day; the champion
-  lineage in ``champion.json`` (each promotion's ``speedup_vs_previous``) chains those ratios back to
-  the oldest champion, which is the tree's baseline, so every node's speedup is in one frame;
+* rewards: each review measured the candidate paired against the champion of that day, and the
+  record keeps that pairing as it was (``baseline_hash``: that champion; ``speedup_vs_baseline``: the
+  paired ratio). The tree chains it (``bot.controller.tree``): the champion's own record, or for a
+  champion without a PR its seed record, whose ratio over the oldest champion is the champion
+  lineage's product of each promotion's paired ``speedup_vs_previous``
+  (``bot.promotion.champion.champion_lineage``). The oldest champion is the tree's start, so every
+  node's speedup is a chain of paired ratios in one frame, rebuilt from GitHub alone;
 * the kernels of evaluated nodes are read back from the PRs (``solution_path`` in the meta block).
 
 Then the controller does what it does everywhere: ``Campaign.from_records`` builds the campaign from
@@ -59,7 +63,7 @@ from bot.forge.base import BranchTouchedByHumansError, PullRequest
 from bot.forge.trusted_meta import read_meta
 from bot.names import STOPPED_LABEL, attempt_branch, definition_branch_prefix
 from bot.policy_file import PolicyError
-from bot.promotion.champion import read_champion
+from bot.promotion.champion import champion_lineage, read_champion
 from bot.review.evidence import Evidence, find_evidence
 from bot.review.markdown import escape_inline
 from harness.geomean import geomean
@@ -113,8 +117,7 @@ def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
         "workloads": len(ws),
         "speedup_vs_reference": geomean(refs) if passed and len(refs) == len(ws) else None,
         "speedup_vs_baseline": geomean([r[0] for r in ratios]) if passed and ratios and len(ratios) == len(ws) else None,
-        "baseline_hash": ev.baseline_hash,
-        "measured_baseline_hash": ev.baseline_hash,  # kept: baseline_hash is rewritten to the tree's frame
+        "baseline_hash": ev.baseline_hash,  # the champion it was paired against: the tree chains from it
         "solution_hash": ev.solution_hash,
         "noise": max(noise) if noise else None,
         "roofline_fraction_min": None,
@@ -124,23 +127,6 @@ def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
         "feedback": [f.model_dump(mode="json") for f in ev.feedback],
         "head_sha": ev.head_sha,
     }
-
-
-def champion_lineage(doc: Mapping[str, Any] | None) -> list[dict[str, Any]]:
-    """Champion entries oldest first, each with ``factor``: its speedup over the oldest one, chained
-    through each promotion's paired ``speedup_vs_previous`` (None once a link is unknown)."""
-    if not doc or not isinstance(doc.get("solution_hash"), str):
-        return []
-    entries = [dict(doc)] + [dict(h) for h in doc.get("history") or [] if isinstance(h, Mapping)]
-    entries = [e for e in reversed(entries) if isinstance(e.get("solution_hash"), str) and _HASH.match(e["solution_hash"])]
-    factor: float | None = 1.0
-    for i, e in enumerate(entries):
-        if i:
-            s = e.get("summary") if isinstance(e.get("summary"), Mapping) else {}
-            sp = s.get("speedup_vs_previous")
-            factor = factor * sp if factor is not None and isinstance(sp, (int, float)) and sp > 0 else None
-        e["factor"] = factor
-    return entries
 
 
 # ------------------------------------------------------------------------------------ snapshot
@@ -189,7 +175,6 @@ def read_snapshot(forge: Any, definition: str, *, load_solutions: bool = True) -
     snap.prs = sorted((p for p in forge.list_prs(state="all", head_prefix=definition_branch_prefix(definition)) if not p.from_fork),
                       key=lambda p: p.number)
     lineage = champion_lineage(read_champion(forge, definition))
-    factor_of = {e["solution_hash"]: e["factor"] for e in lineage}
     base = lineage[0] if lineage else None
     snap.baseline = base["solution_hash"][:12] if base else None
     _, main_sha = forge.default_head()
@@ -266,14 +251,6 @@ def read_snapshot(forge: Any, definition: str, *, load_solutions: bool = True) -
         if r["solution"] and not r["config_key"]:
             r["config_key"] = config_key_or_none(Solution.model_validate(r["solution"]))
 
-    # Rewards in one frame: paired ratio vs the champion measured against x that champion's factor.
-    for r in pr_records:
-        s = r["summary"]
-        if s and s.get("speedup_vs_baseline") and base is not None:
-            f = factor_of.get(s.get("measured_baseline_hash") or "")
-            if f is not None:
-                s["speedup_vs_baseline"] = s["speedup_vs_baseline"] * f
-                s["baseline_hash"] = base["solution_hash"]
     # Sequence: seeds first, then PRs in the order they were opened; a parent must come earlier
     # (no cycles from hand-edited metadata), else the node hangs from the root.
     records = seeds + pr_records

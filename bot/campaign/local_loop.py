@@ -38,7 +38,15 @@ from bot.controller.campaign import Campaign, CampaignConfig, StepResult
 from bot.controller.tree import ROOT, solution_node_id
 from bot.forge.local import LocalForge
 from bot.names import STATUS_CONTEXT, attempt_branch
-from bot.promotion.champion import champion_path, leaderboard_path, read_champion, render_leaderboard, updated_champion
+from bot.promotion.champion import (
+    chain_factors,
+    champion_lineage,
+    champion_path,
+    leaderboard_path,
+    read_champion,
+    render_leaderboard,
+    updated_champion,
+)
 from bot.review.markdown import escape_inline
 from bot.review.publish import publish_results
 from harness.report import Report
@@ -411,10 +419,13 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
     evaluator = PullRequestEvaluator(ws, harness, definition, cid, store, event)
     event("campaign", {"id": cid, "resume": resume, "device": device, "agent": agent_name,
                        "workloads": str(wl_path), "n_workloads": len(workloads), "inputs": resolved.describe(len(workloads))})
+    # Champions promoted outside this campaign (a `kbot submit` while it was stopped) are in the
+    # pointer's lineage: the tree chains a pairing against one of them through it.
+    lineage = chain_factors(read_champion(ws.forge, definition.name))
     if resume:
         # Pending nodes (proposed, not finished when the last run stopped) are evaluated first, even
         # when the budget is used up: their PRs may already be open.
-        campaign = Campaign.resume(store, agent, evaluator, evaluate_pending=True)
+        campaign = Campaign.resume(store, agent, evaluator, evaluate_pending=True, lineage=lineage)
     else:
         config = CampaignConfig.from_dict({
             "proposals_per_step": opts.candidates,
@@ -422,7 +433,8 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
             "budget": {"max_steps": opts.rounds + 1, "max_candidates": 1 + opts.rounds * opts.candidates,
                        "patience": None, "roofline_target": None},
         })
-        campaign = Campaign.start(definition, [champion], agent, evaluator, config, store, workloads=workloads)
+        campaign = Campaign.start(definition, [champion], agent, evaluator, config, store, workloads=workloads,
+                                  lineage=lineage)
     evaluator.campaign = campaign
     steps: list[StepResult] = []
     try:
@@ -467,6 +479,7 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
         })
     doc, champ = ws.champion_solution(campaign.definition.name)
     return {
+        "headline": headline(campaign, doc),
         "definition": campaign.definition.name,
         "campaign": f"{campaign.definition.name}/{campaign.store.name}",
         "workspace": str(ws.root),
@@ -480,6 +493,31 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
         "evaluations_run": harness.runs, "evaluations_cached": harness.cache_hits,
         "stop_reason": rep["stop_reason"],
         "baselines": baselines_summary(campaign.store),
+    }
+
+
+def headline(campaign: Campaign, doc: dict[str, Any] | None) -> dict[str, Any]:
+    """The campaign's headline figures, each a chain of paired ratios: the champion's speedup over this
+    campaign's start (the champion it began from) and over the first champion on record, with the
+    links (each promotion's paired ratio against the champion it replaced, oldest first)."""
+    lineage = champion_lineage(doc)
+    start = campaign.tree.baseline
+    start_hash = start.solution.content_hash() if start is not None and start.solution is not None else None
+    factors = {e["solution_hash"]: e["factor"] for e in lineage}
+    now = lineage[-1] if lineage else None
+    f_now = now["factor"] if now else None
+    f_start = factors.get(start_hash) if start_hash else None
+    idx = next((i for i, e in enumerate(lineage) if e["solution_hash"] == start_hash), None)
+    links = [e["summary"].get("speedup_vs_previous") if isinstance(e.get("summary"), dict) else None
+             for e in lineage[(idx + 1 if idx is not None else 1):]]
+    return {
+        "champion": now["solution"] if now else None,
+        "speedup_vs_campaign_start": f_now / f_start if f_now is not None and f_start else None,
+        "links_since_campaign_start": links if idx is not None else None,
+        "speedup_vs_first_champion": f_now,
+        "first_champion": lineage[0]["solution"] if lineage else None,
+        "how": "product of each promotion's paired geomean ratio against the champion it replaced "
+               "(champion.json lineage); never a ratio of two unpaired runs",
     }
 
 

@@ -193,6 +193,13 @@ def register(cli: click.Group) -> None:
         for line in _baselines_lines(summary):
             out.print(line, highlight=False)
         ch = summary["champion"]
+        hl = summary.get("headline") or {}
+        if hl.get("speedup_vs_campaign_start") is not None:
+            links = " × ".join(f"{x:.3f}" for x in hl.get("links_since_campaign_start") or [])
+            out.print(f"champion {hl['speedup_vs_campaign_start']:.3f}x over this campaign's start"
+                      + (f" ({links}: each promotion's paired ratio over the champion it replaced)" if links else " (no promotion)")
+                      + (f"; {hl['speedup_vs_first_champion']:.3f}x over the first champion on record, {hl['first_champion']}"
+                         if hl.get("speedup_vs_first_champion") is not None else ""), highlight=False)
         out.print(f"champion of {summary['definition']}: [bold]{ch['solution']}[/bold]"
                   + (f" (PR #{ch['pr']})" if ch["pr"] else " (the starting point)")
                   + f"; {summary['evaluations_run']} evaluations run, {summary['evaluations_cached']} reused from the cache")

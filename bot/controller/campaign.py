@@ -38,7 +38,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 from harness.report import Report
 from harness.schema import Definition, Solution, Workload, parse_definition
@@ -172,10 +172,12 @@ class Campaign:
         config: CampaignConfig | dict[str, Any] | None,
         store_dir: str | Path,
         workloads: list[Workload] | None = None,
+        lineage: Mapping[str, float] | None = None,
     ) -> "Campaign":
         """A new campaign in an empty (or absent) ``store_dir``; the seeds become the first nodes
-        (the first seed is the baseline every speedup is measured against) and are evaluated by the
-        first ``step()``."""
+        (the first seed is the start every speedup is chained from) and are evaluated by the first
+        ``step()``. ``lineage``: champions' chained factors (``Tree.lineage``), for an evaluator that
+        pairs against champions promoted outside this campaign."""
         cfg = config if isinstance(config, CampaignConfig) else CampaignConfig.from_dict(config)
         store = Path(store_dir)
         if (store / "campaign.json").exists():
@@ -188,7 +190,9 @@ class Campaign:
         (store / "workloads.jsonl").write_text("".join(w.to_json() + "\n" for w in workloads or []))
         mem_path = Path(cfg.memory_path) if cfg.memory_path else store / "memory.json"
         memory = SearchMemory.load(definition.name, mem_path)
-        camp = cls(definition, agent, evaluator, cfg, store, list(workloads or []), Tree(cfg.search), memory, Usage())
+        tree = Tree(cfg.search)
+        tree.lineage = dict(lineage or {})
+        camp = cls(definition, agent, evaluator, cfg, store, list(workloads or []), tree, memory, Usage())
         for i, s in enumerate(seeds):
             nid = solution_node_id(s)
             if nid in camp.tree:
@@ -207,9 +211,11 @@ class Campaign:
         return camp
 
     @classmethod
-    def resume(cls, store_dir: str | Path, agent: Agent, evaluator: Evaluator | None, evaluate_pending: bool = True) -> "Campaign":
+    def resume(cls, store_dir: str | Path, agent: Agent, evaluator: Evaluator | None, evaluate_pending: bool = True,
+               lineage: Mapping[str, float] | None = None) -> "Campaign":
         """Reopen a campaign from its store: the tree comes from the node records; nodes that were
-        proposed but not evaluated are evaluated now (finished ones never again)."""
+        proposed but not evaluated are evaluated now (finished ones never again). ``lineage``: as in
+        ``start`` (read again now: a champion may have been promoted while the campaign was stopped)."""
         store = Path(store_dir)
         meta_path = store / "campaign.json"
         if not meta_path.exists():
@@ -220,7 +226,7 @@ class Campaign:
         wl_path = store / "workloads.jsonl"
         workloads = [Workload.model_validate_json(line) for line in wl_path.read_text().splitlines() if line.strip()] if wl_path.exists() else []
         records = [json.loads(p.read_text()) for p in sorted((store / "nodes").glob("*.json"))]
-        tree = Tree.from_records(records, cfg.search)
+        tree = Tree.from_records(records, cfg.search, lineage)
         state = json.loads((store / "state.json").read_text()) if (store / "state.json").exists() else {}
         for nid in state.get("exhausted", []):
             if nid in tree:
@@ -240,6 +246,7 @@ class Campaign:
         config: CampaignConfig | dict[str, Any] | None,
         store_dir: str | Path | None = None,
         workloads: list[Workload] | None = None,
+        lineage: Mapping[str, float] | None = None,
     ) -> "Campaign":
         """A campaign continued from node records kept elsewhere (the bot: its PRs).
 
@@ -251,7 +258,7 @@ class Campaign:
         resumes like any other; without one it lives in memory and writes nothing.
         """
         cfg = config if isinstance(config, CampaignConfig) else CampaignConfig.from_dict(config)
-        tree = Tree.from_records(records, cfg.search)  # validates before anything is written
+        tree = Tree.from_records(records, cfg.search, lineage)  # validates before anything is written
         for n in tree.nodes.values():
             if n.id != ROOT and n.solution is None:
                 n.exhausted = True
@@ -548,7 +555,12 @@ class Campaign:
                 "agent": n.agent,
                 "model": n.model,
                 "status": n.status if n.status != EVALUATED else (n.summary or {}).get("status"),
+                # Over the start, chained through paired ratios (Tree.speedup); the paired ratio itself
+                # and the champion it was measured against beside it.
                 "speedup": self.tree.speedup(n),
+                "speedup_vs_champion": (n.summary or {}).get("speedup_vs_baseline") if n.passed else None,
+                "measured_against": (n.summary or {}).get("baseline_hash"),
+                "chain_problem": self.tree.chain_problem(n),
                 "reward": self.tree.reward(n) if n.status != PENDING else None,
                 "config_key": n.config_key,
                 "rationale": n.rationale[:200],

@@ -3,8 +3,20 @@
 Node = solution + compact report summary (+ feedback inside it). A virtual root (id ``root``, no
 solution) has the seeds as children; expanding it means "write a kernel from scratch" (initial mode).
 
-Rewards are ``log(speedup vs the baseline seed)`` for nodes that passed every workload, and a fixed
-penalty otherwise. A node's visits N count the evaluated nodes in its subtree (itself included) and its
+Rewards are ``log(speedup over the campaign's start)`` for nodes that passed every workload, and a
+fixed penalty otherwise. The start is the baseline seed (the champion the campaign began from), and the
+speedup is a chain of paired ratios: a node was measured paired against some champion (its summary's
+``baseline_hash`` and ``speedup_vs_baseline``); that champion's own speedup over the start is found the
+same way, back to the start (factor 1). So after three promotions of 1.10x, 1.20x and 1.05x a node
+measured 1.03x over the last champion has 1.10 * 1.20 * 1.05 * 1.03 = 1.43x. A champion that is not a
+node of this tree (promoted elsewhere while the campaign was interrupted) is looked up in ``lineage``
+(``bot.promotion.champion.chain_factors``: the champion lineage's chained factors, divided by the
+start's). A node paired against a champion
+found in neither has no speedup (``chain_problem`` says why) and the neutral reward 0: its paired
+ratio is in another frame, and an unpaired vs-reference ratio is never substituted for it. Only a
+node that was never paired at all is placed by the ratio of its vs-reference speedup to the start's.
+
+A node's visits N count the evaluated nodes in its subtree (itself included) and its
 value Q is the best reward among them (``backup="max"``, default) or their mean (``backup="mean"``).
 
 UCT policy (the default), per step: while the best reward keeps improving, expand the best node that
@@ -34,7 +46,7 @@ import json
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from harness.schema import Solution
 
@@ -162,6 +174,10 @@ class Tree:
         self._hashes: dict[str, str] = {}
         self.best_reward = -math.inf
         self.since_gain = 0  # evaluations since the best reward last improved beyond noise
+        self._by_hash: dict[str, str] = {}  # solution content hash -> node id (the chain's lookups)
+        # Champions that may not be nodes here: content hash -> speedup over a common origin (the oldest
+        # champion on record); divided by the start's own factor, it is a speedup over this tree's start.
+        self.lineage: dict[str, float] = {}
 
     # -- building ----------------------------------------------------------------------------------
     @property
@@ -185,6 +201,7 @@ class Tree:
         if parent not in self.nodes:
             raise ValueError(f"node {node.id}: parent {parent} is not in the tree")
         node.parent = parent
+        self._index(node)
         if not node.seq:
             node.seq = self.next_seq()
         self._seq = max(self._seq, node.seq)
@@ -201,8 +218,14 @@ class Tree:
             raise ValueError(f"node {node_id} is already {node.status}; a finished node is never re-evaluated")
         node.summary = summary
         node.status = EVALUATED
+        self._index(node)
         self._backup(node)
         return node
+
+    def _index(self, node: Node) -> None:
+        h = self._hash(node) or (node.summary or {}).get("solution_hash")
+        if isinstance(h, str):
+            self._by_hash.setdefault(h, node.id)
 
     def _backup(self, node: Node) -> None:
         r = self.reward(node)
@@ -227,8 +250,10 @@ class Tree:
         return [n.to_record(include_solution) for n in sorted(self.nodes.values(), key=lambda n: n.seq) if n.id != ROOT]
 
     @classmethod
-    def from_records(cls, records: Iterable[dict[str, Any]], config: SearchConfig | None = None) -> "Tree":
-        """Rebuild a tree from node records (any order); a record whose parent never appears is an error."""
+    def from_records(cls, records: Iterable[dict[str, Any]], config: SearchConfig | None = None,
+                     lineage: Mapping[str, float] | None = None) -> "Tree":
+        """Rebuild a tree from node records (any order); a record whose parent never appears is an error.
+        ``lineage``: champions outside the records, as ``Tree.lineage``."""
         recs = list(records)
         by_id: dict[str, dict[str, Any]] = {}
         for r in recs:
@@ -239,6 +264,7 @@ class Tree:
                 raise ValueError(f"two records for node {nid}")
             by_id[nid] = r
         tree = cls(config)
+        tree.lineage = dict(lineage or {})
         # Parents before children; among siblings, creation order (seq) keeps "last m children" right.
         remaining = sorted(recs, key=lambda r: (r.get("seq") or 0, r["node_id"]))
         while remaining:
@@ -263,18 +289,56 @@ class Tree:
         return None
 
     def speedup(self, node: Node) -> float | None:
-        """Speedup of a passed node over the baseline seed (paired measurement when there is one)."""
+        """Speedup of a passed node over the campaign's start, through the chain of paired ratios (see
+        the module docstring); None when it failed or its chain cannot be followed."""
         if not node.passed:
             return None
+        return self._chained(node, frozenset())[0]
+
+    def chain_problem(self, node: Node) -> str | None:
+        """Why a passed node has no speedup over the start (None when it has one, or did not pass)."""
+        return self._chained(node, frozenset())[1] if node.passed else None
+
+    def _start_hash(self) -> str | None:
+        base = self.baseline
+        if base is None:
+            return None
+        return self._hash(base) or (base.summary or {}).get("solution_hash")
+
+    def _chained(self, node: Node, seen: frozenset[str]) -> tuple[float | None, str | None]:
         s = node.summary or {}
         base = self.baseline
-        if base is None or base.id == node.id:
-            return 1.0 if base is not None else s.get("speedup_vs_reference")
-        if s.get("speedup_vs_baseline") and base.solution and s.get("baseline_hash") == self._hash(base):
-            return s["speedup_vs_baseline"]
-        if base.passed and s.get("speedup_vs_reference") and (base.summary or {}).get("speedup_vs_reference"):
-            return s["speedup_vs_reference"] / base.summary["speedup_vs_reference"]  # type: ignore[index]
-        return s.get("speedup_vs_reference")
+        if base is None:
+            # No start to measure from (records without a champion): the reference is the only frame.
+            return s.get("speedup_vs_reference"), None if s.get("speedup_vs_reference") else "no start and no vs-reference speedup"
+        mine = self._hash(node) or s.get("solution_hash")
+        if node.id == base.id or (mine is not None and mine == self._start_hash()):
+            return 1.0, None
+        paired, against = s.get("speedup_vs_baseline"), s.get("baseline_hash")
+        if against:
+            if not (isinstance(paired, (int, float)) and paired > 0):
+                return None, f"paired against {str(against)[:12]} without a usable paired ratio"
+            factor, why = self._factor_of(against, seen | {node.id})
+            return (factor * paired, None) if factor is not None else (None, why)
+        # Never paired: the ratio of two unpaired vs-reference speedups is all there is.
+        ref, base_ref = s.get("speedup_vs_reference"), (base.summary or {}).get("speedup_vs_reference")
+        if base.passed and ref and base_ref:
+            return ref / base_ref, None
+        return None, "measured alone, and the start has no vs-reference speedup to compare with"
+
+    def _factor_of(self, solution_hash: str, seen: frozenset[str]) -> tuple[float | None, str | None]:
+        """The speedup over the start of the champion a node was paired against."""
+        if solution_hash == self._start_hash():
+            return 1.0, None
+        nid = self._by_hash.get(solution_hash)
+        if nid is not None and nid not in seen and self.nodes[nid].passed:
+            got = self._chained(self.nodes[nid], seen)
+            if got[0] is not None:
+                return got
+        f0 = self.lineage.get(self._start_hash() or "")
+        if solution_hash in self.lineage and f0:
+            return self.lineage[solution_hash] / f0, None
+        return None, f"paired against champion {solution_hash[:12]}, which is neither a passed node of this campaign nor in the champion lineage"
 
     def _hash(self, node: Node) -> str | None:
         if node.solution is None:
@@ -286,9 +350,11 @@ class Tree:
     def reward(self, node: Node) -> float:
         if node.id == ROOT:
             return 0.0
+        if not node.passed:
+            return self.config.failure_penalty
         sp = self.speedup(node)
         if sp is None or sp <= 0:
-            return self.config.failure_penalty
+            return 0.0  # passed, in an unknown frame: neither credit nor penalty (chain_problem says why)
         return math.log(sp)
 
     def q(self, node: Node) -> float:

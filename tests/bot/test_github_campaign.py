@@ -267,3 +267,60 @@ def test_optimize_on_a_candidate_pr_iterates_on_it(github_server, shared, tmp_pa
     for n in kids:
         m = decode_meta(env.forge.get_pr(n).body)
         assert m["parent"] == meta["node"] and m["parent_pr"] == pr1 and m["thread"] == pr1
+
+
+def test_rewards_rebuilt_from_github_are_chained_paired_ratios():
+    """The tree read back from GitHub alone: the start (a champion without a PR), PR A promoted 1.2x over
+    it, PR B promoted 1.1x over A, PR C measured 1.05x over B (a loser), PR D measured 0.97x over A
+    before B was promoted. Every speedup over the start is the chain through the reviews' pairings and
+    the pointer's lineage; the vs-reference figures (deliberately inconsistent) play no part."""
+    from candkit import bot_candidate
+    from memforge import MemForge
+    from reportkit import good, stand_in
+
+    from bot.controller.campaign import Campaign
+    from bot.forge.markers import REVIEW_MARKER as MARKER
+    from bot.review.evidence import evidence_block
+
+    d = "gdn_decode_qk4_v8_d128_k_last"
+    sols = {k: stand_in(f"cand_{k}", d, variant=k) for k in "SABCD"}
+    h = {k: s.content_hash() for k, s in sols.items()}
+
+    def entry(k, pr, sp):
+        return {"solution": sols[k].name, "solution_hash": h[k], "solution_path": None, "pr": pr, "sha": None,
+                "merge_sha": None, "promoted_at": "2026-12-01T00:00:00Z",
+                "summary": {"speedup_vs_previous": sp, "workloads": 4}}
+
+    doc = updated_champion(None, d, {**entry("S", None, None), "summary": {"origin": "start"}})
+    forge = MemForge(files={})
+    prs = {}
+    for k, against, ratio, vs_ref in (("A", "S", 1.2, 3.0), ("B", "A", 1.1, 1.0), ("C", "B", 1.05, 9.0), ("D", "A", 0.97, 2.0)):
+        pr = bot_candidate(forge, d, node=h[k][:12], solution=sols[k].name, solution_hash=h[k],
+                           parent=h[against][:12] if against != "S" else None)
+        prs[k] = pr
+        rep = good(ratio=(ratio, ratio * 0.99, ratio * 1.01), solution=sols[k].name, solution_hash=h[k],
+                   baseline=sols[against].name, baseline_hash=h[against], definition=d)
+        for w in rep.workloads:
+            w.speedup_vs_reference = vs_ref
+        forge.upsert_review(pr.number, MARKER, f"{MARKER}\nreview\n{evidence_block(rep, pr.head_sha)}", commit_sha=pr.head_sha)
+        if k in "AB":
+            doc = updated_champion(doc, d, entry(k, pr.number, ratio))
+    _, main = forge.default_head()
+    forge.commit_files("main", main, {champion_path(d): json.dumps(doc)}, "pointer")
+
+    snap = read_snapshot(forge, d, load_solutions=False)
+    from bot.agents.providers.offline import OfflineAgent
+
+    camp = Campaign.from_records(snap.records, load_definition_for(d), OfflineAgent(), None, {"fsync": False})
+    t = camp.tree
+    want = {"S": 1.0, "A": 1.2, "B": 1.2 * 1.1, "C": 1.2 * 1.1 * 1.05, "D": 1.2 * 0.97}
+    for k, v in want.items():
+        n = t.nodes[h[k][:12]]
+        assert t.speedup(n) == pytest.approx(v, rel=1e-9), (k, t.chain_problem(n))
+    assert t.best().id == h["C"][:12]
+
+
+def load_definition_for(name):
+    from pathlib import Path
+
+    return load_definition(Path(__file__).resolve().parents[2] / "definitions" / name / "definition.json")
