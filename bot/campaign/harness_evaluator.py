@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.gpu_pool import GPU
 from harness.report import Report, load_report
 from harness.runner import RunConfig, Spares, evaluate
 from harness.schema import Definition, Solution, Workload
@@ -61,6 +62,9 @@ class HarnessEvaluator:
     profile: bool = True  # feedback items on every passing evaluation (see the module docstring)
     profile_budget_s: float | None = 120.0  # per candidate; the GPU's ncu/SASS/NVML runs (None: no limit)
     max_profiled: int = 2  # workloads profiled with ncu per candidate on the GPU (the smallest and largest floor)
+    # The GPU of a host this evaluator's runs are pinned to (one per GPU under ``--gpus``:
+    # bot/campaign/gpu_rounds.py). Not part of the cache key: GPUs of one host are interchangeable.
+    gpu: GPU | None = None
     cache_hits: int = field(default=0, init=False)
     runs: int = field(default=0, init=False)
     _spares: Spares | None = field(default=None, init=False, repr=False)
@@ -73,7 +77,8 @@ class HarnessEvaluator:
         self.runs_dir = Path(self.runs_dir)
 
     def config(self) -> RunConfig:
-        return RunConfig(device=self.device, trials=self.trials, seed=self.seed, timing=dict(self.timing), provenance=self.provenance)
+        return RunConfig(device=self.device, trials=self.trials, seed=self.seed, timing=dict(self.timing), provenance=self.provenance,
+                         gpu=self.gpu)
 
     def declared_baselines(self) -> list:
         from harness.baselines import declared
@@ -151,7 +156,7 @@ class HarnessEvaluator:
         static_s = time.monotonic() - t0
         profile_report(report, run_dir, self.definition, solution, self.workloads, definition_path=self.definition_path,
                        profile=self.device == "cuda", max_profiled=self.max_profiled, budget_s=self.profile_budget_s,
-                       static_evidence=static, static=static is not None)
+                       static_evidence=static, static=static is not None, gpu=self.gpu)
         if report.profiling is not None:
             report.profiling["static_s"] = round(static_s, 3)  # this evaluation's share (0 when cached)
             report.profiling["spent_s"] = round(report.profiling["spent_s"] + static_s, 3)
@@ -179,6 +184,20 @@ class HarnessEvaluator:
         path.write_text(json.dumps({"evidence": c.evidence, "missing": c.missing, "raw": c.raw}, default=str))
         return c
 
+    def set_aside(self, solution: Solution, baseline: Solution | None, why: str) -> Path | None:
+        """Move an evaluation's run folder out of the cache (the GPU it ran on was lost under it: what
+        it holds is no verdict), kept beside it as ``<key>.lost-<n>`` with ``why``; the next
+        ``evaluate`` of the pair measures afresh. Returns where it went (None: nothing was there)."""
+        d = self.run_dir(solution, baseline)
+        if not d.exists():
+            return None
+        n = 1
+        while (aside := d.with_name(f"{d.name}.lost-{n}")).exists():
+            n += 1
+        d.rename(aside)
+        (aside / "kbot-lost.json").write_text(json.dumps({"why": why, "time": time.time()}) + "\n")
+        return aside
+
     def _next_spares(self) -> Spares | None:
         """The spares started during the previous evaluation (None the first time), after starting this
         evaluation's successors: they import while this one runs."""
@@ -197,7 +216,8 @@ class HarnessEvaluator:
     def latest_report(self, solution_hash: str) -> Report | None:
         """The most recent finished report of a solution with any baseline (for the champion column)."""
         folder = self.runs_dir / self.definition.name / solution_hash[:16]
-        done = sorted(folder.glob(f"*/{DONE}"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+        done = sorted((m for m in folder.glob(f"*/{DONE}") if ".lost-" not in m.parent.name),  # set aside: no result
+                      key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
         for marker in reversed(done):
             try:
                 return load_report(marker.parent / "report.json")

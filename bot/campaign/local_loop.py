@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bot.campaign.attempts import AttemptError, ensure_attempt, folder_for, read_solution, solution_files, update_attempt
+from bot.campaign.gpu_rounds import gpus_summary, harness_for_gpus, measure_round
 from bot.campaign.harness_evaluator import HarnessEvaluator
 from bot.controller.campaign import Campaign, CampaignConfig, StepResult
 from bot.controller.tree import ROOT, solution_node_id
@@ -280,6 +281,7 @@ class PullRequestEvaluator:
                              description=f"evaluating on {self.harness.device}" + (" (CPU timing)" if self.harness.device == "cpu" else ""))
             self.event("evaluate", {"node": nid, "pr": pr.number, "solution": solution.name,
                                     "champion": champ.name if champ else None})
+            measure_round(self, champ)  # under --gpus: the round's candidates at once, one per GPU
             report = self.harness.evaluate(solution, champ)
             # Measured by this process (no artifact in between): published as it is, with the
             # champion's latest report beside it.
@@ -348,6 +350,7 @@ class OptimizeOptions:
     new: bool = False  # start a new campaign even if an unfinished one exists
     profile: bool = True  # feedback items on every evaluation (static evidence; ncu too on the GPU)
     profile_budget_s: float | None = 120.0  # per candidate, for the GPU's profiling runs
+    gpus: str | None = None  # --gpus: N, all or a list such as 0,2 (bot/campaign/gpu_rounds.py); None: one device
 
 
 def default_agent(env: dict[str, str] | None = None) -> str:
@@ -377,9 +380,11 @@ def _campaign_dir(ws: Workspace, definition: str, new: bool) -> tuple[Path, bool
     return root / f"{n:03d}", False
 
 
-def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = None) -> dict[str, Any]:
+def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = None, gpu_provider: Any = None) -> dict[str, Any]:
     """Run (or resume) a campaign; returns the summary. ``harness``: a stand-in for the
-    ``HarnessEvaluator`` (same ``evaluate``/``latest_report``/``device``/``runs``/``cache_hits``), for tests."""
+    ``HarnessEvaluator`` (same ``evaluate``/``latest_report``/``device``/``runs``/``cache_hits``), for tests.
+    ``gpu_provider``: where ``opts.gpus`` finds its GPUs (``harness.gpu_pool.DeviceProvider``; default
+    nvidia-smi; tests give fake GPUs)."""
     from bot.agents.catalog import create_agent
     from harness.env import resolve_device
 
@@ -401,11 +406,13 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
     agent_name = opts.agent or default_agent()
     agent = create_agent(agent_name)
     if harness is None:
-        harness = HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
-                                   timing=timing_for(device, opts.budget_s), definition_path=def_path,
-                                   provenance=resolved.provenance(len(workloads)),
-                                   profile=opts.profile, profile_budget_s=opts.profile_budget_s,
-                                   progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
+        def lane(gpu: Any = None) -> HarnessEvaluator:
+            return HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
+                                    timing=timing_for(device, opts.budget_s), definition_path=def_path,
+                                    provenance=resolved.provenance(len(workloads)), gpu=gpu,
+                                    profile=opts.profile, profile_budget_s=opts.profile_budget_s,
+                                    progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
+        harness = harness_for_gpus(opts.gpus, device, lane, gpu_provider, event) if opts.gpus is not None else lane()
 
     if read_champion(ws.forge, definition.name) is None:
         start = starting_point(definition, def_path)
@@ -469,6 +476,7 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
             lat = sum(meds) / len(meds) if meds and len(meds) == len(r.workloads) else None
             vs_best = r.summary().get("geomean_speedup_vs_best_baseline")
         o = outcomes.get(h["node"], {})
+        gpu = (r.config.get("gpu") or {}).get("index") if rpath.exists() else None
         rows.append({
             "node": h["node"], "parent": h["parent"], "solution": node.solution.name if node.solution else None,
             "pr": o.get("pr"), "status": h["status"], "mean_latency_ms": lat,
@@ -476,6 +484,7 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
             "speedup_vs_reference": s.get("speedup_vs_reference"), "speedup_vs_best_baseline": vs_best,
             "roofline_fraction": s.get("roofline_fraction_min"),
             "decision": o.get("decision"), "headline": o.get("headline"), "rationale": h["rationale"],
+            **({"gpu": gpu} if gpu is not None else {}),
         })
     doc, champ = ws.champion_solution(campaign.definition.name)
     return {
@@ -493,7 +502,21 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
         "evaluations_run": harness.runs, "evaluations_cached": harness.cache_hits,
         "stop_reason": rep["stop_reason"],
         "baselines": baselines_summary(campaign.store),
+        **({"gpus": gpus_summary(_reports(campaign.store), harness.pool), "gpu_placements": harness.placements}
+           if hasattr(harness, "placements") else {}),
     }
+
+
+def _reports(store: Path) -> list[Report]:
+    from harness.report import load_report
+
+    out = []
+    for rpath in sorted((store / "reports").glob("*.json")):
+        try:
+            out.append(load_report(rpath))
+        except (ValueError, OSError):
+            continue
+    return out
 
 
 def headline(campaign: Campaign, doc: dict[str, Any] | None) -> dict[str, Any]:

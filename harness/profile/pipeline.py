@@ -133,10 +133,12 @@ def sass_from_dirs(dirs: Iterable[Path], function: str | None = None) -> Collect
 def profile_workload(solution: Solution, definition: Definition, workload: Workload, workdir: Path, *,
                      definition_path: Path | None = None, seed: int = 0, kernel_regex: str | None = None,
                      metrics: Iterable[str] = METRICS, energy: bool = True, timeout_s: int = 600,
-                     python: str | None = None, sandbox_mode: str | None = None) -> tuple[list[Collected], dict[str, str]]:
+                     python: str | None = None, sandbox_mode: str | None = None,
+                     gpu: Any = None) -> tuple[list[Collected], dict[str, str]]:
     """Collect ncu, SASS and NVML evidence for one workload on this machine's GPU. The candidate runs
     in sandboxed children with private scratch folders (harness/profile/child.py); ``workdir`` gets
-    only what this process writes (the ncu CSV and log)."""
+    only what this process writes (the ncu CSV and log). ``gpu`` (``harness.gpu_pool.GPU``): the one GPU
+    the children see, as the evaluation's workers did."""
     from ..runner import sandbox_reads
     from .child import CandidateChild
 
@@ -155,7 +157,7 @@ def profile_workload(solution: Solution, definition: Definition, workload: Workl
         collected.append(Collected.unavailable("ncu", "ncu (Nsight Compute) not found on PATH or in /usr/local/cuda/bin"))
         collected.append(sass_from_dirs([], None))
     else:
-        with CandidateChild(sandbox_mode, read) as child:
+        with CandidateChild(sandbox_mode, read, gpu) as child:
             try:
                 run = run_ncu(child.command("harness.profile.driver", {**base, "warmup": 3, "calls": 1, "energy": False}, python),
                               ncu=ncu, metrics=metrics, env=child.env(), cwd=str(child.scratch), timeout=timeout_s,
@@ -178,7 +180,7 @@ def profile_workload(solution: Solution, definition: Definition, workload: Workl
             main_kernel = next((c.evidence.get("kernel_name") for c in collected if c.source == "ncu" and c.ok), None)
             collected.append(sass_from_dirs(child.cache_dirs(), main_kernel))
     if energy:
-        with CandidateChild(sandbox_mode, read) as child:
+        with CandidateChild(sandbox_mode, read, gpu) as child:
             try:
                 p = subprocess.run(child.command("harness.profile.driver", {**base, "warmup": 3, "calls": 10, "energy": True}, python),
                                    capture_output=True, text=True, timeout=timeout_s, env=child.env(), cwd=str(child.scratch))
@@ -197,7 +199,7 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
                    ceilings: Ceilings | None = None, definition_path: Path | None = None, profile: bool = True,
                    max_profiled: int = 4, static: bool = True, rules_dir: str | Path | None = None,
                    sandbox_mode: str | None = None, budget_s: float | None = None,
-                   static_evidence: Collected | None = None) -> dict[str, Any]:
+                   static_evidence: Collected | None = None, gpu: Any = None) -> dict[str, Any]:
     """Fold roofline, feedback items, profile evidence and energy into each PASSED workload of ``report``;
     returns what the profiling cost and covered (also ``report.profiling``).
 
@@ -208,7 +210,8 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
     only while the per-candidate ``budget_s`` allows (``plan.ProfileBudget``; None: no limit).
     With ``static`` (and a Triton solution) the kernels are also compiled ahead of time for sm_90 in a
     child process, once, and their statistics (registers, spills, SASS facts) join every workload's
-    evidence -- the part of the feedback that needs no GPU. ``static_evidence``: that compile's result
+    evidence -- the part of the feedback that needs no GPU. ``gpu``: the GPU the evaluation was pinned to
+    (profiled there too). ``static_evidence``: that compile's result
     when the caller already has it (a campaign caches it per solution), so it is not compiled again.
     Writes ``<out>/profile/<uuid>/{ncu.csv, ncu.log, feedback.json, feedback.md}``, all by this process;
     candidate code runs in sandboxed children (``sandbox_mode``, default the report's) whose folders are
@@ -264,7 +267,7 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
         t0 = time.monotonic()
         gathered[wr.uuid] = profile_workload(solution, definition, by_uuid[wr.uuid], out / "profile" / wr.uuid,
                                              definition_path=definition_path, sandbox_mode=mode,
-                                             metrics=plans[wr.uuid].metrics)
+                                             metrics=plans[wr.uuid].metrics, gpu=gpu)
         budget.workload_s[wr.uuid] = time.monotonic() - t0
     for wr in passing:
         w = by_uuid[wr.uuid]
