@@ -27,7 +27,7 @@ from ..schema import Definition, Solution
 from . import Collected
 from .triton_stats import TRITON_DTYPES, infer_signature, triton_evidence, unwrap_jit
 
-__all__ = ["launch_hints", "module_triton_evidence", "run_isolated", "solution_triton_evidence"]
+__all__ = ["launch_hints", "module_triton_evidence", "pointer_dtype_fallback", "run_isolated", "solution_triton_evidence"]
 
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
@@ -90,7 +90,7 @@ def _tensor_dtypes(definition: Definition) -> dict[str, str]:
     return {n: s.dtype for group in (definition.inputs, definition.outputs) for n, s in group.items() if s.shape is not None}
 
 
-def _pointer_fallback(jit: Any, dtypes: dict[str, str]) -> dict[str, str]:
+def pointer_dtype_fallback(jit: Any, dtypes: dict[str, str]) -> dict[str, str]:
     """Pointer parameters whose name matches no tensor of the definition (``x_ptr`` for
     ``hidden_states``) get the definition's dtype when every tensor has the same one; with mixed dtypes
     they stay unknown and the compile is reported as missing (a guess could compile the wrong kernel)."""
@@ -134,7 +134,7 @@ def module_triton_evidence(module: ModuleType, source: str, definition: Definiti
             consts = {k: v for k, v in consts.items() if k in constexpr_names}
             options = {k: site[k] for k in _LAUNCH_OPTIONS if k in site and k != "num_ctas"}
             try:
-                sig, consts = infer_signature(fn, dtypes, explicit=_pointer_fallback(jit, dtypes), constexprs=consts)
+                sig, consts = infer_signature(fn, dtypes, explicit=pointer_dtype_fallback(jit, dtypes), constexprs=consts)
             except ValueError as e:
                 problems.append(str(e))
                 continue
