@@ -123,6 +123,19 @@ def test_feedback_orders_the_moves(rmsnorm_def):
     assert _first_change(sp, latency, rmsnorm_def)[0] == {"NUM_WARPS": (8, 16)}
 
 
+def test_engine_items_without_a_knob_vote_for_nothing():
+    from bot.agents import hints
+
+    # Its title says "latency-bound", which the memory-latency words would match; it names no knob.
+    distance = FeedbackItem(rule="roofline_distance", severity="high", title="At 3% of the roofline (latency-bound)",
+                            recommendation="Follow the higher-priority items")
+    assert hints.votes([distance]) == {} and hints.explain([distance]) == []
+    # The same words from another source still count, and every spill rule of the engine is a spill.
+    assert hints.votes([distance.model_copy(update={"rule": "other_tool"})]) == {"stages": 3.0, "warps": 3.0}
+    spills = FeedbackItem(rule="register_spill_instructions", severity="high", title="120 spill instructions executed")
+    assert hints.votes([spills]) == {"warps": 3.0, "block": -3.0, "stages": -3.0}
+
+
 def test_debug_mode_prefers_fewer_resources(rmsnorm_def):
     g = seed("tiled", "gemm_n4096_k4096")
     ctx = AgentContext(definition=rmsnorm_def.model_copy(update={"name": "gemm_n4096_k4096"}), mode=Mode.DEBUG, parent=g)
