@@ -69,3 +69,18 @@ def record_head(forge: Any, number: int, meta: Mapping[str, Any], head_sha: str)
     the bot itself just made on top of the head the block recorded (e.g. merging the default branch in)."""
     pr = forge.get_pr(number)
     forge.update_pr(number, body=write_meta(pr.body, meta, pr.head_branch, head_sha=head_sha, forge=forge))
+
+
+def record_fields(forge: Any, number: int, meta: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    """Rewrite PR ``number``'s meta block (``meta``, already trusted) with ``fields`` added, keeping the
+    head it records; False (nothing written) when the block already says exactly that. For what the
+    bot learns about its own candidate later (the outcome of its bench, where its model calls are)."""
+    new = {**meta, **fields}
+    if new == dict(meta):
+        return False
+    head = pushed_head(meta)
+    if head is None:
+        return False
+    pr = forge.get_pr(number)
+    forge.update_pr(number, body=write_meta(pr.body, new, pr.head_branch, head_sha=head, forge=forge))
+    return True

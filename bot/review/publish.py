@@ -11,7 +11,7 @@ from bot.campaign.submission import is_person_pr, read_record, trusted_meta
 from bot.commands.bot_policy import paused as bot_paused
 from bot.forge.base import UnsupportedError
 from bot.forge.markers import REVIEW_MARKER, sticky_marker
-from bot.forge.trusted_meta import META_KEY_ENV
+from bot.forge.trusted_meta import META_KEY_ENV, read_meta, record_fields
 from bot.names import STATUS_CONTEXT, is_candidate_pr
 from bot.promotion.candidate_gate import NO_KEY, solution_folder
 from bot.promotion.execute import current_decision, execute, find_losers, resume_pointer
@@ -43,6 +43,29 @@ def find_run_pr(forge: Any, head_branch: str, head_sha: str) -> Any | None:
     merged = [p for p in forge.list_prs(state="all", head_prefix=head_branch)
               if p.head_branch == head_branch and p.merged and p.head_sha == head_sha and not p.from_fork]
     return max(merged, key=lambda p: p.number) if merged else None
+
+
+MAX_OUTCOME_ERROR = 500
+
+
+def outcome_of(report: Report) -> dict[str, Any]:
+    """What the search memory keeps of one evaluation: its status and first error (the message a
+    later prompt and ``bot.controller.memory.facts_from_error`` read), bounded."""
+    from bot.controller.summary import summarize
+
+    s = summarize(report)
+    err = s.get("error") or {}
+    return {"status": s["status"], "error": str(err.get("message") or "")[:MAX_OUTCOME_ERROR] or None}
+
+
+def remember_outcome(forge: Any, pr: Any, report: Report) -> None:
+    """The evaluation's outcome in the bot PR's signed meta block (``outcome``), so that the search
+    memory rebuilt from GitHub alone (``bot.campaign.github_campaign.read_snapshot``) has the error
+    text, the facts it states and the fixes it leads to. A person's PR keeps no meta block: skipped."""
+    meta = read_meta(pr, forge)
+    if meta is None or meta.get("solution_hash") != report.solution_hash:
+        return
+    record_fields(forge, pr.number, meta, {"outcome": outcome_of(report)})
 
 
 def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: str | Path | None = None,
@@ -96,6 +119,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
         return Published(pr_number, "error", None, review.id, problems=problems)
 
     ev = Evidence.from_report(report, head_sha)
+    remember_outcome(forge, pr, report)
     current, decision, policy = current_decision(forge, pr, ev)
     paused = bot_paused(forge, current.labels) if promote and decision.action == "promote" else None
     body = render_review(report, champion, decision, head_sha=head_sha, run_url=run_url)
