@@ -14,7 +14,7 @@ from bot.forge.markers import REVIEW_MARKER, sticky_marker
 from bot.forge.trusted_meta import META_KEY_ENV, read_meta, record_fields
 from bot.names import STATUS_CONTEXT, is_candidate_pr
 from bot.promotion.candidate_gate import NO_KEY, solution_folder
-from bot.promotion.execute import current_decision, execute, find_losers, resume_pointer
+from bot.promotion.execute import Refresh, bring_up_to_date, current_decision, execute, find_losers, resume_pointer
 from bot.review.evidence import Evidence, find_bot_review, read_evidence
 from bot.review.markdown import escape_inline
 from bot.review.results import ResultsError, read_bench_results
@@ -31,6 +31,7 @@ class Published:
     merged_sha: str | None = None
     closed: list[int] | None = None
     problems: list[str] | None = None
+    updated_head: str | None = None  # a stale candidate brought up to date: the head the bench measures next
 
 
 def find_run_pr(forge: Any, head_branch: str, head_sha: str) -> Any | None:
@@ -121,11 +122,17 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
     ev = Evidence.from_report(report, head_sha)
     remember_outcome(forge, pr, report)
     current, decision, policy = current_decision(forge, pr, ev)
-    paused = bot_paused(forge, current.labels) if promote and decision.action == "promote" else None
+    paused = bot_paused(forge, current.labels) if promote and decision.action in ("promote", "rebenchmark") else None
     body = render_review(report, champion, decision, head_sha=head_sha, run_url=run_url)
+    refresh = Refresh()
     if paused:
         body = with_note(body, f"**Promotion paused:** {escape_inline(paused, 300)}. Nothing was merged; "
                                 "run `/promote` once the bot is resumed.")
+    elif promote and decision.action == "rebenchmark":
+        # Stale: brought up to date and measured again before any decision (never merged as it is).
+        refresh = bring_up_to_date(forge, current, decision)
+        if refresh.note:
+            body = with_note(body, f"**Up to date before judged:** {escape_inline(refresh.note, 600)}")
     review = forge.upsert_review(pr_number, REVIEW_MARKER, body, commit_sha=head_sha)
     state, desc = status_line(report, decision)
     if paused:
@@ -140,7 +147,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
                                    title=desc, summary=body[:60000])
         except UnsupportedError:
             pass
-    out = Published(pr_number, state, decision, review.id, problems=problems)
+    out = Published(pr_number, state, decision, review.id, problems=problems, updated_head=refresh.head)
     if promote and decision.action == "promote" and not paused:
         losers = find_losers(forge, pr_number, ev.definition) if policy.close_losers else []
         # The bot-written meta block names the solution's file (validated by the candidate gate);
