@@ -86,7 +86,8 @@ CALLS_DIR_ENV = "KBOT_CALLS_DIR"  # where the bot keeps every model call (see ``
 def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
     """The tree's compact node summary (``bot.controller.summary.summarize`` shape) from the evidence
     block of our review: statuses, paired ratios vs the champion it was measured against, speedup vs
-    the reference. Feedback items and roofline fractions live in the run's artifact, not here."""
+    the reference, and the review's top feedback items (what the next prompt shows). Roofline fractions
+    live in the run's artifact, not here."""
     ws = ev.workloads
     statuses: dict[str, int] = {}
     for w in ws:
@@ -126,7 +127,7 @@ def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
         "energy_j_per_call": None,
         "eval_seconds": 0.0,
         "error": error,
-        "feedback": [],
+        "feedback": [f.model_dump(mode="json") for f in ev.feedback],
         "head_sha": ev.head_sha,
     }
 
