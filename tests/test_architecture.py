@@ -283,7 +283,7 @@ def test_workflows_spell_the_names_of_bot_names():
         for prefix in re.findall(r"startsWith\([^,]+,\s*'([^']*)'\)", code):
             assert prefix == names.BRANCH_PREFIX, f"{wf.name}: branch prefix {prefix!r} is not bot.names.BRANCH_PREFIX"
         for artifact in re.findall(r"(?:name|pattern):\s*([A-Za-z0-9_-]+?-)(?:\$\{\{|\*)", code):
-            assert artifact == names.RESULTS_ARTIFACT_PREFIX, f"{wf.name}: artifact prefix {artifact!r}"
+            assert artifact in (names.RESULTS_ARTIFACT_PREFIX, names.CALLS_ARTIFACT_PREFIX), f"{wf.name}: artifact prefix {artifact!r}"
         for module in re.findall(r"python3? -m ((?:bot|harness)\.[\w.]*)", code):
             assert _ours(module) == module, f"{wf.name}: runs {module}, which is not a module of this repository"
     bench = (REPO / names.BENCH_WORKFLOW).read_text()
