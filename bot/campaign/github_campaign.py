@@ -64,6 +64,7 @@ from bot.forge.trusted_meta import read_meta
 from bot.names import STOPPED_LABEL, attempt_branch, definition_branch_prefix
 from bot.policy_file import PolicyError
 from bot.promotion.champion import champion_lineage, read_champion
+from bot.promotion.execute import load_promotion_policy
 from bot.review.evidence import Evidence, find_evidence
 from bot.review.markdown import escape_inline
 from harness.geomean import geomean
@@ -346,8 +347,14 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
             raise CampaignRefused(f"#{request.parent_pr} has no evaluation yet: wait for its review or run `/evaluate`")
 
     seed = int(hashlib.sha256(f"{cid}:{round_no}".encode()).hexdigest()[:8], 16)
+    # The stop rules (speed of light, plateau) from the promotion policy on the default branch; the
+    # plateau is judged over the tree's nodes, so the PRs alone say whether it was reached.
+    try:
+        stop = load_promotion_policy(forge).budget()
+    except PolicyError as e:
+        raise CampaignRefused(f"the promotion policy is invalid: {escape_inline(e, 300)}") from None
     config = {"proposals_per_step": need, "seed": seed, "fsync": False,
-              "budget": {"max_candidates": None, "patience": None, "roofline_target": None}}
+              "budget": {"max_candidates": None, **stop}}
     agent = agent or _make_agent(request.agent)
     opened: list[PullRequest] = []
     # The same record path as a local resume, in memory: GitHub is the database, nothing is cached.
@@ -360,6 +367,10 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
         step = camp.propose_next(at=forced)
         if step.stopped:
             log.info("campaign %s: %s", cid, step.reason)
+            if round_no == 1 and not opened and not mine:
+                # Said in the reply to /optimize; a later round just ends (continue_after_results).
+                raise CampaignRefused(f"no candidate opened: {escape_inline(step.reason, 300)} "
+                                      "(the stop rules are `stop:` in skills/promotion.yaml)")
             break
         for nid in step.new_nodes:
             node = camp.tree.nodes[nid]

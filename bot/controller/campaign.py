@@ -394,7 +394,8 @@ class Campaign:
             return self.stopped_reason
         best = self.tree.best()
         frac = (best.summary or {}).get("roofline_fraction_min") if best else None
-        return exceeded(self.config.budget, self.usage) or converged(self.config.budget, self.usage, frac)
+        finished = sorted((n for n in self.tree.nodes.values() if n.id != ROOT and n.status != PENDING), key=lambda n: n.seq)
+        return exceeded(self.config.budget, self.usage) or converged(self.config.budget, [self.tree.reward(n) for n in finished], frac)
 
     # -- pieces ------------------------------------------------------------------------------------
     def _mode(self, node: Node) -> Mode:

@@ -28,6 +28,21 @@ from harness.schema import Status
 PROMOTION_PATH = "skills/promotion.yaml"
 
 
+class StopRules(BaseModel):
+    """When a campaign stops on its own (``bot.controller.budget.converged``), for ``kbot optimize`` and
+    the GitHub campaign alike. A plateau's gain threshold is ``min_speedup``: a candidate that could not
+    be promoted over the best is no progress."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Speed of light: stop once the best node is at this fraction of its roofline floor (launch floor
+    # included) on every workload. None: never.
+    roofline_target: float | None = Field(0.9, gt=0.0, le=1.0)
+    # Plateau: stop after this many finished candidates without a gain beyond min_speedup over the best
+    # before them. None: never.
+    patience: int | None = Field(6, ge=1, le=1000)
+
+
 class PromotionPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -44,6 +59,16 @@ class PromotionPolicy(BaseModel):
     # A person's PR (not opened by the bot) is merged only with an approving review of the measured head
     # by an account with at least this role (checked by API; "none": no approval needed).
     people_approval: Literal["none", "write", "maintain", "admin"] = "maintain"
+    # Energy breaks a speed tie: a candidate within noise of the champion (its paired geomean's 95%
+    # interval contains 1, no workload regresses) is promoted when its energy per call, paired in the
+    # same job, is lower by at least this fraction (geomean over workloads). None: speed only.
+    energy_tie_break: float | None = Field(0.05, gt=0.0, lt=1.0)
+    stop: StopRules = StopRules()
+
+    def budget(self) -> dict[str, Any]:
+        """The stop rules as ``bot.controller.budget.Budget`` settings."""
+        return {"roofline_target": self.stop.roofline_target, "patience": self.stop.patience,
+                "min_gain": self.min_speedup - 1.0}
 
     @classmethod
     def from_yaml(cls, text: str, where: str = PROMOTION_PATH) -> "PromotionPolicy":
