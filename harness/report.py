@@ -195,7 +195,10 @@ class WorkloadResult(_M):
     speedup_vs_baseline: PairedRatio | None = None
     kernel_time: KernelTime | None = None  # GPU runs only
     roofline: Roofline | None = None
+    # NVML energy per call of the candidate and of its paired baseline, measured in the same worker right
+    # after the timing (TimingConfig.energy_s); None where no counter exists (profile.energy_missing says why).
     energy_j_per_call: float | None = None
+    baseline_energy_j_per_call: float | None = None
     findings: list[Finding] = Field(default_factory=list)
     feedback: list[FeedbackItem] = Field(default_factory=list)
     profile: dict[str, Any] | None = None

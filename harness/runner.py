@@ -12,6 +12,7 @@ what an interrupted run already measured.
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import signal
@@ -844,6 +845,7 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
         doc = documented_ceilings(report.device.name) if report.device.kind == "cuda" else None
         if doc is None:
             check_kernel_time(r)
+            check_energy(r)
             return
         c = doc.model_dump(mode="json")
     given, why = counts.get(workload.uuid) if counts is not None else (None, "")
@@ -860,6 +862,33 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
         r.kernel_time = None
         return
     check_kernel_time(r)
+    check_energy(r)
+
+
+# A board's power while a kernel runs back to back: more than this (or a non-positive figure) is not a
+# measurement (an H200 is rated 700 W; the margin leaves room for boards to come).
+_MAX_BOARD_W = 3000.0
+
+
+def check_energy(r: WorkloadResult) -> None:
+    """The energy figures come from the worker the candidate ran in: here in the parent each must be a
+    positive, finite number whose implied power (energy per call over the synchronized wall time per
+    call) a board can draw, or both are withheld with the reason (never a rejection: energy only
+    breaks speed ties)."""
+    prof = dict(r.profile or {})
+    wall = prof.get("wall_ms_per_call")
+    for name in ("energy_j_per_call", "baseline_energy_j_per_call"):
+        e = getattr(r, name)
+        if e is None:
+            continue
+        ok = isinstance(e, (int, float)) and math.isfinite(e) and e > 0
+        if ok and isinstance(wall, (int, float)) and wall > 0:
+            ok = e / (wall / 1e3) <= _MAX_BOARD_W
+        if not ok:
+            r.energy_j_per_call = r.baseline_energy_j_per_call = None
+            prof["energy_missing"] = f"withheld: {name} {e!r} J is not possible beside {wall!r} ms per call"
+            r.profile = prof
+            return
 
 
 def check_kernel_time(r: WorkloadResult) -> None:
@@ -951,7 +980,6 @@ def check_baselines(r: WorkloadResult, report: Report) -> None:
     """The declared baselines' figures come from the candidate's process, so they are checked here in the
     parent: only for a passing candidate, only baselines that built, a median above the physical floor
     (below it is a broken measurement, never a win for anyone), a GPU time inside the event time."""
-    import math
 
     from .guard.floor import roofline_floor_check
 
