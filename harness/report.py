@@ -64,9 +64,10 @@ class Roofline(_M):
     bytes: float
     flops: float
     intensity: float  # FLOP per byte
-    floor_ms: float  # max(bytes/bandwidth, flops/peak) on the measured ceilings
+    floor_ms: float  # launch floor + max(bytes/bandwidth, flops/peak) on the measured ceilings (harness/roofline.py)
     fraction: float | None = None  # floor_ms / measured median (1.0 = at the floor)
-    bound: Literal["memory", "compute", "latency"] | None = None
+    # the largest term of the floor (launch / memory / compute), or latency: measured 20x the floor or more
+    bound: Literal["memory", "compute", "launch", "latency"] | None = None
     ceilings: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -30,6 +30,7 @@ from . import runfolder, sandbox
 from .baselines import TRUST_BASELINE, TRUST_CANDIDATE
 from .input_counts import TimedCounts
 from .report import BaselineRun, BuildResult, DeviceInfo, Finding, Report, WorkloadResult
+from .roofline import physical_floor_ms
 from .schema import Definition, Evaluation, Solution, Status, Trace, Workload
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -853,7 +854,8 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
                           absent=workload.absent_inputs(), given=given)
     if given is None and why and getattr(r.roofline, "input_counts_from", None):
         r.roofline.input_counts_from = f"lower bounds ({why})"
-    finding = roofline_floor_check(r.latency_ms.median, r.roofline.floor_ms) if report.device.kind == "cuda" else None
+    # The work's floor alone: the launch term is a device figure, not a physical law a time must obey.
+    finding = roofline_floor_check(r.latency_ms.median, physical_floor_ms(r.roofline)) if report.device.kind == "cuda" else None
     if finding is not None:
         r.findings.append(finding)
         r.status = Status.REJECTED
@@ -910,8 +912,8 @@ def check_kernel_time(r: WorkloadResult) -> None:
         why = f"kernel time {k:.6g} ms is not possible beside the event time {e:.6g} ms"
     elif not host_bound and e - k > max(_LAUNCH_GAP_MS, 0.2 * e):
         why = f"kernel time {k:.6g} ms is {e - k:.6g} ms short of the event time {e:.6g} ms: more than launch overhead"
-    elif r.roofline is not None and r.roofline.floor_ms and roofline_floor_check(k, r.roofline.floor_ms) is not None:
-        why = f"kernel time {k:.6g} ms is below the physical floor {r.roofline.floor_ms:.6g} ms"
+    elif r.roofline is not None and physical_floor_ms(r.roofline) and roofline_floor_check(k, physical_floor_ms(r.roofline)) is not None:
+        why = f"kernel time {k:.6g} ms is below the physical floor {physical_floor_ms(r.roofline):.6g} ms"
     if why:
         r.kernel_time = type(kt)(withheld=why)
         return
@@ -996,7 +998,7 @@ def check_baselines(r: WorkloadResult, report: Report) -> None:
             b.latency_ms = b.speedup = b.kernel_speedup = b.kernel_time_ms = None
             continue
         med = b.latency_ms.median if b.latency_ms else None
-        floor = r.roofline.floor_ms if r.roofline is not None and report.device.kind == "cuda" else None
+        floor = physical_floor_ms(r.roofline) if r.roofline is not None and report.device.kind == "cuda" else None
         if med is None or not med > 0 or b.speedup is None or not (math.isfinite(b.speedup.median) and b.speedup.median > 0) or (floor and roofline_floor_check(med, floor) is not None):
             b.status, b.message = Status.REJECTED, f"impossible measurement (median {med} ms{f', floor {floor:.4g} ms' if floor else ''})"
             b.latency_ms = b.speedup = b.kernel_speedup = b.kernel_time_ms = None
