@@ -480,6 +480,9 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
             "speedup_vs_champion": s.get("speedup_vs_baseline"), "speedup_vs_start": h["speedup"],
             "speedup_vs_reference": s.get("speedup_vs_reference"), "speedup_vs_best_baseline": vs_best,
             "roofline_fraction": s.get("roofline_fraction_min"),
+            "roofline_fraction_largest": s.get("roofline_fraction_largest"),
+            "roofline_bound_largest": s.get("roofline_bound_largest"),
+            "roofline_fraction_geomean": s.get("roofline_fraction_geomean"),
             "decision": o.get("decision"), "headline": o.get("headline"), "rationale": h["rationale"],
         })
     doc, champ = ws.champion_solution(campaign.definition.name)

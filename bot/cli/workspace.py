@@ -88,11 +88,13 @@ def _summary_table(s: dict[str, Any]):
     t = Table(title=f"{s['campaign']} — {s['timing']}", title_justify="left")
     with_baselines = any(r.get("speedup_vs_best_baseline") is not None for r in s["candidates"])
     cols = ("node", "PR", "status", "mean latency ms", "vs champion", "vs start", "vs reference") + (("vs best baseline",) if with_baselines else ())
-    for col in cols + ("roofline", "decision"):
+    for col in cols + ("roofline largest / geomean", "decision"):
         t.add_column(col, justify="right" if col not in ("node", "status", "decision") else "left")
     for r in s["candidates"]:
         lat = f"{r['mean_latency_ms']:.3f}" if r["mean_latency_ms"] is not None else "—"
-        roof = f"{r['roofline_fraction']:.2g}" if r["roofline_fraction"] is not None else "—"
+        # At the largest workload (with its bound class) / the geometric mean over workloads.
+        roof = (f"{r['roofline_fraction_largest']:.0%} {r.get('roofline_bound_largest') or ''} / {r['roofline_fraction_geomean']:.0%}"
+                if r.get("roofline_fraction_largest") is not None and r.get("roofline_fraction_geomean") is not None else "—")
         dec = r["decision"] or "—"
         style = {"promote": "green", "reject": "red", "champion": "cyan"}.get(dec, "white")
         t.add_row(r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),

@@ -39,7 +39,7 @@ def test_table_numbers_and_structure():
     assert w1[3] == "0.0123 [0.0121, 0.0125]"
     assert w1[4] == "1.250x [1.200, 1.310]"
     assert w1[5] == "3.500x"
-    assert w1[6] == "40%"
+    assert w1[6] == "40% memory-bound"
     assert w2[4] == "0.980x [0.970, 0.990]"
     # chart: one bar per workload with the paired medians
     assert "xychart-beta" in md and "bar [1.25, 0.98]" in md and "x-axis [w1, w2]" in md
@@ -203,3 +203,10 @@ def test_committed_leaderboards_render_as_they_are(repo):
 
     for champ in sorted((repo / "kernels").glob("*/champion.json")):
         assert render_leaderboard(json.loads(champ.read_text())) == (champ.parent / "LEADERBOARD.md").read_text(), champ
+
+
+def test_the_roofline_cell_shows_the_bound_class_beside_the_fraction():
+    rep = good()  # reportkit: fraction 0.4, memory-bound on every workload
+    rep.workloads[1].roofline.bound = "launch"
+    md = render_review(rep)
+    assert "| 40% memory-bound |" in md and "| 40% launch-bound |" in md
