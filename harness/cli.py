@@ -342,9 +342,11 @@ def _run_config(dev, trials, seed, timeout_s, total_timeout_s, budget_s, timing_
 @click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), default=0.5, show_default=True, help="Timing budget per workload in seconds.")
 @click.option("--timing", "timing_pairs", multiple=True, metavar="NAME=VALUE", help="Advanced: override one timing-protocol setting (repeatable).")
 @SANDBOX_OPTION
+@click.option("--gpus", "gpus_arg", metavar="N|all|I,J,...",
+              help="Evaluate the solutions concurrently, one per GPU of this host at a time: a count, all, or indices (0,2; one GPU alone: 3,).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON summary instead of tables.")
 def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, device, trials, timeout_s, out_dir, seed, workload_filter,
-                  budget_s, timing_pairs, sandbox_mode, as_json):
+                  budget_s, timing_pairs, sandbox_mode, gpus_arg, as_json):
     """Evaluate several solutions of one definition, one after another, each as `kbot eval` would.
 
     \b
@@ -356,6 +358,14 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
     \b
     Options are a subset of `kbot eval`'s (no --baseline, --resume, --profile, tolerance overrides or
     dataset root): it is for judging a batch of candidates on the standard protocol.
+
+    \b
+    With --gpus, the solutions run concurrently instead, one per GPU (each pinned to its GPU, nothing
+    else on that GPU meanwhile; no spare workers): N solutions on N GPUs take about the time of one.
+    summary.json then says which GPU each came from, and each GPU's ceilings. A GPU found lost after a
+    solution ran on it (nvidia-smi) has that result set aside (OUT/<n>-<name>.lost-gpu<i>/) and the
+    solution measured again on another GPU; one the pool could not measure is a harness failure (exit 3)
+    after every other solution has finished.
 
     \b
     Writes OUT/<n>-<name>/{traces.jsonl,report.json} per solution and OUT/summary.json (also when the
@@ -372,6 +382,9 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
     cfg = _run_config(dev, trials, seed, timeout_s, None, budget_s, timing_pairs, None, None, None, sandbox_mode)
     cfg.provenance = resolved.provenance(len(workloads))
     out = Path(out_dir)
+    if gpus_arg is not None:
+        _eval_many_on_gpus(gpus_arg, definition, dpath, workloads, solutions, out, cfg, as_json)
+        return
     ready, upcoming = Spares(), Spares()  # started during the previous solution; starting for the next one
     rows = []
     try:
@@ -403,21 +416,7 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
                 _write_summary(out, definition.name, rows)
                 click.echo(f"harness error on {sol.name}: {type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}", err=True)
                 sys.exit(EXIT_HARNESS)
-            wall = time.monotonic() - t0
-            timed_s = sum(w.latency_ms.n * w.latency_ms.mean for w in report.workloads if w.latency_ms) / 1e3
-            rows.append(
-                {
-                    "solution": sol.name,
-                    "out": str(run_dir),
-                    "passed": sum(w.status is Status.PASSED for w in report.workloads),
-                    "workloads": len(report.workloads),
-                    "all_passed": report.all_passed,
-                    "trust": trust,
-                    "unavailable": report.unavailable,
-                    "wall_s": round(wall, 3),
-                    "timed_kernel_s": round(timed_s, 4),
-                }
-            )
+            rows.append(_many_row(sol, trust, run_dir, report, time.monotonic() - t0))
             if not as_json:
                 from .report_table import print_report
 
@@ -439,10 +438,115 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
     sys.exit(EXIT_OK if ran and all(r["all_passed"] for r in ran) else EXIT_UNAVAILABLE if not ran else EXIT_FAILED)
 
 
-def _write_summary(out: Path, definition: str, rows: list[dict]) -> None:
+def _many_row(sol, trust: str, run_dir: Path, report, wall: float) -> dict:
+    timed_s = sum(w.latency_ms.n * w.latency_ms.mean for w in report.workloads if w.latency_ms) / 1e3
+    return {"solution": sol.name, "out": str(run_dir), "passed": sum(w.status is Status.PASSED for w in report.workloads),
+            "workloads": len(report.workloads), "all_passed": report.all_passed, "trust": trust, "unavailable": report.unavailable,
+            "wall_s": round(wall, 3), "timed_kernel_s": round(timed_s, 4)}
+
+
+def _eval_many_on_gpus(spec: str, definition, dpath, workloads, solutions, out: Path, cfg, as_json: bool, provider=None) -> None:
+    """``eval-many --gpus``: the solutions over a pool of this host's GPUs (harness/gpu_pool.py); exits."""
+    import time
+
+    from .gpu_pool import GPUSelectionError, NvidiaSmi, Pool, gpus_for
+    from .report_table import print_report
+
+    provider = provider or NvidiaSmi()
+    if provider.kind != cfg.device:
+        _bad_input(f"--gpus {spec} spreads the solutions over this host's GPUs, but --device {cfg.device} runs them on the {cfg.device}")
+    try:
+        pool = Pool(gpus_for(spec, provider), provider)
+    except GPUSelectionError as e:
+        _bad_input(str(e))
+    click.echo(f"on {len(pool.gpus)} GPUs: " + ", ".join(f"{g.index} ({g.name})" for g in pool.gpus), err=True)
+    t0 = time.monotonic()
+    placed = evaluate_many(definition, solutions, workloads, cfg, pool, definition_path=dpath,
+                           run_dir=lambda i, sol: out / f"{i + 1:02d}-{_safe_name(sol.name)}", echo=lambda m: click.echo(m, err=True))
+    wall = time.monotonic() - t0
+    rows, failed, bad = [], [], []
+    for p in placed:
+        sol, trust = solutions[p.index]
+        run_dir = out / f"{p.index + 1:02d}-{_safe_name(sol.name)}"
+        where = {"gpu": p.gpu.index if p.gpu else None, "attempts": [a.__dict__ for a in p.attempts]}
+        if p.error is not None:
+            (bad if isinstance(p.exc, SchemaError) else failed).append(f"{sol.name}: {p.error}")
+            rows.append({"solution": sol.name, "out": str(run_dir), "harness_failure": p.error, "trust": trust, **where})
+            continue
+        rows.append({**_many_row(sol, trust, run_dir, p.result, p.attempts[-1].seconds), **where})
+        if not as_json:
+            print_report(p.result, run_dir)
+    gpus = _gpus_used(placed, pool)
+    _write_summary(out, definition.name, rows, gpus=gpus, wall_s=round(wall, 3))
+    if as_json:
+        click.echo(json.dumps({"definition": definition.name, "runs": rows, "gpus": gpus, "wall_s": round(wall, 3)}, indent=2))
+    else:
+        for r in rows:
+            what = (f"harness failure: {r['harness_failure']}" if "harness_failure" in r else
+                    f"could not run here: {r['unavailable']}" if r["unavailable"] else f"{r['passed']}/{r['workloads']} passed")
+            click.echo(f"{r['solution']:<32} GPU {r['gpu'] if r['gpu'] is not None else '-'}  {what}  -> {r['out']}")
+        click.echo(f"{len(rows)} solutions on {len(pool.gpus)} GPUs in {wall:.1f} s", err=True)
+    if bad:
+        _bad_input("; ".join(bad))
+    if failed:  # a sandbox that cannot be had, a lost GPU: the harness's failure, not the solutions'
+        click.echo("error: " + "; ".join(failed), err=True)
+        sys.exit(EXIT_HARNESS)
+    ran = [r for r in rows if not r["unavailable"]]
+    sys.exit(EXIT_OK if ran and all(r["all_passed"] for r in ran) else EXIT_UNAVAILABLE if not ran else EXIT_FAILED)
+
+
+def evaluate_many(definition, solutions: list, workloads: list, cfg, pool, *, definition_path=None, run_dir, echo=None) -> list:
+    """``kbot eval-many --gpus``: each solution (with its trust level) evaluated as ``kbot eval`` would,
+    into ``run_dir(i, solution)``, one per GPU at a time over ``pool``; ``Placed.result`` is its report.
+    A run folder of a GPU lost under it is renamed ``<folder>.lost-gpu<index>`` (kept, never read as a
+    result) before the solution is measured again on another GPU."""
+    from dataclasses import replace
+
+    from .gpu_pool import GPU
+    from .runner import evaluate
+
+    def run(job: tuple, gpu: GPU):
+        i, sol, trust = job
+        return evaluate(definition, sol, workloads, Path(run_dir(i, sol)), replace(cfg, gpu=gpu), definition_path=definition_path, trust=trust)
+
+    def lost(job: tuple, gpu: GPU, result) -> None:
+        d = Path(run_dir(job[0], job[1]))
+        if d.exists():
+            n = 1
+            while (aside := d.with_name(f"{d.name}.lost-gpu{gpu.index}" + (f"-{n}" if n > 1 else ""))).exists():
+                n += 1
+            d.rename(aside)
+
+    def progress(kind: str, p) -> None:
+        if echo is None:
+            return
+        name = p.job[1].name
+        if kind == "start":
+            echo(f"{name}: on GPU {p.attempts[-1].gpu}")
+        elif kind == "lost":
+            echo(f"{name}: GPU {p.attempts[-1].gpu} was lost under it ({p.attempts[-1].lost}); its result is discarded")
+        elif kind == "done" and p.error is None:
+            echo(f"{name}: done on GPU {p.gpu.index if p.gpu else '?'} in {p.attempts[-1].seconds:.1f} s")
+
+    return pool.map([(i, sol, trust) for i, (sol, trust) in enumerate(solutions)], run, lost=lost, progress=progress)
+
+
+def _gpus_used(placed, pool) -> list[dict]:
+    """Per GPU of the pool: which it is, the ceilings its reports used, the solutions it measured, and
+    why it was lost (if it was)."""
+    out = []
+    for g in pool.gpus:
+        reports = [p.result for p in placed if p.gpu is not None and p.gpu.index == g.index and p.result is not None]
+        ceilings = next((r.config.get("ceilings") for r in reports if isinstance(r.config.get("ceilings"), dict)), None)
+        out.append({**g.record(), "solutions": [r.solution for r in reports], "ceilings": ceilings,
+                    **({"lost": pool.lost[g.index]} if g.index in pool.lost else {})})
+    return out
+
+
+def _write_summary(out: Path, definition: str, rows: list[dict], **extra) -> None:
     from . import runfolder
 
-    runfolder.write_text(runfolder.prepare(out), "summary.json", json.dumps({"definition": definition, "runs": rows}, indent=2))
+    runfolder.write_text(runfolder.prepare(out), "summary.json", json.dumps({"definition": definition, "runs": rows, **extra}, indent=2))
 
 
 def _safe_name(name: str) -> str:

@@ -22,6 +22,17 @@ def _version(pkg: str) -> str | None:
 
 
 _SMI = ["nvidia-smi", "--query-gpu=driver_version,clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu,persistence_mode", "--format=csv,noheader"]
+
+
+def _smi_query() -> list[str]:
+    """The GPU query for this process's GPU: nvidia-smi ignores CUDA_VISIBLE_DEVICES, so a worker
+    pinned to one GPU (``--gpus``) asks for that one by name (``-i``), not for the host's first."""
+    import os
+
+    pinned = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    return [*_SMI, "-i", pinned[0]] if len(pinned) == 1 else list(_SMI)
+
+
 _started: dict[tuple[str, ...], subprocess.Popen] = {}
 
 
@@ -30,7 +41,7 @@ def prefetch(*, gpu: bool = True, git: bool = True) -> None:
     environment snapshot collects them later. A worker starts git before its sandbox closes (git
     reads the repository, which the sandbox does not let the worker read) and nvidia-smi when it
     should describe the GPU (at once, or when a spare's job arrives)."""
-    for cmd in [c for c, on in ((_SMI, gpu), (_git_head(), git)) if on]:
+    for cmd in [c for c, on in ((_smi_query(), gpu), (_git_head(), git)) if on]:
         if shutil.which(cmd[0]) is not None and tuple(cmd) not in _started:
             try:
                 _started[tuple(cmd)] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -127,7 +138,7 @@ def environment(device: str) -> dict[str, Any]:
             "memory_bytes": props.total_memory,
             "capability": f"{props.major}.{props.minor}",
         }
-        smi = _run(_SMI)
+        smi = _run(_smi_query())
         if smi:
             keys = ["driver", "clock_sm_mhz", "clock_sm_max_mhz", "clock_mem_mhz", "power_w", "temperature_c", "persistence"]
             env["gpu"].update(dict(zip(keys, [x.strip() for x in smi.splitlines()[0].split(",")])))

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 from . import runfolder, sandbox
 from .baselines import TRUST_BASELINE, TRUST_CANDIDATE
+from .gpu_pool import ENV_GPU, GPU
 from .input_counts import TimedCounts
 from .report import BaselineRun, BuildResult, DeviceInfo, Finding, Report, WorkloadResult
 from .roofline import physical_floor_ms
@@ -55,6 +56,9 @@ class RunConfig:
     # Where the definition and the workloads came from (harness.dataset.Resolved.provenance): recorded
     # in report.config["inputs"], so a report always says which set it measured.
     provenance: dict[str, Any] | None = None
+    # The one GPU of a host this run is pinned to (harness/gpu_pool.py; ``--gpus``): its workers see
+    # only it, and report.config["gpu"] says which it was. None: whatever the process sees.
+    gpu: GPU | None = None
 
 
 class Timeline:
@@ -214,7 +218,7 @@ class Spares:
         spares = cls()
         if cfg.device == "cuda" and cfg.sandbox != "off":
             sandbox.ensure_gpu_nodes()  # before a sandboxed process initializes CUDA
-        spares.start(worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg.dataset_root)), 2 if needs_observer(cfg) else 1)
+        spares.start(worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg.dataset_root), gpu=cfg.gpu), 2 if needs_observer(cfg) else 1)
         return spares
 
     def take(self, env: dict[str, str]) -> Spawned | None:
@@ -322,9 +326,10 @@ class Worker:
         return f"worker exited with code {rc}"
 
 
-def worker_env(device: str, sandbox_mode: str = "auto", read: list[str] | tuple[str, ...] = ()) -> dict[str, str]:
+def worker_env(device: str, sandbox_mode: str = "auto", read: list[str] | tuple[str, ...] = (), gpu: GPU | None = None) -> dict[str, str]:
     """The environment of a worker process: no secrets; the sandbox mode and the folders it may read
-    beyond the standard ones (harness/sandbox.py)."""
+    beyond the standard ones (harness/sandbox.py); with ``gpu``, pinned to that one GPU (its UUID in
+    ``CUDA_VISIBLE_DEVICES``) and marked with it (``KBOT_GPU``: the pool finds a job's processes by it)."""
     env = {k: v for k, v in os.environ.items() if not _secret(k)}
     env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -335,6 +340,11 @@ def worker_env(device: str, sandbox_mode: str = "auto", read: list[str] | tuple[
     # torch.compile (a declared baseline's) compiles in the worker's own thread, not a pool of them:
     # helper threads would read as the candidate's to the runtime guard's thread count.
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    env.pop(ENV_GPU, None)
+    if gpu is not None:
+        env[ENV_GPU] = str(gpu.index)
+        env["CUDA_VISIBLE_DEVICES"] = gpu.pin
+        env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # an index pin means nvidia-smi's index
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"  # Triton kernels run through its interpreter on CPU tensors
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -426,7 +436,7 @@ def evaluate(
         device=DeviceInfo(kind=cfg.device, name="unknown", timer="cuda_events" if cfg.device == "cuda" else "cpu_monotonic",
                           note="" if cfg.device == "cuda" else "CPU timing (monotonic clock); Triton runs through its interpreter. Not a GPU measurement."),
         config={"trials": cfg.trials, "seed": cfg.seed, "timeout_s": cfg.timeout_s, "timing": cfg.timing, "overrides": cfg.config_overrides,
-                **({"inputs": cfg.provenance} if cfg.provenance else {})},
+                **({"inputs": cfg.provenance} if cfg.provenance else {}), **({"gpu": cfg.gpu.record()} if cfg.gpu else {})},
         started=started, isolation={"mode": sandbox.check_mode(cfg.sandbox), "enforced": None, "workers": []},
         trust=trust, baselines=lib_runs,
     )
@@ -502,7 +512,7 @@ def evaluate(
     # timed inputs, rebuilt here on a thread while the worker starts (harness/input_counts.py).
     counts = TimedCounts(definition, pending, seed=cfg.seed, definition_path=definition_path, config_overrides=cfg.config_overrides,
                          dataset_root=cfg.dataset_root) if pending and TimedCounts.wanted(definition) else None
-    environ = worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg.dataset_root, definition, definition_path))
+    environ = worker_env(cfg.device, cfg.sandbox, sandbox_reads(cfg.dataset_root, definition, definition_path), gpu=cfg.gpu)
     observing = bool(pending) and needs_observer(cfg) and trust == TRUST_CANDIDATE
     # The first worker starts at once; when an observer pass runs, it runs concurrently and this worker
     # waits at its gate before its first timed call (start-up, build and correctness overlap).

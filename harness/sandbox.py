@@ -238,19 +238,40 @@ def preflight(mode: str, device: str = "cpu") -> str:
 def ensure_gpu_nodes() -> None:
     """The CUDA driver creates /dev/nvidia-uvm (and /dev/nvidiaN) on first use by running the setuid
     nvidia-modprobe; a sandboxed worker can neither make device nodes nor open nodes made after its
-    rules were set, so the unsandboxed parent has the nodes made first (a no-op when they exist)."""
+    rules were set, so the unsandboxed parent has the nodes made first (a no-op when they exist): one
+    per GPU the driver knows, since a worker pinned to GPU 3 (``--gpus``) opens /dev/nvidia3."""
     import shutil
     import subprocess
 
-    if os.path.exists("/dev/nvidia-uvm") and os.path.exists("/dev/nvidia0"):
+    minors = gpu_minors()
+    missing = [m for m in minors if not os.path.exists(f"/dev/nvidia{m}")]
+    if os.path.exists("/dev/nvidia-uvm") and not missing:
         return
     exe = shutil.which("nvidia-modprobe") or ("/usr/bin/nvidia-modprobe" if os.path.exists("/usr/bin/nvidia-modprobe") else None)
     if exe is None:
         return
-    try:
-        subprocess.run([exe, "-u", "-c=0"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        pass
+    for m in missing or minors[:1]:
+        try:
+            subprocess.run([exe, "-u", f"-c={m}"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+
+def gpu_minors() -> list[int]:
+    """The device minor numbers of the GPUs the NVIDIA driver knows (/proc/driver/nvidia/gpus/*/information,
+    "Device Minor: N"); [0] when it says nothing."""
+    import glob
+    import re
+
+    out = set()
+    for info in glob.glob("/proc/driver/nvidia/gpus/*/information"):
+        try:
+            m = re.search(r"Device Minor:\s*(\d+)", Path(info).read_text())
+        except OSError:
+            continue
+        if m:
+            out.add(int(m.group(1)))
+    return sorted(out) or [0]
 
 
 # ------------------------------------------------------------------------------------------ rules

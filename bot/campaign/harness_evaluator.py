@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from harness.gpu_pool import GPU
 from harness.report import Report, load_report
 from harness.runner import RunConfig, Spares, evaluate
 from harness.schema import Definition, Solution, Workload
@@ -50,6 +51,9 @@ class HarnessEvaluator:
     # "on the GPU only" (on the CPU a torch.compile baseline alone costs a minute of compiling).
     with_baselines: bool | None = None
     provenance: dict[str, Any] | None = None  # where the definition and workloads came from (harness.dataset)
+    # The GPU of a host this evaluator's runs are pinned to (one per GPU under ``--gpus``:
+    # bot/campaign/gpu_rounds.py). Not part of the cache key: GPUs of one host are interchangeable.
+    gpu: GPU | None = None
     cache_hits: int = field(default=0, init=False)
     runs: int = field(default=0, init=False)
     _spares: Spares | None = field(default=None, init=False, repr=False)
@@ -62,7 +66,8 @@ class HarnessEvaluator:
         self.runs_dir = Path(self.runs_dir)
 
     def config(self) -> RunConfig:
-        return RunConfig(device=self.device, trials=self.trials, seed=self.seed, timing=dict(self.timing), provenance=self.provenance)
+        return RunConfig(device=self.device, trials=self.trials, seed=self.seed, timing=dict(self.timing), provenance=self.provenance,
+                         gpu=self.gpu)
 
     def declared_baselines(self) -> list:
         from harness.baselines import declared
@@ -124,6 +129,20 @@ class HarnessEvaluator:
         (d / DONE).write_text(json.dumps({"run_id": report.run_id, "finished": report.finished}) + "\n")
         return report
 
+    def set_aside(self, solution: Solution, baseline: Solution | None, why: str) -> Path | None:
+        """Move an evaluation's run folder out of the cache (the GPU it ran on was lost under it: what
+        it holds is no verdict), kept beside it as ``<key>.lost-<n>`` with ``why``; the next
+        ``evaluate`` of the pair measures afresh. Returns where it went (None: nothing was there)."""
+        d = self.run_dir(solution, baseline)
+        if not d.exists():
+            return None
+        n = 1
+        while (aside := d.with_name(f"{d.name}.lost-{n}")).exists():
+            n += 1
+        d.rename(aside)
+        (aside / "kbot-lost.json").write_text(json.dumps({"why": why, "time": time.time()}) + "\n")
+        return aside
+
     def _next_spares(self) -> Spares | None:
         """The spares started during the previous evaluation (None the first time), after starting this
         evaluation's successors: they import while this one runs."""
@@ -142,7 +161,8 @@ class HarnessEvaluator:
     def latest_report(self, solution_hash: str) -> Report | None:
         """The most recent finished report of a solution with any baseline (for the champion column)."""
         folder = self.runs_dir / self.definition.name / solution_hash[:16]
-        done = sorted(folder.glob(f"*/{DONE}"), key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
+        done = sorted((m for m in folder.glob(f"*/{DONE}") if ".lost-" not in m.parent.name),  # set aside: no result
+                      key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
         for marker in reversed(done):
             try:
                 return load_report(marker.parent / "report.json")

@@ -13,7 +13,8 @@ Workspace layout (``--workspace``, default ``.kbot/workspace``)::
     forge/repo.git       bare git repository: main + kbot/<definition>/<node> branches
     forge/forge.json     pull requests, reviews, comments, labels, statuses
     runs/                harness run folders, cached by (solution, baseline, workloads, settings)
-    campaigns/<definition>/<nnn>/   campaign stores (tree, memory, reports, outcomes.json)
+    campaigns/<definition>/<nnn>/   campaign stores (tree, reports, calls.jsonl, outcomes.json)
+    memory/<definition>.json        the search memory all campaigns of a definition share
 
 Starting point: a definition with no champion on the workspace's main gets one before the first
 round: the first seed of ``skills/seeds/<definition>/`` with every tunable at its FIRST listed value
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from bot.campaign.attempts import AttemptError, ensure_attempt, folder_for, read_solution, solution_files, update_attempt
+from bot.campaign.gpu_rounds import gpus_summary, harness_for_gpus, measure_round
 from bot.campaign.harness_evaluator import HarnessEvaluator
 from bot.controller.campaign import Campaign, CampaignConfig, StepResult
 from bot.controller.tree import ROOT, solution_node_id
@@ -280,6 +282,7 @@ class PullRequestEvaluator:
                              description=f"evaluating on {self.harness.device}" + (" (CPU timing)" if self.harness.device == "cpu" else ""))
             self.event("evaluate", {"node": nid, "pr": pr.number, "solution": solution.name,
                                     "champion": champ.name if champ else None})
+            measure_round(self, champ)  # under --gpus: the round's candidates at once, one per GPU
             report = self.harness.evaluate(solution, champ)
             # Measured by this process (no artifact in between): published as it is, with the
             # champion's latest report beside it.
@@ -346,6 +349,12 @@ class OptimizeOptions:
     budget_s: float | None = None  # timing budget per workload (default: 0.3 s on CPU, 1.0 s on GPU)
     trials: int | None = None
     new: bool = False  # start a new campaign even if an unfinished one exists
+    # The agent's settings (model, base_url, temperature, max_tokens, top_p; None: not given), over an
+    # agent config file (a campaign config with an ``agent:`` section, or just that section), over the
+    # policy's ``optimize.agent_settings`` for the agent (skills/bot-policy.yaml of the source tree).
+    agent_settings: dict[str, Any] = field(default_factory=dict)
+    agent_config: Path | None = None
+    gpus: str | None = None  # --gpus: N, all or a list such as 0,2 (bot/campaign/gpu_rounds.py); None: one device
 
 
 def default_agent(env: dict[str, str] | None = None) -> str:
@@ -355,6 +364,32 @@ def default_agent(env: dict[str, str] | None = None) -> str:
     if env.get("OPENAI_API_KEY"):
         return "openai"
     return "offline"
+
+
+def agent_setup(opts: OptimizeOptions, source: Path = REPO) -> tuple[str, dict[str, Any]]:
+    """(agent name, its config section) for a local campaign: see ``OptimizeOptions.agent_settings``.
+    The command line is the owner's: any URL it gives is used, the policy's limits are for comments."""
+    from bot.agents.base import AgentError
+    from bot.agents.config import agent_config, load_config_file
+    from bot.commands.bot_policy import POLICY_PATH, load_policy_text
+    from bot.policy_file import PolicyError
+
+    section: dict[str, Any] = {}
+    try:
+        if opts.agent_config is not None:
+            data = load_config_file(opts.agent_config)
+            section = dict(data["agent"]) if isinstance(data.get("agent"), dict) else dict(data)
+        file_agent = section.pop("name", None)
+        name = opts.agent or (str(file_agent) if file_agent else None) or default_agent()
+        policy_file = source / POLICY_PATH
+        try:
+            policy = load_policy_text(policy_file.read_text() if policy_file.is_file() else None, str(policy_file))
+        except PolicyError as e:
+            raise LoopError(str(e)) from None
+        defaults = policy.optimize.settings_for(name).defaults() if name in policy.optimize.agent_settings else {}
+        return name, agent_config(name, defaults, section, opts.agent_settings)
+    except AgentError as e:
+        raise LoopError(str(e)) from None
 
 
 def timing_for(device: str, budget_s: float | None) -> dict[str, Any]:
@@ -375,15 +410,38 @@ def _campaign_dir(ws: Workspace, definition: str, new: bool) -> tuple[Path, bool
     return root / f"{n:03d}", False
 
 
-def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = None) -> dict[str, Any]:
+def workspace_memory(ws: Workspace, definition: str) -> Path:
+    """The search memory every campaign of ``definition`` in this workspace shares:
+    ``memory/<definition>.json``. Made on first use from the memories of the campaigns that kept their
+    own (workspaces from before it was shared), so nothing they learned is lost."""
+    from bot.controller.memory import SearchMemory
+
+    path = ws.root / "memory" / f"{definition}.json"
+    if path.exists():
+        return path
+    mem = SearchMemory(definition, path)
+    for old in sorted((ws.campaigns / definition).glob("[0-9][0-9][0-9]/memory.json")):
+        earlier = SearchMemory.load(definition, old)
+        for a in earlier.attempts:
+            a.setdefault("session", old.parent.name)
+        mem.merge(earlier)
+    mem.save()
+    return path
+
+
+def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = None, gpu_provider: Any = None) -> dict[str, Any]:
     """Run (or resume) a campaign; returns the summary. ``harness``: a stand-in for the
-    ``HarnessEvaluator`` (same ``evaluate``/``latest_report``/``device``/``runs``/``cache_hits``), for tests."""
+    ``HarnessEvaluator`` (same ``evaluate``/``latest_report``/``device``/``runs``/``cache_hits``), for tests.
+    ``gpu_provider``: where ``opts.gpus`` finds its GPUs (``harness.gpu_pool.DeviceProvider``; default
+    nvidia-smi; tests give fake GPUs)."""
+    from bot.agents.base import AgentError
     from bot.agents.catalog import create_agent
     from harness.env import resolve_device
 
     event = event or (lambda kind, data: None)
     if opts.rounds < 1 or opts.candidates < 1:
         raise LoopError("--rounds and --candidates must be at least 1")
+    agent_name, agent_cfg = agent_setup(opts)  # bad settings are refused before anything is written
     ws = Workspace(opts.workspace)
     device = resolve_device(opts.device)
     resolved = ws.inputs(opts.definition, device, opts.dataset, opts.workloads)
@@ -396,13 +454,17 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
         raise LoopError(str(e)) from None
     if not workloads:
         raise LoopError(f"{wl_path} holds no workloads")
-    agent_name = opts.agent or default_agent()
-    agent = create_agent(agent_name)
+    try:
+        agent = create_agent(agent_name, agent_cfg)
+    except AgentError as e:
+        raise LoopError(str(e)) from None
     if harness is None:
-        harness = HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
-                                   timing=timing_for(device, opts.budget_s), definition_path=def_path,
-                                   provenance=resolved.provenance(len(workloads)),
-                                   progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
+        def lane(gpu: Any = None) -> HarnessEvaluator:
+            return HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
+                                    timing=timing_for(device, opts.budget_s), definition_path=def_path,
+                                    provenance=resolved.provenance(len(workloads)), gpu=gpu,
+                                    progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
+        harness = harness_for_gpus(opts.gpus, device, lane, gpu_provider, event) if opts.gpus is not None else lane()
 
     if read_champion(ws.forge, definition.name) is None:
         start = starting_point(definition, def_path)
@@ -433,6 +495,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
             raise LoopError(str(e)) from None
         config = CampaignConfig.from_dict({
             "proposals_per_step": opts.candidates,
+            "memory_path": str(workspace_memory(ws, definition.name)),
             # one step evaluates the starting champion, then one step per round; the stop rules
             # (speed of light, plateau) from the promotion policy's `stop:`
             "budget": {"max_steps": opts.rounds + 1, "max_candidates": 1 + opts.rounds * opts.candidates,
@@ -474,6 +537,7 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
             lat = sum(meds) / len(meds) if meds and len(meds) == len(r.workloads) else None
             vs_best = r.summary().get("geomean_speedup_vs_best_baseline")
         o = outcomes.get(h["node"], {})
+        gpu = (r.config.get("gpu") or {}).get("index") if rpath.exists() else None
         rows.append({
             "node": h["node"], "parent": h["parent"], "solution": node.solution.name if node.solution else None,
             "pr": o.get("pr"), "status": h["status"], "mean_latency_ms": lat,
@@ -484,6 +548,7 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
             "roofline_bound_largest": s.get("roofline_bound_largest"),
             "roofline_fraction_geomean": s.get("roofline_fraction_geomean"),
             "decision": o.get("decision"), "headline": o.get("headline"), "rationale": h["rationale"],
+            **({"gpu": gpu} if gpu is not None else {}),
         })
     doc, champ = ws.champion_solution(campaign.definition.name)
     return {
@@ -501,7 +566,21 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
         "evaluations_run": harness.runs, "evaluations_cached": harness.cache_hits,
         "stop_reason": rep["stop_reason"],
         "baselines": baselines_summary(campaign.store),
+        **({"gpus": gpus_summary(_reports(campaign.store), harness.pool), "gpu_placements": harness.placements}
+           if hasattr(harness, "placements") else {}),
     }
+
+
+def _reports(store: Path) -> list[Report]:
+    from harness.report import load_report
+
+    out = []
+    for rpath in sorted((store / "reports").glob("*.json")):
+        try:
+            out.append(load_report(rpath))
+        except (ValueError, OSError):
+            continue
+    return out
 
 
 def headline(campaign: Campaign, doc: dict[str, Any] | None) -> dict[str, Any]:

@@ -76,6 +76,12 @@ def _progress_printer(console: Any):
             style = {"promote": "green", "reject": "red", "rebenchmark": "yellow"}.get(d["decision"], "white")
             say(f"PR #{d['pr']}: [{style}]{d['decision']}[/{style}] — {d['headline']}"
                 + (f"; merged as {d['merged_sha'][:12]}" if d.get("merged_sha") else ""))
+        elif kind == "gpus.round":
+            say(f"measuring {d['evaluations']} evaluation(s) at once on GPUs {', '.join(map(str, d['gpus']))}")
+        elif kind == "gpus.start":
+            say(f"  GPU {d['gpu']}: {d['solution']}" + (f" paired with {d['champion']}" if d.get("champion") else " (alone)"))
+        elif kind == "gpus.lost":
+            say(f"[red]GPU {d['gpu']} lost[/red] under {d['solution']} ({d['why']}): its result is set aside, measured again elsewhere")
         elif kind == "step" and d.get("stopped"):
             say(f"campaign stopped: {d.get('reason')}")
 
@@ -87,7 +93,9 @@ def _summary_table(s: dict[str, Any]):
 
     t = Table(title=f"{s['campaign']} — {s['timing']}", title_justify="left")
     with_baselines = any(r.get("speedup_vs_best_baseline") is not None for r in s["candidates"])
-    cols = ("node", "PR", "status", "mean latency ms", "vs champion", "vs start", "vs reference") + (("vs best baseline",) if with_baselines else ())
+    on_gpus = any("gpu" in r for r in s["candidates"])
+    cols = ("node", "PR", "status", "mean latency ms", "vs champion", "vs start", "vs reference") + (("vs best baseline",) if with_baselines else ()) \
+        + (("GPU",) if on_gpus else ())
     for col in cols + ("roofline largest / geomean", "decision"):
         t.add_column(col, justify="right" if col not in ("node", "status", "decision") else "left")
     for r in s["candidates"]:
@@ -99,7 +107,8 @@ def _summary_table(s: dict[str, Any]):
         style = {"promote": "green", "reject": "red", "champion": "cyan"}.get(dec, "white")
         t.add_row(r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),
                   _x(r["speedup_vs_start"]), _x(r["speedup_vs_reference"]),
-                  *((_x(r.get("speedup_vs_best_baseline")),) if with_baselines else ()), roof, f"[{style}]{dec}[/{style}]")
+                  *((_x(r.get("speedup_vs_best_baseline")),) if with_baselines else ()),
+                  *((str(r.get("gpu", "—")),) if on_gpus else ()), roof, f"[{style}]{dec}[/{style}]")
     return t
 
 
@@ -107,6 +116,18 @@ def _baselines_lines(s: dict[str, Any]) -> list[str]:
     """Under the summary table: the declared baselines that could not run here, and why."""
     b = s.get("baselines") or {}
     return [f"baseline {name}: could not run here: {why}" for name, why in sorted((b.get("could_not_run") or {}).items())]
+
+
+def _gpu_lines(s: dict[str, Any]) -> list[str]:
+    """Under the summary table of a --gpus run: each GPU, its ceilings, what it measured, whether it was lost."""
+    out = []
+    for g in s.get("gpus") or []:
+        c = g.get("ceilings") or {}
+        ceil = (f"copy {c['copy_bandwidth_gbs']:.0f} GB/s ({c.get('source', '?')})" if isinstance(c.get("copy_bandwidth_gbs"), (int, float))
+                else "no ceilings")
+        out.append(f"GPU {g['index']} {g.get('name', '')}: {ceil}; {len(g.get('evaluations') or [])} evaluations"
+                   + (f"; LOST: {g['lost']}" if g.get("lost") else ""))
+    return out
 
 
 def evaluation_options(fn):
@@ -153,13 +174,26 @@ def register(cli: click.Group) -> None:
     @click.option("--agent", callback=_known_agent, metavar="NAME",
                   help="An agent of the catalog (offline, anthropic, openai, plugins). "
                        "Default: anthropic/openai when ANTHROPIC_API_KEY/OPENAI_API_KEY is set, else offline.")
+    @click.option("--model", help="The model the agent calls (anthropic, openai and LLM plugins).")
+    @click.option("--base-url", "base_url", metavar="URL", help="The API endpoint (an OpenAI- or Anthropic-compatible gateway).")
+    @click.option("--temperature", type=float, help="Sampling temperature (0..2).")
+    @click.option("--max-tokens", "max_tokens", type=int, help="Output tokens per model call.")
+    @click.option("--top-p", "top_p", type=float, help="Nucleus sampling (0..1].")
+    @click.option("--agent-config", "agent_config", type=click.Path(dir_okay=False, exists=True),
+                  help="An agent config file (YAML/TOML/JSON: an `agent:` section or just its keys); the options above win.")
     @click.option("--rounds", type=click.IntRange(1, 100), default=2, show_default=True, help="Rounds of search (one agent call each).")
     @click.option("--candidates", type=click.IntRange(1, 16), default=2, show_default=True, help="Candidates (PRs) per round.")
     @evaluation_options
     @click.option("--new", "new", is_flag=True, help="Start a new campaign even if an interrupted one can be resumed.")
+    @click.option("--gpus", "gpus", metavar="N|all|I,J,...",
+                  help="Measure a round's candidates concurrently, one per GPU of this host (a count, all, or indices "
+                       "such as 0,2); decisions stay one at a time in candidate order.")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-    def optimize_cmd(definition: str, agent: str | None, rounds: int, candidates: int, device: str, workspace: str,
-                     workloads: str | None, dataset_arg: str | None, budget_s: float | None, new: bool, as_json: bool) -> None:
+    def optimize_cmd(definition: str, agent: str | None, model: str | None, base_url: str | None,
+                     temperature: float | None, max_tokens: int | None, top_p: float | None, agent_config: str | None,
+                     rounds: int, candidates: int, device: str, workspace: str,
+                     workloads: str | None, dataset_arg: str | None, budget_s: float | None, new: bool, gpus: str | None,
+                     as_json: bool) -> None:
         """Run the optimization loop on a local forge: each candidate is a branch + PR, evaluated by the
         harness against the champion, reviewed, and merged if the promotion policy says so.
         Re-running after an interruption resumes: finished evaluations and PRs are not repeated."""
@@ -170,7 +204,10 @@ def register(cli: click.Group) -> None:
         err = Console(stderr=True, soft_wrap=True)  # one line per event, even in a log file
         opts = OptimizeOptions(definition=definition, agent=agent, rounds=rounds, candidates=candidates, device=device,
                                workspace=Path(workspace), workloads=Path(workloads) if workloads else None,
-                               dataset=_dataset(dataset_arg), budget_s=budget_s, new=new)
+                               dataset=_dataset(dataset_arg), budget_s=budget_s, new=new, gpus=gpus,
+                               agent_settings={"model": model, "base_url": base_url, "temperature": temperature,
+                                               "max_tokens": max_tokens, "top_p": top_p},
+                               agent_config=Path(agent_config) if agent_config else None)
         try:
             summary = optimize(opts, _progress_printer(err))
         except (LoopError, ValueError, RuntimeError) as e:
@@ -182,7 +219,7 @@ def register(cli: click.Group) -> None:
         if not out.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
             out = Console(width=160)
         out.print(_summary_table(summary))
-        for line in _baselines_lines(summary):
+        for line in _baselines_lines(summary) + _gpu_lines(summary):
             out.print(line, highlight=False)
         ch = summary["champion"]
         hl = summary.get("headline") or {}

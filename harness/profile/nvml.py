@@ -35,6 +35,20 @@ def nvml_available() -> tuple[bool, str]:
         return False, f"NVML unavailable: {type(e).__name__}: {e}"
 
 
+def _handle(nv: Any, device_index: int) -> Any:
+    """The NVML handle of this process's GPU. NVML ignores CUDA_VISIBLE_DEVICES, so a process pinned to
+    one GPU (``--gpus``: its UUID there) is measured on that GPU, not on the host's first."""
+    import os
+
+    pinned = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if device_index == 0 and len(pinned) == 1:
+        if pinned[0].startswith("GPU-"):
+            return nv.nvmlDeviceGetHandleByUUID(pinned[0])
+        if pinned[0].isdigit():  # an index pin (harness/runner.py sets CUDA_DEVICE_ORDER=PCI_BUS_ID, NVML's order)
+            return nv.nvmlDeviceGetHandleByIndex(int(pinned[0]))
+    return nv.nvmlDeviceGetHandleByIndex(device_index)
+
+
 def energy_per_call(fn: Callable[[], Any], *, device_index: int = 0, min_seconds: float = 0.2,
                     max_calls: int = 100_000, synchronize: Callable[[], Any] | None = None) -> Collected:
     """Run ``fn`` back to back for at least ``min_seconds`` and report joules per call."""
@@ -50,7 +64,7 @@ def energy_per_call(fn: Callable[[], Any], *, device_index: int = 0, min_seconds
         except Exception:
             synchronize = lambda: None  # noqa: E731
     try:
-        h = nv.nvmlDeviceGetHandleByIndex(device_index)
+        h = _handle(nv, device_index)
         fn()
         synchronize()
         e0 = nv.nvmlDeviceGetTotalEnergyConsumption(h)
