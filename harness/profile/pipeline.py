@@ -266,7 +266,9 @@ def _fold(wr: WorkloadResult, outcome: ProfileOutcome) -> None:
     prof.update(outcome.profile_dict())
     wr.profile = prof
     nvml = next((c for c in outcome.collected if c.source == "nvml" and c.ok), None)
-    if nvml is not None:
+    if nvml is not None and wr.energy_j_per_call is None:
+        # The timing worker's figure, when there is one, stays: it was measured beside the paired
+        # baseline's (baseline_energy_j_per_call) with the same protocol, and promotion compares the two.
         wr.energy_j_per_call = nvml.evidence.get("energy_j_per_call")
 
 
