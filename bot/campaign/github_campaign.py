@@ -84,7 +84,7 @@ MAX_RATIONALE = 400
 def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
     """The tree's compact node summary (``bot.controller.summary.summarize`` shape) from the evidence
     block of our review: statuses, paired ratios vs the champion it was measured against, speedup vs
-    the reference. Feedback items and roofline fractions live in the run's artifact, not here."""
+    the reference, roofline fractions and energy where the block has them."""
     ws = ev.workloads
     statuses: dict[str, int] = {}
     for w in ws:
@@ -110,6 +110,8 @@ def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
         else:
             msg = f"{ev.findings} guard finding(s)" if ev.findings else "no workloads were evaluated"
         error = {"status": status, "file": None, "line": None, "message": msg}
+    roofs = [w.roofline for w in ws if w.roofline is not None and w.roofline[0] > 0]
+    largest = max(roofs, key=lambda r: r[1]) if roofs and len(roofs) == len(ws) else None
     return {
         "passed": passed,
         "status": status,
@@ -120,8 +122,13 @@ def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
         "baseline_hash": ev.baseline_hash,  # the champion it was paired against: the tree chains from it
         "solution_hash": ev.solution_hash,
         "noise": max(noise) if noise else None,
-        "roofline_fraction_min": None,
-        "energy_j_per_call": None,
+        # From the review's evidence block (absent in blocks written before it carried them): the
+        # speed-of-light stop rule judges the PRs by these.
+        "roofline_fraction_min": min(r[0] for r in roofs) if largest else None,
+        "roofline_fraction_largest": largest[0] if largest else None,
+        "roofline_bound_largest": largest[2] if largest else None,
+        "roofline_fraction_geomean": geomean([r[0] for r in roofs]) if largest else None,
+        "energy_j_per_call": geomean([w.energy[0] for w in ws]) if ws and all(w.energy for w in ws) else None,  # type: ignore[index]
         "eval_seconds": 0.0,
         "error": error,
         "feedback": [],
