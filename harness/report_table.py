@@ -85,7 +85,7 @@ def print_report(report: Report, out_dir: Path, console: Console | None = None) 
             f"{w.speedup_vs_reference:.2f}" if w.speedup_vs_reference else "-",
             f"{ratio.median:.3f} [{ratio.ci95[0]:.3f}, {ratio.ci95[1]:.3f}]" if ratio else "-",
             *((f"{best[1].speedup.median:.3f} ({best[0]})" if best and best[1].speedup else "-",) if lib_col else ()),
-            f"{w.roofline.fraction:.0%}" if w.roofline and w.roofline.fraction else "-",
+            (f"{w.roofline.fraction:.0%}" + (f" {w.roofline.bound}" if w.roofline.bound else "")) if w.roofline and w.roofline.fraction else "-",
         )
     console.print(t)
     for w in report.workloads:
