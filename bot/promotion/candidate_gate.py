@@ -39,6 +39,9 @@ from bot.names import is_candidate_pr
 _SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 # Said in the review, the status and a /promote reply when the deployment has no signing key.
+# How a person's PR that only lacks a maintainer's approval is said (the review's status reads it: such a
+# PR waits, it is not rejected on its figures).
+AWAITING_APPROVAL = "waiting for an approving review"
 NO_KEY = (f"{META_KEY_ENV} is not configured, so the bot cannot prove that it made this head: it reviews "
           "but does not merge (docs/bot.md, the meta key)")
 
@@ -147,6 +150,6 @@ def person_problems(forge: Any, pr: PullRequest, *, definition: str | None, solu
         except ForgeError as e:
             return problems + [f"could not check the approving reviews ({type(e).__name__})"]
         if not ok:
-            problems.append(f"waiting for an approving review of the measured head {head_sha[:12]} by someone with the "
+            problems.append(f"{AWAITING_APPROVAL} of the measured head {head_sha[:12]} by someone with the "
                             f"{people_approval} role (then comment /promote)")
     return problems

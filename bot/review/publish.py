@@ -98,7 +98,9 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
     ev = Evidence.from_report(report, head_sha)
     current, decision, policy = current_decision(forge, pr, ev)
     paused = bot_paused(forge, current.labels) if promote and decision.action == "promote" else None
-    body = render_review(report, champion, decision, head_sha=head_sha, run_url=run_url)
+    sol_path = (meta or {}).get("solution_path")
+    sol_path = sol_path if isinstance(sol_path, str) else None
+    body = render_review(report, champion, decision, head_sha=head_sha, run_url=run_url, policy=policy, solution_path=sol_path)
     if paused:
         body = with_note(body, f"**Promotion paused:** {escape_inline(paused, 300)}. Nothing was merged; "
                                 "run `/promote` once the bot is resumed.")
@@ -112,7 +114,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
     if getattr(forge.info, "supports_check_runs", False):
         try:
             forge.create_check_run(head_sha, STATUS_CONTEXT, status="completed",
-                                   conclusion="success" if state == "success" else "failure",
+                                   conclusion={"success": "success", "pending": "neutral"}.get(state, "failure"),
                                    title=desc, summary=body[:60000])
         except UnsupportedError:
             pass
@@ -128,6 +130,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
         if result.decision is not decision:  # e.g. the head moved during the merge
             out.decision = result.decision
             forge.upsert_review(pr_number, REVIEW_MARKER,
-                                render_review(report, champion, result.decision, head_sha=head_sha, run_url=run_url),
+                                render_review(report, champion, result.decision, head_sha=head_sha, run_url=run_url,
+                                              policy=policy, solution_path=sol_path),
                                 commit_sha=head_sha)
     return out
