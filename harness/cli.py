@@ -162,7 +162,12 @@ SANDBOX_OPTION = click.option(
 @click.option("--atol", type=float, help="Override the definition's absolute tolerance.")
 @click.option("--rtol", type=float, help="Override the definition's relative tolerance.")
 @click.option("--dataset-root", type=click.Path(file_okay=False), help="Folder that safetensors inputs are relative to.")
-@click.option("--profile", "with_profile", is_flag=True, help="Also profile each passing workload and fold the feedback items into the report (GPU runner).")
+@click.option("--profile", "with_profile", is_flag=True,
+              help="Fold feedback items into the report: the roofline rules and a Triton solution's ahead-of-time sm_90 "
+                   "compile statistics everywhere; on a GPU also ncu (the sections the roofline class calls for), SASS and "
+                   "NVML energy for a few workloads within --profile-budget.")
+@click.option("--profile-budget", "profile_budget_s", type=click.FloatRange(1, 7200), default=None,
+              help="Seconds the GPU profiling of this solution may take (default: no limit); the cost is in report.json.")
 @SANDBOX_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON instead of a table.")
 def eval_cmd(
@@ -186,6 +191,7 @@ def eval_cmd(
     rtol,
     dataset_root,
     with_profile,
+    profile_budget_s,
     sandbox_mode,
     as_json,
 ):
@@ -255,8 +261,8 @@ def eval_cmd(
         sys.exit(EXIT_HARNESS)
     except Exception as e:  # noqa: BLE001 — our failure, not the solution's: exit 3, not 1
         harness_failure(e)
-    if with_profile and dev == "cuda":
-        _fold_profile(report, out, definition, solution, workloads)
+    if with_profile:
+        _fold_profile(report, out, definition, solution, workloads, gpu=dev == "cuda", budget_s=profile_budget_s)
     if as_json:
         click.echo(report.to_json(), nl=False)
     else:
@@ -592,7 +598,7 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "solution"
 
 
-def _fold_profile(report, out: Path, definition, solution, workloads) -> None:
+def _fold_profile(report, out: Path, definition, solution, workloads, *, gpu: bool, budget_s: float | None) -> None:
     try:
         from .cli_profile import profile_report
     except ImportError as e:
@@ -600,7 +606,7 @@ def _fold_profile(report, out: Path, definition, solution, workloads) -> None:
         return
     from . import runfolder
 
-    profile_report(report, out, definition, solution, workloads)
+    profile_report(report, out, definition, solution, workloads, profile=gpu, budget_s=budget_s)
     runfolder.write_text(out, "report.json", report.to_json())
 
 

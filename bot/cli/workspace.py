@@ -73,6 +73,9 @@ def _progress_printer(console: Any):
                 lat = f", median {w.latency_ms.median:.3f} ms" if w.latency_ms else ""
                 sp = f", {w.speedup_vs_baseline.median:.3f}x vs champion" if w.speedup_vs_baseline else ""
                 say(f"  workload {w.axes}: {w.status.value}{lat}{sp}")
+        elif kind == "harness.profiled":
+            say(f"  profiled {d['solution']}: {d.get('items', 0)} feedback items, {d.get('spent_s', 0):.1f} s"
+                + (f" (budget {d['budget_s']:g} s)" if d.get("budget_s") and d.get("profile") else ""))
         elif kind == "decision":
             style = {"promote": "green", "reject": "red", "rebenchmark": "yellow"}.get(d["decision"], "white")
             say(f"PR #{d['pr']}: [{style}]{d['decision']}[/{style}] — {d['headline']}"
@@ -246,12 +249,17 @@ def register(cli: click.Group) -> None:
     @click.option("--gpus", "gpus", metavar="N|all|I,J,...",
                   help="Measure a round's candidates concurrently, one per GPU of this host (a count, all, or indices "
                        "such as 0,2); decisions stay one at a time in candidate order.")
+    @click.option("--profile/--no-profile", "profile", default=True, show_default=True,
+                  help="Feedback items for every candidate: roofline and ahead-of-time compile statistics everywhere, "
+                       "ncu/SASS/energy on the GPU (they steer the agent's next move).")
+    @click.option("--profile-budget", "profile_budget_s", type=click.FloatRange(1, 3600), default=120.0, show_default=True,
+                  help="Seconds of GPU profiling per candidate (the cost is recorded in each report).")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
     def optimize_cmd(definition: str, agent: str | None, model: str | None, base_url: str | None,
                      temperature: float | None, max_tokens: int | None, top_p: float | None, agent_config: str | None,
                      rounds: int, candidates: int, device: str, workspace: str,
                      workloads: str | None, dataset_arg: str | None, budget_s: float | None, new: bool, gpus: str | None,
-                     as_json: bool) -> None:
+                     profile: bool, profile_budget_s: float, as_json: bool) -> None:
         """Run the optimization loop on a local forge: each candidate is a branch + PR, evaluated by the
         harness against the champion, reviewed, and merged if the promotion policy says so.
         Re-running after an interruption resumes: finished evaluations and PRs are not repeated."""
@@ -265,7 +273,8 @@ def register(cli: click.Group) -> None:
                                dataset=_dataset(dataset_arg), budget_s=budget_s, new=new, gpus=gpus,
                                agent_settings={"model": model, "base_url": base_url, "temperature": temperature,
                                                "max_tokens": max_tokens, "top_p": top_p},
-                               agent_config=Path(agent_config) if agent_config else None)
+                               agent_config=Path(agent_config) if agent_config else None,
+                               profile=profile, profile_budget_s=profile_budget_s)
         try:
             summary = optimize(opts, _progress_printer(err))
         except (LoopError, ValueError, RuntimeError) as e:

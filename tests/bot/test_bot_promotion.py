@@ -218,3 +218,28 @@ def test_without_an_energy_counter_a_tie_says_so_and_speed_decides():
     rep = good(ratio=(1.00, 0.98, 1.02))
     rep.workloads[0].energy_j_per_call, rep.workloads[0].baseline_energy_j_per_call = 0.5e-3, 1e-3  # one of four
     assert run(rep).action == "reject"
+
+
+def test_evidence_block_carries_the_top_feedback_items():
+    """What a later /optimize shows the agent comes back from the block: the most severe items, one per
+    (rule, title), texts cut, only small evidence values; blocks written before it carry none."""
+    from reportkit import FB
+
+    from harness.report import FeedbackItem
+
+    rep = good()
+    low = FeedbackItem(rule="roofline_distance", severity="low", title="At 40% of the roofline", cause="c" * 900,
+                       evidence={"roofline_fraction": 0.4, "note": "x" * 200, "nested": {"a": 1}})
+    rep.workloads[0].feedback = [low, FB]
+    rep.workloads[1].feedback = [FB]  # the same item on another workload: once
+    ev = Evidence.from_block(read_evidence(evidence_block(rep, HEAD)))
+    assert [f.rule for f in ev.feedback] == ["uncoalesced", "roofline_distance"]  # most severe first
+    assert ev.feedback[0] == FB
+    assert len(ev.feedback[1].cause) == 400 and ev.feedback[1].evidence == {"roofline_fraction": 0.4}
+    assert ev == Evidence.from_report(rep, HEAD)
+    old = evidence(rep, HEAD)
+    del old["fb"]
+    assert Evidence.from_block(old).feedback == ()
+    for bad in ([["r", "high"]], [["r", "loud", "t", "", "", None, {}]], "x"):
+        with pytest.raises(ValueError, match="feedback"):
+            Evidence.from_block({**evidence(rep, HEAD), "fb": bad})
