@@ -125,6 +125,8 @@ def test_raw_html_in_a_body_is_shown_as_text():
     assert "<script>" not in html and "&lt;script&gt;" in html and "<img" not in html
     assert "<details open><summary>s</summary>" in html and 'href="javascript' not in html and "kbot:meta" not in html
     assert sanitize_html('<pre onclick="x">a &lt; b</pre>') == '&lt;pre onclick="x"&gt;a &lt; b</pre>'
+    img = render_markdown("see ![a <b>chart</b>](https://tracker.example/p.png)")
+    assert "<img" not in img and "tracker.example" not in img and "[image: a &lt;b&gt;chart" in img  # nothing fetched
 
 
 def test_the_review_chart_is_parsed_and_anything_else_is_shown_as_source():
