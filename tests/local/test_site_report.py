@@ -105,6 +105,7 @@ def test_a_promoted_pr_page_shows_the_review_with_its_chart_and_threshold(site):
     assert "<table>" in review and "<th>axes</th>" in review  # the workload table, as a table
     assert '<figure class="chart"><svg' in review and 'class="threshold"' in review
     assert "<h3>Reproduce</h3>" in review and "kbot eval kernels/rmsnorm_h4096/" in review
+    assert "--baseline kernels/rmsnorm_h4096/" in review and "CHAMPION.json" not in review  # the champion's real file
     assert "Next step" not in review  # promoted: nothing to do
     assert 'aria-label="latency against the roofline floor"' in page and "% " in page
 
