@@ -101,7 +101,8 @@ def test_bench_is_gated_read_only_and_secret_free():
     assert runs_on.startswith("${{") and runs_on.endswith("}}")
     # the labels of docs/runners.md, or the ARC scale set the repository variable names (docs/runners.md)
     assert evaluate(runs_on[3:-2], {"vars": {}}) == ["self-hosted", "linux", "gpu", "h200"]
-    assert evaluate(runs_on[3:-2], {"vars": {"KBOT_GPU_RUNNER": "kbot-h200"}}) == "kbot-h200"
+    assert evaluate(runs_on[3:-2], {"vars": {"KBOT_GPU_RUNS_ON": '"kbot-h200"'}}) == "kbot-h200"
+    assert evaluate(runs_on[3:-2], {"vars": {"KBOT_GPU_RUNS_ON": '["gpu", "h200"]'}}) == ["gpu", "h200"]
     assert bench["permissions"] == {"contents": "read"}
     assert "matrix" in bench["strategy"]
     uploads = [s for s in bench["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
