@@ -111,6 +111,9 @@ class Agent(abc.ABC):
     """Base class of all agents. Subclasses register themselves by name (see registry.py)."""
 
     name: str = "agent"
+    # True for agents that call a model: only they take a model, base URL and sampling settings
+    # (bot.agents.config.agent_config refuses them for the others).
+    calls_model: bool = False
 
     @abc.abstractmethod
     def propose(self, ctx: AgentContext, n: int) -> list[Proposal]:

@@ -9,9 +9,11 @@ environment variable the provider uses (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY`
 from __future__ import annotations
 
 import json
+import re
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
+from urllib.parse import urlsplit
 
 from .base import AgentError
 
@@ -85,3 +87,74 @@ def build_agent(config: dict[str, Any], **kwargs: Any):
 
     name, section = agent_section(config)
     return create_agent(name, section, **kwargs)
+
+
+# -- settings a person chooses ----------------------------------------------------------------------
+# The model, endpoint and sampling of an LLM agent: what `kbot optimize --model/--base-url/...`, the
+# policy's `optimize.agent_settings` and `/optimize model=...` set. One home for their names and their
+# hard limits (a policy narrows them further; bot.commands.bot_policy).
+SETTING_KEYS = ("model", "base_url", "temperature", "max_tokens", "top_p")
+TEMPERATURE_RANGE = (0.0, 2.0)
+TOP_P_RANGE = (0.0, 1.0)
+MAX_TOKENS_RANGE = (1, 1_000_000)
+_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@-]{0,127}$")
+
+
+def check_base_url(url: Any, where: str = "base_url") -> str:
+    """An http(s) URL with a host and no credentials in it (a key in a URL would be logged and recorded)."""
+    if not isinstance(url, str) or not url.strip():
+        raise AgentError(f"{where} must be an http:// or https:// URL, got {url!r}")
+    p = urlsplit(url.strip())
+    if p.scheme not in ("http", "https") or not p.hostname:
+        raise AgentError(f"{where} must be an http:// or https:// URL with a host, got {url!r}")
+    if p.username or p.password:
+        raise AgentError(f"{where}: no user or password in the URL (keys come from the environment only)")
+    return url.strip()
+
+
+def check_settings(settings: Mapping[str, Any], where: str = "agent settings") -> dict[str, Any]:
+    """The settings that are set (None values dropped), each checked against its hard limit; an
+    AgentError naming the setting otherwise."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key not in SETTING_KEYS:
+            raise AgentError(f"{where}: unknown setting {key!r}; known: {', '.join(SETTING_KEYS)}")
+        if value is None:
+            continue
+        if key == "model":
+            if not isinstance(value, str) or not _MODEL_RE.match(value):
+                raise AgentError(f"{where}: model must be a model name (letters, digits, _ . : / @ -), got {value!r}")
+        elif key == "base_url":
+            value = check_base_url(value, f"{where}: base_url")
+        elif key == "max_tokens":
+            lo, hi = MAX_TOKENS_RANGE
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise AgentError(f"{where}: max_tokens must be a whole number from {lo} to {hi}, got {value!r}")
+        else:
+            lo, hi = TEMPERATURE_RANGE if key == "temperature" else TOP_P_RANGE
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= float(value) <= hi:
+                raise AgentError(f"{where}: {key} must be a number from {lo} to {hi}, got {value!r}")
+            if key == "top_p" and float(value) == 0.0:
+                raise AgentError(f"{where}: top_p must be above 0")
+            value = float(value)
+        out[key] = value
+    return out
+
+
+def agent_config(name: str, *layers: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The config section for agent ``name``: ``layers`` merged in order (later ones win; None values
+    do not override). Settings (``SETTING_KEYS``) are checked; they need an agent that calls a model:
+    naming one for the offline agent is refused rather than silently ignored."""
+    from .catalog import get_agent_class
+
+    merged: dict[str, Any] = {}
+    for layer in layers:
+        for k, v in (layer or {}).items():
+            if v is not None:
+                merged[k] = v
+    refuse_inline_keys(merged)
+    settings = check_settings({k: v for k, v in merged.items() if k in SETTING_KEYS}, f"agent '{name}'")
+    if settings and not getattr(get_agent_class(name), "calls_model", False):
+        raise AgentError(f"the {name} agent calls no model, so it takes no {', '.join(sorted(settings))} "
+                         "(those are for agents that do: anthropic, openai, plugins built on LLMAgent)")
+    return {**{k: v for k, v in merged.items() if k not in SETTING_KEYS}, **settings}

@@ -89,10 +89,11 @@ def place_params(create: Callable[..., Any], req: dict[str, Any], extra: dict[st
 
 class LLMAgent(Agent):
     """Config (dict): model (default: the provider's default_model), max_tokens (8192), temperature, params (extra request
-    fields), timeout_s (600), max_attempts (6), backoff_base_s (2), backoff_max_s (60), stream (false),
+    fields), top_p (sent as a request field), timeout_s (600), max_attempts (6), backoff_base_s (2), backoff_max_s (60), stream (false),
     base_url, api_key_env, prices (overrides), allow_unpriced (false)."""
 
     provider = "llm"
+    calls_model = True
     default_key_env = ""
     default_model: str | None = None  # used when the config names none (a priced model)
 
@@ -113,6 +114,8 @@ class LLMAgent(Agent):
         self.max_tokens = int(cfg.get("max_tokens", 8192))
         self.temperature = cfg.get("temperature")
         self.params = dict(cfg.get("params") or {})
+        if cfg.get("top_p") is not None:
+            self.params["top_p"] = float(cfg["top_p"])
         self.timeout_s = float(cfg.get("timeout_s", 600))
         self.max_attempts = int(cfg.get("max_attempts", 6))
         self.backoff_base_s = float(cfg.get("backoff_base_s", 2.0))
@@ -154,7 +157,8 @@ class LLMAgent(Agent):
 
     def describe(self) -> dict[str, Any]:
         return {"agent": self.name, "provider": self.provider, "model": self._model, "stream": self.stream,
-                "base_url": self.base_url}
+                "base_url": self.base_url, "temperature": self.temperature, "max_tokens": self.max_tokens,
+                "top_p": self.params.get("top_p")}
 
     # -- one provider attempt ----------------------------------------------------------------------
     @abc.abstractmethod

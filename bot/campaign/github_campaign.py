@@ -56,7 +56,7 @@ from bot.agents.catalog import create_agent
 from bot.agents.tunables import config_key_or_none
 from bot.campaign.attempts import AttemptError, ensure_attempt, read_solution
 from bot.campaign.request import CampaignRefused, OptimizeRequest
-from bot.commands.bot_policy import kill_switch, load_policy
+from bot.commands.bot_policy import CHOICES, kill_switch, load_policy
 from bot.controller.campaign import Campaign
 from bot.controller.tree import PENDING, ROOT
 from bot.forge.base import BranchTouchedByHumansError, PullRequest
@@ -297,9 +297,9 @@ def _workloads(forge: Any, definition: Definition) -> list[Workload]:
         return []
 
 
-def _make_agent(name: str) -> Any:
+def _make_agent(name: str, config: Mapping[str, Any] | None = None) -> Any:
     try:
-        return create_agent(name)
+        return create_agent(name, dict(config or {}))
     except AgentError as e:
         raise CampaignRefused(f"agent `{escape_inline(name, 40)}` is unavailable: {escape_inline(e, 300)}") from None
 
@@ -348,7 +348,7 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
     seed = int(hashlib.sha256(f"{cid}:{round_no}".encode()).hexdigest()[:8], 16)
     config = {"proposals_per_step": need, "seed": seed, "fsync": False,
               "budget": {"max_candidates": None, "patience": None, "roofline_target": None}}
-    agent = agent or _make_agent(request.agent)
+    agent = agent or _make_agent(request.agent, request.agent_config)
     opened: list[PullRequest] = []
     # The same record path as a local resume, in memory: GitHub is the database, nothing is cached.
     # No evaluator: the bench workflow measures each PR on a GPU runner.
@@ -373,6 +373,7 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
                 "agent": node.agent, "model": node.model, "prompt_hash": node.prompt_hash,
                 "campaign": cid, "round": round_no, "rounds": request.rounds, "candidates": request.candidates,
                 "requested_agent": request.agent, "thread": request.thread, "requested_by": request.requested_by,
+                "requested_settings": dict(request.agent_choice or {}),
                 "solution": node.solution.name, "solution_hash": node.solution.content_hash(),
                 "config_key": node.config_key, "mode": node.mode, "rationale": node.rationale[:MAX_RATIONALE],
             }
@@ -409,10 +410,10 @@ def _whole(v: Any) -> int | None:
 def clamp_to_policy(meta: Mapping[str, Any], policy: Any, fallback_candidates: int) -> tuple[int, int, str] | None:
     """(candidates, rounds, agent) of a later round, from the PR's meta block bounded by TODAY's policy.
 
-    The meta block is plain text in a PR body that anyone with write access can edit (it is not
-    signed), so its numbers are only a request: clamped to ``optimize.max_candidates`` /
-    ``max_rounds``, and an agent the policy does not enable falls back to its default agent. None when
-    the block has no usable round count.
+    The meta block is signed only when a key is configured, and the policy may have changed since, so
+    its numbers are only a request: clamped to ``optimize.max_candidates`` / ``max_rounds``, and an
+    agent the policy does not enable falls back to its default agent. None when the block has no
+    usable round count.
     """
     bounds = policy.optimize
     rounds = _whole(meta.get("rounds"))
@@ -425,6 +426,21 @@ def clamp_to_policy(meta: Mapping[str, Any], policy: Any, fallback_candidates: i
     if agent not in bounds.agents:
         agent = bounds.default_agent
     return candidates, rounds, str(agent)
+
+
+def settings_for_round(meta: Mapping[str, Any], policy: Any, agent: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(choice, agent config) for a later round: the settings the first comment asked for (meta
+    ``requested_settings``) resolved against TODAY's policy; the policy's own settings when they are
+    no longer allowed (or the agent changed)."""
+    asked = meta.get("requested_settings")
+    choice = {k: v for k, v in asked.items() if k in CHOICES} if isinstance(asked, Mapping) else {}
+    if agent != (meta.get("requested_agent") or meta.get("agent")):
+        choice = {}
+    try:
+        return choice, policy.optimize.resolve_agent(agent, choice)
+    except ValueError as e:
+        log.info("later round: the first request's agent settings no longer hold (%s); the policy's own", e)
+        return {}, policy.optimize.resolve_agent(agent, {})
 
 
 def continue_after_results(forge: Any, pr_number: int, *, agent: Any = None) -> list[PullRequest]:
@@ -460,6 +476,8 @@ def continue_after_results(forge: Any, pr_number: int, *, agent: Any = None) -> 
     candidates, rounds, requested_agent = clamp_to_policy(meta, policy, len(this))  # type: ignore[misc]
     if any(p.is_open and snap.status(snap.meta_of[p.number]["node"]) == PENDING for p in this):
         return []  # results still to come in this round
+    choice, config = settings_for_round(meta, policy, requested_agent)
     request = OptimizeRequest(definition=meta["definition"], candidates=candidates, agent=requested_agent,
-                              rounds=rounds, requested_by=str(meta.get("requested_by") or ""), thread=thread)
+                              rounds=rounds, requested_by=str(meta.get("requested_by") or ""), thread=thread,
+                              agent_config=config, agent_choice=choice)
     return campaign(request, forge=forge, agent=agent, round_no=round_no + 1, cid=cid)

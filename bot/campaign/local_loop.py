@@ -13,7 +13,8 @@ Workspace layout (``--workspace``, default ``.kbot/workspace``)::
     forge/repo.git       bare git repository: main + kbot/<definition>/<node> branches
     forge/forge.json     pull requests, reviews, comments, labels, statuses
     runs/                harness run folders, cached by (solution, baseline, workloads, settings)
-    campaigns/<definition>/<nnn>/   campaign stores (tree, memory, reports, outcomes.json)
+    campaigns/<definition>/<nnn>/   campaign stores (tree, reports, calls.jsonl, outcomes.json)
+    memory/<definition>.json        the search memory all campaigns of a definition share
 
 Starting point: a definition with no champion on the workspace's main gets one before the first
 round: the first seed of ``skills/seeds/<definition>/`` with every tunable at its FIRST listed value
@@ -348,6 +349,11 @@ class OptimizeOptions:
     budget_s: float | None = None  # timing budget per workload (default: 0.3 s on CPU, 1.0 s on GPU)
     trials: int | None = None
     new: bool = False  # start a new campaign even if an unfinished one exists
+    # The agent's settings (model, base_url, temperature, max_tokens, top_p; None: not given), over an
+    # agent config file (a campaign config with an ``agent:`` section, or just that section), over the
+    # policy's ``optimize.agent_settings`` for the agent (skills/bot-policy.yaml of the source tree).
+    agent_settings: dict[str, Any] = field(default_factory=dict)
+    agent_config: Path | None = None
     gpus: str | None = None  # --gpus: N, all or a list such as 0,2 (bot/campaign/gpu_rounds.py); None: one device
 
 
@@ -358,6 +364,32 @@ def default_agent(env: dict[str, str] | None = None) -> str:
     if env.get("OPENAI_API_KEY"):
         return "openai"
     return "offline"
+
+
+def agent_setup(opts: OptimizeOptions, source: Path = REPO) -> tuple[str, dict[str, Any]]:
+    """(agent name, its config section) for a local campaign: see ``OptimizeOptions.agent_settings``.
+    The command line is the owner's: any URL it gives is used, the policy's limits are for comments."""
+    from bot.agents.base import AgentError
+    from bot.agents.config import agent_config, load_config_file
+    from bot.commands.bot_policy import POLICY_PATH, load_policy_text
+    from bot.policy_file import PolicyError
+
+    section: dict[str, Any] = {}
+    try:
+        if opts.agent_config is not None:
+            data = load_config_file(opts.agent_config)
+            section = dict(data["agent"]) if isinstance(data.get("agent"), dict) else dict(data)
+        file_agent = section.pop("name", None)
+        name = opts.agent or (str(file_agent) if file_agent else None) or default_agent()
+        policy_file = source / POLICY_PATH
+        try:
+            policy = load_policy_text(policy_file.read_text() if policy_file.is_file() else None, str(policy_file))
+        except PolicyError as e:
+            raise LoopError(str(e)) from None
+        defaults = policy.optimize.settings_for(name).defaults() if name in policy.optimize.agent_settings else {}
+        return name, agent_config(name, defaults, section, opts.agent_settings)
+    except AgentError as e:
+        raise LoopError(str(e)) from None
 
 
 def timing_for(device: str, budget_s: float | None) -> dict[str, Any]:
@@ -378,17 +410,38 @@ def _campaign_dir(ws: Workspace, definition: str, new: bool) -> tuple[Path, bool
     return root / f"{n:03d}", False
 
 
+def workspace_memory(ws: Workspace, definition: str) -> Path:
+    """The search memory every campaign of ``definition`` in this workspace shares:
+    ``memory/<definition>.json``. Made on first use from the memories of the campaigns that kept their
+    own (workspaces from before it was shared), so nothing they learned is lost."""
+    from bot.controller.memory import SearchMemory
+
+    path = ws.root / "memory" / f"{definition}.json"
+    if path.exists():
+        return path
+    mem = SearchMemory(definition, path)
+    for old in sorted((ws.campaigns / definition).glob("[0-9][0-9][0-9]/memory.json")):
+        earlier = SearchMemory.load(definition, old)
+        for a in earlier.attempts:
+            a.setdefault("session", old.parent.name)
+        mem.merge(earlier)
+    mem.save()
+    return path
+
+
 def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = None, gpu_provider: Any = None) -> dict[str, Any]:
     """Run (or resume) a campaign; returns the summary. ``harness``: a stand-in for the
     ``HarnessEvaluator`` (same ``evaluate``/``latest_report``/``device``/``runs``/``cache_hits``), for tests.
     ``gpu_provider``: where ``opts.gpus`` finds its GPUs (``harness.gpu_pool.DeviceProvider``; default
     nvidia-smi; tests give fake GPUs)."""
+    from bot.agents.base import AgentError
     from bot.agents.catalog import create_agent
     from harness.env import resolve_device
 
     event = event or (lambda kind, data: None)
     if opts.rounds < 1 or opts.candidates < 1:
         raise LoopError("--rounds and --candidates must be at least 1")
+    agent_name, agent_cfg = agent_setup(opts)  # bad settings are refused before anything is written
     ws = Workspace(opts.workspace)
     device = resolve_device(opts.device)
     resolved = ws.inputs(opts.definition, device, opts.dataset, opts.workloads)
@@ -401,8 +454,10 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
         raise LoopError(str(e)) from None
     if not workloads:
         raise LoopError(f"{wl_path} holds no workloads")
-    agent_name = opts.agent or default_agent()
-    agent = create_agent(agent_name)
+    try:
+        agent = create_agent(agent_name, agent_cfg)
+    except AgentError as e:
+        raise LoopError(str(e)) from None
     if harness is None:
         def lane(gpu: Any = None) -> HarnessEvaluator:
             return HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
@@ -433,6 +488,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
     else:
         config = CampaignConfig.from_dict({
             "proposals_per_step": opts.candidates,
+            "memory_path": str(workspace_memory(ws, definition.name)),
             # one step evaluates the starting champion, then one step per round
             "budget": {"max_steps": opts.rounds + 1, "max_candidates": 1 + opts.rounds * opts.candidates,
                        "patience": None, "roofline_target": None},

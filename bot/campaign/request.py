@@ -27,3 +27,9 @@ class OptimizeRequest:
     parent_pr: int | None = None     # when /optimize was asked on a candidate PR: iterate on it
     parent_meta: Mapping[str, Any] | None = None  # that PR's kbot:meta block
     comment_id: int | None = None    # the comment that asked: a redelivery of it is the same request
+    # The agent's config section (model, base_url, sampling), resolved from the policy and the comment
+    # (bot.commands.bot_policy.OptimizeBounds.resolve_agent); None: the agent's own defaults.
+    agent_config: Mapping[str, Any] | None = None
+    # What the comment asked for (model, endpoint NAME, sampling): recorded in the PRs' meta blocks so a
+    # later round asks the same, resolved again against that day's policy.
+    agent_choice: Mapping[str, Any] | None = None

@@ -172,6 +172,13 @@ def register(cli: click.Group) -> None:
     @click.option("--agent", callback=_known_agent, metavar="NAME",
                   help="An agent of the catalog (offline, anthropic, openai, plugins). "
                        "Default: anthropic/openai when ANTHROPIC_API_KEY/OPENAI_API_KEY is set, else offline.")
+    @click.option("--model", help="The model the agent calls (anthropic, openai and LLM plugins).")
+    @click.option("--base-url", "base_url", metavar="URL", help="The API endpoint (an OpenAI- or Anthropic-compatible gateway).")
+    @click.option("--temperature", type=float, help="Sampling temperature (0..2).")
+    @click.option("--max-tokens", "max_tokens", type=int, help="Output tokens per model call.")
+    @click.option("--top-p", "top_p", type=float, help="Nucleus sampling (0..1].")
+    @click.option("--agent-config", "agent_config", type=click.Path(dir_okay=False, exists=True),
+                  help="An agent config file (YAML/TOML/JSON: an `agent:` section or just its keys); the options above win.")
     @click.option("--rounds", type=click.IntRange(1, 100), default=2, show_default=True, help="Rounds of search (one agent call each).")
     @click.option("--candidates", type=click.IntRange(1, 16), default=2, show_default=True, help="Candidates (PRs) per round.")
     @evaluation_options
@@ -180,7 +187,9 @@ def register(cli: click.Group) -> None:
                   help="Measure a round's candidates concurrently, one per GPU of this host (a count, all, or indices "
                        "such as 0,2); decisions stay one at a time in candidate order.")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
-    def optimize_cmd(definition: str, agent: str | None, rounds: int, candidates: int, device: str, workspace: str,
+    def optimize_cmd(definition: str, agent: str | None, model: str | None, base_url: str | None,
+                     temperature: float | None, max_tokens: int | None, top_p: float | None, agent_config: str | None,
+                     rounds: int, candidates: int, device: str, workspace: str,
                      workloads: str | None, dataset_arg: str | None, budget_s: float | None, new: bool, gpus: str | None,
                      as_json: bool) -> None:
         """Run the optimization loop on a local forge: each candidate is a branch + PR, evaluated by the
@@ -193,7 +202,10 @@ def register(cli: click.Group) -> None:
         err = Console(stderr=True, soft_wrap=True)  # one line per event, even in a log file
         opts = OptimizeOptions(definition=definition, agent=agent, rounds=rounds, candidates=candidates, device=device,
                                workspace=Path(workspace), workloads=Path(workloads) if workloads else None,
-                               dataset=_dataset(dataset_arg), budget_s=budget_s, new=new, gpus=gpus)
+                               dataset=_dataset(dataset_arg), budget_s=budget_s, new=new, gpus=gpus,
+                               agent_settings={"model": model, "base_url": base_url, "temperature": temperature,
+                                               "max_tokens": max_tokens, "top_p": top_p},
+                               agent_config=Path(agent_config) if agent_config else None)
         try:
             summary = optimize(opts, _progress_printer(err))
         except (LoopError, ValueError, RuntimeError) as e:

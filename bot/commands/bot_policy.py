@@ -13,11 +13,13 @@ included). Handlers that are not commands (events, results, later rounds) ask ``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from bot.agents.base import AgentError
 from bot.agents.catalog import available as available_agents
+from bot.agents.config import MAX_TOKENS_RANGE, TEMPERATURE_RANGE, TOP_P_RANGE, agent_config, check_base_url, check_settings
 from bot.commands.spec import Role, specs
 from bot.forge.base import Forge, ForgeError
 from bot.names import KILL_SWITCH_LABEL
@@ -78,6 +80,84 @@ class RateLimit(_Strict):
         return v
 
 
+def _range(v: tuple[float, float], hard: tuple[float, float], what: str) -> tuple[float, float]:
+    lo, hi = v
+    if not hard[0] <= lo <= hi <= hard[1]:
+        raise ValueError(f"{what} must be [low, high] within {list(hard)}, got {list(v)}")
+    return v
+
+
+class AgentSettings(_Strict):
+    """One agent's settings on GitHub, and how far ``/optimize`` may move them.
+
+    ``model``, ``base_url``, ``temperature``, ``max_tokens``, ``top_p``: what a campaign uses when the
+    comment does not say (None: the provider's default). ``models``: the models ``/optimize model=``
+    may name besides ``model``. ``endpoints``: base URLs by name, the only ones ``/optimize
+    endpoint=NAME`` may choose; a comment never writes a URL (it could send the API key anywhere).
+    ``temperature_range``, ``top_p_range``, ``max_tokens_limit``: the bounds for the comment's values.
+    """
+
+    model: str | None = None
+    models: tuple[str, ...] = ()
+    base_url: str | None = None
+    endpoints: dict[str, str] = Field(default_factory=dict)
+    temperature: float | None = None
+    temperature_range: tuple[float, float] = (0.0, 1.0)
+    max_tokens: int | None = None
+    max_tokens_limit: int = Field(16384, ge=MAX_TOKENS_RANGE[0], le=MAX_TOKENS_RANGE[1])
+    top_p: float | None = None
+    top_p_range: tuple[float, float] = (0.0, 1.0)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        try:
+            return None if v is None else check_base_url(v)
+        except AgentError as e:
+            raise ValueError(str(e)) from None
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoints(cls, v: dict[str, str]) -> dict[str, str]:
+        import re
+
+        for name, url in v.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_-]{0,31}", name):
+                raise ValueError(f"endpoint name {name!r}: lowercase letters, digits, _ -; at most 32")
+            try:
+                check_base_url(url, f"endpoints.{name}")
+            except AgentError as e:
+                raise ValueError(str(e)) from None
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "AgentSettings":
+        _range(self.temperature_range, TEMPERATURE_RANGE, "temperature_range")
+        _range(self.top_p_range, TOP_P_RANGE, "top_p_range")
+        try:
+            check_settings({"model": self.model, "temperature": self.temperature, "max_tokens": self.max_tokens,
+                            "top_p": self.top_p}, "agent_settings")
+            for m in self.models:
+                check_settings({"model": m}, "agent_settings.models")
+        except AgentError as e:
+            raise ValueError(str(e)) from None
+        if self.temperature is not None and not self.temperature_range[0] <= self.temperature <= self.temperature_range[1]:
+            raise ValueError("temperature is outside temperature_range")
+        if self.top_p is not None and not self.top_p_range[0] <= self.top_p <= self.top_p_range[1]:
+            raise ValueError("top_p is outside top_p_range")
+        if self.max_tokens is not None and self.max_tokens > self.max_tokens_limit:
+            raise ValueError("max_tokens exceeds max_tokens_limit")
+        return self
+
+    def defaults(self) -> dict[str, Any]:
+        return {"model": self.model, "base_url": self.base_url, "temperature": self.temperature,
+                "max_tokens": self.max_tokens, "top_p": self.top_p}
+
+
+# What /optimize may ask of an agent's settings: comment argument -> setting.
+CHOICES = ("model", "endpoint", "temperature", "max_tokens", "top_p")
+
+
 class OptimizeBounds(_Strict):
     max_candidates: int = Field(8, ge=1, le=64)
     default_candidates: int = Field(4, ge=1)
@@ -85,11 +165,66 @@ class OptimizeBounds(_Strict):
     default_rounds: int = Field(1, ge=1)
     agents: tuple[str, ...] = DEFAULT_AGENTS
     default_agent: str = DEFAULT_AGENT
+    agent_settings: dict[str, AgentSettings] = Field(default_factory=dict)
 
     @field_validator("agents")
     @classmethod
     def _agents_known(cls, v: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(_known_agent(a) for a in v)
+
+    @field_validator("agent_settings")
+    @classmethod
+    def _settings_for_model_agents(cls, v: dict[str, AgentSettings]) -> dict[str, AgentSettings]:
+        for name, st in v.items():
+            _known_agent(name)
+            try:
+                agent_config(name, st.defaults(), {"base_url": next(iter(st.endpoints.values()), None)},
+                             {"model": st.models[0] if st.models else None})
+            except AgentError as e:
+                raise ValueError(f"agent_settings.{name}: {e}") from None
+        return v
+
+    def settings_for(self, agent: str) -> AgentSettings:
+        return self.agent_settings.get(agent) or AgentSettings()
+
+    def resolve_agent(self, agent: str, choice: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The agent config a campaign uses: the policy's settings for ``agent`` with the comment's
+        ``choice`` (keys of ``CHOICES``) applied. Each value must lie within the policy's limits;
+        ValueError with a sentence for the person who asked otherwise."""
+        if agent not in self.agents:
+            raise ValueError(f"agent `{agent}` is not enabled by the policy (enabled: {', '.join(self.agents)})")
+        st = self.settings_for(agent)
+        cfg = st.defaults()
+        for key, value in (choice or {}).items():
+            if value is None:
+                continue
+            if key == "model":
+                allowed = tuple(dict.fromkeys(((st.model,) if st.model else ()) + st.models))
+                if value not in allowed:
+                    raise ValueError(f"model `{value}` is not allowed for the {agent} agent by the policy"
+                                     + (f" (allowed: {', '.join(allowed)})" if allowed
+                                        else " (it allows no choice of model: optimize.agent_settings)"))
+                cfg["model"] = value
+            elif key == "endpoint":
+                if value not in st.endpoints:
+                    raise ValueError(f"endpoint `{value}` is not one the policy names for the {agent} agent"
+                                     + (f" (named: {', '.join(st.endpoints)})" if st.endpoints else " (it names none)"))
+                cfg["base_url"] = st.endpoints[value]
+            elif key in ("temperature", "top_p"):
+                lo, hi = st.temperature_range if key == "temperature" else st.top_p_range
+                if not lo <= float(value) <= hi or (key == "top_p" and float(value) == 0.0):
+                    raise ValueError(f"{key} {value} is outside the policy's range [{lo}, {hi}] for the {agent} agent")
+                cfg[key] = float(value)
+            elif key == "max_tokens":
+                if not 1 <= int(value) <= st.max_tokens_limit:
+                    raise ValueError(f"max_tokens {value} is above the policy's limit of {st.max_tokens_limit} for the {agent} agent")
+                cfg["max_tokens"] = int(value)
+            else:
+                raise ValueError(f"unknown agent setting `{key}` (known: {', '.join(CHOICES)})")
+        try:
+            return agent_config(agent, cfg)
+        except AgentError as e:
+            raise ValueError(str(e)) from None
 
     @model_validator(mode="after")
     def _defaults_in_bounds(self) -> "OptimizeBounds":

@@ -31,6 +31,7 @@ MAX_ERRORS = 5
 _COMMAND_LINE = re.compile(r"^/([A-Za-z][A-Za-z0-9_-]{0,31})(?=\s|$)(.*)$")
 _TOKEN = re.compile(r"^[A-Za-z0-9_.:=+-]{1,128}$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_KEY_VALUE = re.compile(r"^[a-z][a-z0-9_-]{0,31}=")
 
 
 class ArgError(ValueError):
@@ -39,13 +40,15 @@ class ArgError(ValueError):
 
 @dataclass(frozen=True)
 class Flag:
-    """One `--name value` option. `kind` is int, choice, or flag (a bare switch)."""
+    """One `--name value` option (also written `name=value`). `kind` is int, number (a decimal within
+    lo..hi), choice, text (a token that full-matches `pattern`), or flag (a bare switch)."""
 
     name: str
     kind: str
     help: str
-    lo: int = 0
-    hi: int = 0
+    lo: float = 0
+    hi: float = 0
+    pattern: str = ""
     # the values a "choice" accepts, or a function that lists them when asked (a table that plugins extend)
     choices: tuple[str, ...] | Callable[[], Sequence[str]] = ()
     # what /help lists for a "choice", given the policy (default: every accepted value)
@@ -71,6 +74,17 @@ class Flag:
             if not self.lo <= n <= self.hi:
                 raise ArgError(f"--{self.name} must be between {self.lo} and {self.hi}, got {n}")
             return n
+        if self.kind == "number":
+            if not re.fullmatch(r"[0-9]{1,6}(?:\.[0-9]{1,6})?", raw):
+                raise ArgError(f"--{self.name} must be a decimal number like 0.7, got {_quote(raw)}")
+            x = float(raw)
+            if not self.lo <= x <= self.hi:
+                raise ArgError(f"--{self.name} must be between {self.lo:g} and {self.hi:g}, got {x:g}")
+            return x
+        if self.kind == "text":
+            if not re.fullmatch(self.pattern, raw):
+                raise ArgError(f"--{self.name} {_quote(raw)} is not valid ({self.help})")
+            return raw
         if self.kind == "choice":
             allowed = self.allowed()
             if raw not in allowed:
@@ -289,8 +303,11 @@ def parse_args(spec: Any, rest: str) -> dict[str, Any]:
         tok = tokens[i]
         if not _TOKEN.match(tok):
             raise ArgError(f"argument {_quote(tok)} has characters outside [A-Za-z0-9_.:=+-] or is too long")
-        if tok.startswith("--"):
-            key, eq, value = tok[2:].partition("=")
+        kv = _KEY_VALUE.match(tok)
+        if tok.startswith("--") or kv:
+            # `--name value`, `--name=value`, or `name=value` (no positional holds an "=")
+            key, eq, value = (tok[2:] if tok.startswith("--") else tok).partition("=")
+            key = key.replace("_", "-")  # max_tokens=N and --max-tokens N are one option
             flag = flags.get(key)
             if flag is None:
                 known = ", ".join(f"--{f}" for f in flags) or "none"

@@ -53,8 +53,10 @@ class CommandSpec:
         for p in self.positionals:
             parts.append(f"<{p.name}>" if p.required else f"[{p.name}]")
         for f in self.flags.values():
-            if f.kind == "int":
-                parts.append(f"[--{f.name} {f.lo}..{f.hi}]")
+            if f.kind in ("int", "number"):
+                parts.append(f"[--{f.name} {f.lo:g}..{f.hi:g}]")
+            elif f.kind == "text":
+                parts.append(f"[--{f.name} NAME]")
             elif f.kind == "choice":
                 parts.append(f"[--{f.name} {'|'.join(f.shown(policy))}]")
             else:

@@ -155,6 +155,8 @@ class Campaign:
         self.workloads = workloads
         self.tree = tree
         self.memory = memory
+        if self.memory.session is None and self.store is not None:
+            self.memory.session = self.store.name  # this campaign's attempts, apart from earlier ones'
         self.usage = usage
         self.calls = CallLog(self.store / "calls.jsonl" if self.store else None, fsync=config.fsync)
         self.memory.fsync = config.fsync

@@ -3,6 +3,12 @@
 Persisted as one JSON file (written atomically) and fed back into prompts (``prompt_view``) so an agent
 does not repeat a failed idea or re-learn a fix. The offline agent uses ``has_tried`` to never propose a
 configuration twice.
+
+It outlives a campaign: locally every campaign of a definition shares the workspace's
+``memory/<definition>.json`` (``bot.campaign.local_loop``), so campaign 2 starts with what campaign 1
+tried, fixed and learned; on GitHub it is rebuilt from the PRs' records (``bot.campaign.github_campaign``).
+Each attempt names the campaign (``session``) it was made in: its speedup is against that campaign's
+starting point, so the prompt shows earlier campaigns' attempts apart from the current one's.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ class SearchMemory:
         self.fixes: list[dict[str, Any]] = []  # {error, fix, node}
         self.facts: list[str] = []  # API facts and lessons (deduplicated)
         self.fsync = True
+        self.session: str | None = None  # the campaign now writing (its attempts are tagged with it)
 
     # -- persistence -------------------------------------------------------------------------------
     @classmethod
@@ -118,30 +125,55 @@ class SearchMemory:
                 "status": status,
                 "speedup": speedup,
                 "error": (error or {}).get("message", "")[:300] if error else None,
+                "session": self.session,
             }
         )
         for fact in facts_from_error(str((error or {}).get("message", ""))):
             self.add_fact(fact)
         # A passing child of a failing parent is a fix for the parent's error.
         if parent_error and status == "PASSED":
-            self.fixes.append({"error": str(parent_error.get("message", ""))[:500], "fix": rationale[:500], "node": node})
+            fix = {"error": str(parent_error.get("message", ""))[:500], "fix": rationale[:500], "node": node}
+            if not any(f["node"] == node for f in self.fixes):
+                self.fixes.append(fix)
 
     def add_fact(self, fact: str) -> None:
         fact = fact.strip()
         if fact and fact not in self.facts:
             self.facts.append(fact)
 
+    def merge(self, other: "SearchMemory") -> None:
+        """Add what ``other`` (an earlier campaign's own memory file) knows and this one does not."""
+        if other.definition != self.definition:
+            raise ValueError(f"cannot merge the memory of '{other.definition}' into '{self.definition}'")
+        for key, v in other.tried.items():
+            self.tried.setdefault(key, v)
+        seen = {(a.get("session"), a["node"]) for a in self.attempts}
+        self.attempts.extend(a for a in other.attempts if (a.get("session"), a["node"]) not in seen)
+        nodes = {f["node"] for f in self.fixes}
+        self.fixes.extend(f for f in other.fixes if f["node"] not in nodes)
+        for fact in other.facts:
+            self.add_fact(fact)
+
     # -- prompt view -------------------------------------------------------------------------------
-    def prompt_view(self, max_attempts: int = 20, max_fixes: int = 10) -> dict[str, Any]:
-        """What goes into a prompt: the best and the most recent attempts, fixes, facts."""
+    def prompt_view(self, max_attempts: int = 20, max_fixes: int = 10, max_earlier: int = 8) -> dict[str, Any]:
+        """What goes into a prompt: this campaign's best and most recent attempts, the best and the
+        failures of earlier campaigns (apart: their speedups have another starting point), fixes, facts."""
         done = [a for a in self.attempts if a["status"] != "pending"]
-        best = sorted((a for a in done if a.get("speedup")), key=lambda a: -a["speedup"])[: max_attempts // 2]
-        failures = [a for a in done if a["status"] not in ("PASSED", "pending")][-5:]
-        recent = [a for a in done[-max_attempts:] if a not in best and a not in failures][-(max_attempts - len(best)) :]
+        # Without a session (a memory read on its own, or GitHub's one tree) every attempt is current.
+        now = [a for a in done if self.session is None or a.get("session") == self.session]
+        before = [a for a in done if a not in now]
+        best = sorted((a for a in now if a.get("speedup")), key=lambda a: -a["speedup"])[: max_attempts // 2]
+        failures = [a for a in now if a["status"] not in ("PASSED", "pending")][-5:]
+        recent = [a for a in now[-max_attempts:] if a not in best and a not in failures][-(max_attempts - len(best)) :]
+        earlier_best = sorted((a for a in before if a.get("speedup") and a["status"] == "PASSED"),
+                              key=lambda a: -a["speedup"])[: max_earlier // 2]
+        earlier_failed = [a for a in before if a["status"] not in ("PASSED", "pending")][-(max_earlier - len(earlier_best)):]
         return {
             "best": best,
             "recent": recent,
             "failures": failures,
+            "earlier": earlier_best + earlier_failed,
+            "earlier_campaigns": len({a.get("session") for a in before}),
             "fixes": self.fixes[-max_fixes:],
             "facts": self.facts[-20:],
             "tried_configs": len(self.tried),

@@ -51,6 +51,14 @@ class ReplayAgent(LLMAgent):
 
     _last_cost: float | None = 0.0
 
+    # The kernel is named and signed as the recorded provider named it, so a replay yields the very
+    # solutions (same content hashes, same nodes, same branches) the recorded campaign did.
+    def _name(self, ctx: Any, ph: str) -> str:
+        return f"{ctx.definition.name}_{self.recorded_provider or self.provider}_{ph[:8]}"
+
+    def _author(self) -> str:
+        return f"kbot/{self.recorded_provider or self.provider}:{self._model}"
+
     def _complete(self, system: str, messages: list[dict[str, str]]) -> Completion:
         from ..calllog import prompt_hash
 
