@@ -185,7 +185,9 @@ class Attempt:
     gpu: int
     seconds: float
     lost: str | None = None  # why the GPU was found lost after (or before) this attempt
-    occupants: list[int] = field(default_factory=list)  # foreign processes seen on the GPU at the lease
+    occupants: list[int] = field(default_factory=list)  # processes found on the GPU at the lease
+    waited_s: float = 0.0  # how long the lease waited for them to leave
+    shared: bool = False  # they had not left when the job started: its timing shared the GPU
 
 
 @dataclass
@@ -209,7 +211,7 @@ class Pool:
     """One job per GPU at a time over ``gpus`` (see the module docstring). Not reentrant: one ``map``
     at a time. The GPUs found lost stay out of the pool for its lifetime (``lost``)."""
 
-    def __init__(self, gpus: list[GPU], provider: DeviceProvider, *, max_attempts: int = 2):
+    def __init__(self, gpus: list[GPU], provider: DeviceProvider, *, max_attempts: int = 2, busy_wait_s: float = 60.0):
         if not gpus:
             raise GPUSelectionError("a pool needs at least one GPU")
         if len({g.index for g in gpus}) != len(gpus):
@@ -219,6 +221,7 @@ class Pool:
         self.gpus = list(gpus)
         self.provider = provider
         self.max_attempts = max_attempts
+        self.busy_wait_s = busy_wait_s  # how long a lease waits for processes found on its GPU to leave
         self.lost: dict[int, str] = {}  # GPU index -> why it left the pool
         self._lock = threading.Lock()
 
@@ -282,6 +285,11 @@ class Pool:
                 p = placed[i]
                 attempt = Attempt(gpu=gpu.index, seconds=0.0, occupants=self.provider.occupants(gpu))
                 p.attempts.append(attempt)
+                if attempt.occupants:  # something else is on the GPU (a straggler, another user): let it leave
+                    w0 = time.monotonic()
+                    while (still := self.provider.occupants(gpu)) and time.monotonic() - w0 < self.busy_wait_s:
+                        time.sleep(0.5)
+                    attempt.waited_s, attempt.shared = round(time.monotonic() - w0, 3), bool(still)
                 if progress:
                     progress("start", p)
                 t0 = time.monotonic()
