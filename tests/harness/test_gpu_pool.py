@@ -241,6 +241,25 @@ def test_a_lease_waits_for_processes_found_on_its_gpu_and_says_when_they_stayed(
     assert all(p.error is None for p in placed)
 
 
+def test_a_result_that_cannot_be_set_aside_is_not_retried_and_the_pool_does_not_hang():
+    prov = Provider(H200[:2])
+    pool = Pool(H200[:2], prov)
+
+    def on_start(job, gpu):
+        if job == "x":
+            prov.dead[gpu.index] = "gone"
+
+    def lost(job, gpu, result):
+        raise PermissionError("read-only run folder")
+
+    def progress(kind, p):
+        raise RuntimeError("a broken progress printer")
+
+    placed = pool.map(["x", "y", "z"], Recorder(0.05, on_start), lost=lost, progress=progress)
+    assert "could not be set aside" in placed[0].error and len(placed[0].attempts) == 1  # not retried on top of it
+    assert [p.result is not None for p in placed[1:]] == [True, True]
+
+
 def test_pool_refuses_no_gpus_and_repeats():
     with pytest.raises(GPUSelectionError):
         Pool([], Provider([]))
