@@ -151,6 +151,54 @@ def build(solution: Solution, workdir: Path, *, device: str = "cpu") -> tuple[Ca
         )
 
 
+# --- the CUDA target: the compute capability of the GPU this runs on ------------------------------------
+
+GPU_KIND_ENV = "KBOT_GPU_KIND"  # a runner without a visible GPU (a syntax check): which GPU the bench targets
+
+
+def arch_for_capability(major: int, minor: int) -> str:
+    """The nvcc target for a compute capability: ``sm_90a`` on Hopper, ``sm_100a`` on Blackwell
+    (B200), ``sm_120a`` on RTX Blackwell; the ``a`` (architecture-specific: wgmma, TMA multicast,
+    tcgen05) exists from 9.0 on, so older GPUs get the plain ``sm_80`` / ``sm_86`` / ``sm_89``."""
+    if not (isinstance(major, int) and isinstance(minor, int) and 3 <= major <= 99 and 0 <= minor <= 9):
+        raise ValueError(f"not a compute capability: {major}.{minor}")
+    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+
+
+def device_arch(props: Any = None) -> str:
+    """The target of the GPU this process runs on (``torch.cuda.get_device_properties`` of the current
+    device, or ``props`` with ``major``/``minor`` given by a caller or a test)."""
+    if props is None:
+        import torch
+
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return arch_for_capability(int(props.major), int(props.minor))
+
+
+def declared_arch(environ: Any = None) -> str | None:
+    """The target for a machine without a visible GPU: the compute capability documented for the GPU
+    kind the repository declares (``KBOT_GPU_KIND``, e.g. ``B200``; see harness/ceilings.py), or None."""
+    import os
+
+    from .ceilings import documented_capability
+
+    kind = (environ if environ is not None else os.environ).get(GPU_KIND_ENV, "").strip()
+    if not kind:
+        return None
+    cap = documented_capability(kind)
+    if cap is None:
+        raise ValueError(f"{GPU_KIND_ENV}={kind!r} is not a GPU kind with documented figures (harness/ceilings.py DOCUMENTED)")
+    return arch_for_capability(*cap)
+
+
+def gencode_flags(arch: str) -> list[str]:
+    """``-gencode`` for one target: SASS for it and PTX of the same architecture beside it."""
+    m = re.fullmatch(r"sm_(\d{2,3})(a?)", arch)
+    if not m:
+        raise ValueError(f"not an nvcc target: {arch!r}")
+    return [f"-gencode=arch=compute_{m.group(1)}{m.group(2)},code=[sm_{m.group(1)}{m.group(2)},compute_{m.group(1)}{m.group(2)}]"]
+
+
 def _cuda_sources(solution: Solution, src_root: Path) -> list[Path]:
     return [src_root / s.path for s in solution.sources if s.path.endswith((".cu", ".cpp", ".cc", ".cxx"))]
 
@@ -179,12 +227,18 @@ def _build_cuda(solution: Solution, src_root: Path, workdir: Path, device: str) 
         includes = [f"-I{p}" for p in [str(src_root), *include_paths(), sysconfig.get_paths()["include"]]]
         errors: list[BuildError] = []
         log = []
+        try:
+            arch = declared_arch() or "sm_90a"
+        except ValueError as e:
+            raise BuildFailed(BuildResult(ok=False, language="cuda", errors=[BuildError(message=str(e))])) from None
+        if not declared_arch():
+            log.append(f"no GPU here and {GPU_KIND_ENV} is not set: checked the sources for sm_90a")
         for src in sources:
             if src.suffix != ".cu":
                 continue
             try:
                 r = subprocess.run(
-                    [nvcc, "-arch=sm_90", "-std=c++17", "-c", str(src), "-o", str(workdir / (src.stem + ".o")), *includes],
+                    [nvcc, *gencode_flags(arch), "-std=c++17", "-c", str(src), "-o", str(workdir / (src.stem + ".o")), *includes],
                     capture_output=True,
                     text=True,
                     timeout=NVCC_CHECK_TIMEOUT_S,
@@ -207,7 +261,9 @@ def _build_cuda(solution: Solution, src_root: Path, workdir: Path, device: str) 
         )
     from torch.utils import cpp_extension
 
-    name = "kbot_cuda_" + hashlib.sha256("".join(p.read_text() for p in sources).encode()).hexdigest()[:12]
+    arch = device_arch()
+    # the target is part of the module's name: a build for another GPU is never loaded from the cache
+    name = "kbot_cuda_" + hashlib.sha256((arch + "".join(p.read_text() for p in sources)).encode()).hexdigest()[:12]
     build_dir = workdir / "build"
     build_dir.mkdir(exist_ok=True)
     try:
@@ -215,7 +271,7 @@ def _build_cuda(solution: Solution, src_root: Path, workdir: Path, device: str) 
             name=name,
             sources=[str(s) for s in sources],
             build_directory=str(build_dir),
-            extra_cuda_cflags=["-O3", "-gencode=arch=compute_90a,code=sm_90a", "-lineinfo"],
+            extra_cuda_cflags=["-O3", *gencode_flags(arch), "-lineinfo"],
             extra_cflags=["-O3"],
             verbose=False,
         )

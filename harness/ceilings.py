@@ -5,8 +5,9 @@ Measured once per runner with ``kbot ceilings`` and cached as JSON per GPU name 
 stack reaches on random data (a device-to-device copy, torch matmuls), not datasheet values, so a
 kernel at 100% of the floor really is as fast as the best library call we know.
 
-When no measurement exists for an NVIDIA H200, documented numbers from ../shared/REFERENCES.md are used
-and labelled "documented, not measured here". A CPU entry is measured on the fly (it takes well under a
+When no measurement exists for an NVIDIA H200, H100 or B200, documented numbers are used (``DOCUMENTED``:
+the H200's from an earlier measurement, ../shared/REFERENCES.md; the H100's and B200's datasheet peaks)
+and labelled "documented, not measured here"; a measurement always wins. A CPU entry is measured on the fly (it takes well under a
 second), which keeps the CPU-only test path honest.
 """
 
@@ -28,8 +29,11 @@ __all__ = [
     "Ceilings",
     "DOCUMENTED",
     "cache_dir",
+    "cache_root",
     "ceilings_for",
+    "documented_capability",
     "documented_ceilings",
+    "documented_kind",
     "load_ceilings",
     "measure_ceilings",
     "save_ceilings",
@@ -100,40 +104,90 @@ class Ceilings(BaseModel):
 
 # ------------------------------------------------------------------------------------------------ data
 
-# From ../shared/REFERENCES.md, "Hardware we measure on": device-to-device copy ~4.3 TB/s (read + write)
-# and bf16 8192^3 torch matmul ~770-800 TFLOP/s were measured on our H200 (before the harness had its own
-# ceilings run); fp16
-# is assumed equal to bf16; fp8 and fp32 are datasheet values (dense fp8 ~1980, fp32 ~67 TFLOP/s).
+# Documented ceilings per GPU kind, used until `kbot ceilings` has measured the runner (a measurement in
+# the cache always wins: ``load_ceilings``). A floor must stay a *lower* bound on time, so where nothing
+# was measured the rates are datasheet peaks (no kernel exceeds them); measured rates are lower and give a
+# tighter floor. Keys match a torch device name as a whole word ("NVIDIA H100 80GB HBM3" is an H100, a
+# "GB200" is not a B200). ``compute_capability`` is the nvcc target's source on a machine without a
+# visible GPU (harness/build.py, KBOT_GPU_KIND).
 DOCUMENTED: dict[str, dict[str, Any]] = {
+    # From ../shared/REFERENCES.md, "Hardware we measure on": device-to-device copy ~4.3 TB/s (read + write)
+    # and bf16 8192^3 torch matmul ~770-800 TFLOP/s were measured on our H200 (before the harness had its
+    # own ceilings run); fp16 is assumed equal to bf16; fp8 and fp32 are datasheet values (dense fp8
+    # ~1980, fp32 ~67 TFLOP/s).
     "H200": {
         "copy_bandwidth_gbs": 4300.0,
         "matmul_tflops": {"bf16": 790.0, "fp16": 790.0, "fp8": 1980.0, "fp32": 67.0},
         "sm_count": 132,
         "l2_bytes": 60 * 1024 * 1024,  # REFERENCES.md: 60 MB L2
+        "compute_capability": (9, 0),
         "note": (
             f"{DOCUMENTED_LABEL}: copy ~4.3 TB/s and bf16 ~790 TFLOP/s were measured on an H200 in an "
             "earlier measurement (REFERENCES.md); fp16 assumed = bf16; fp8 and fp32 are datasheet values. "
             "Run `kbot ceilings --device cuda` on the runner to replace them."
         ),
     },
+    # H100 SXM datasheet (dense): HBM3 3.35 TB/s, bf16/fp16 989, fp8 1979, fp32 67 TFLOP/s; 132 SMs, 50 MB L2.
+    # The PCIe and NVL variants are slower, so these rates bound theirs too (a looser floor, still a bound).
+    "H100": {
+        "copy_bandwidth_gbs": 3350.0,
+        "matmul_tflops": {"bf16": 989.0, "fp16": 989.0, "fp8": 1979.0, "fp32": 67.0},
+        "sm_count": 132,
+        "l2_bytes": 50 * 1024 * 1024,
+        "compute_capability": (9, 0),
+        "note": (
+            f"{DOCUMENTED_LABEL}: H100 SXM datasheet peaks (HBM3 3.35 TB/s; dense bf16 989, fp8 1979, fp32 67 "
+            "TFLOP/s), upper bounds on what a kernel reaches, so the floor is a loose lower bound. "
+            "Run `kbot ceilings --device cuda` on the runner to replace them."
+        ),
+    },
+    # B200 (HGX, 1000 W) datasheet (dense): HBM3e 8 TB/s, bf16/fp16 2250, fp8 4500, fp4 9000, fp32 80
+    # TFLOP/s; 148 SMs. Its L2 size is not documented consistently, so it is left out (no L2 allowance).
+    "B200": {
+        "copy_bandwidth_gbs": 8000.0,
+        "matmul_tflops": {"bf16": 2250.0, "fp16": 2250.0, "fp8": 4500.0, "fp4": 9000.0, "fp32": 80.0},
+        "sm_count": 148,
+        "compute_capability": (10, 0),
+        "note": (
+            f"{DOCUMENTED_LABEL}: B200 (HGX, 1000 W) datasheet peaks (HBM3e 8 TB/s; dense bf16 2250, fp8 4500, "
+            "fp4 9000, fp32 80 TFLOP/s), upper bounds on what a kernel reaches, so the floor is a loose lower "
+            "bound. Run `kbot ceilings --device cuda` on the runner to replace them."
+        ),
+    },
 }
 
 
-def _documented_field(gpu_name: str, key: str) -> Any:
-    for name, data in DOCUMENTED.items():
-        if name.lower() in gpu_name.lower():
-            return data.get(key)
+def documented_kind(gpu_name: str) -> str | None:
+    """The DOCUMENTED key a device name is (``NVIDIA H100 80GB HBM3`` -> ``H100``), or None."""
+    for key in DOCUMENTED:
+        if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![A-Za-z0-9])", gpu_name, re.I):
+            return key
     return None
+
+
+def documented_capability(gpu_name: str) -> tuple[int, int] | None:
+    """The compute capability documented for a GPU kind or device name (``B200`` -> (10, 0))."""
+    key = documented_kind(gpu_name)
+    return tuple(DOCUMENTED[key]["compute_capability"]) if key else None  # type: ignore[return-value]
+
+
+def _documented_field(gpu_name: str, key: str) -> Any:
+    kind = documented_kind(gpu_name)
+    return DOCUMENTED[kind].get(key) if kind else None
 
 
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name.strip()).strip("_") or "unknown"
 
 
-def cache_dir() -> Path:
+def cache_root() -> Path:
+    """kbot's cache folder on this machine: ``$KBOT_CACHE``, default ``~/.cache/kbot``."""
     root = os.environ.get("KBOT_CACHE")
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "kbot"
-    return base / "ceilings"
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "kbot"
+
+
+def cache_dir() -> Path:
+    return cache_root() / "ceilings"
 
 
 def save_ceilings(c: Ceilings) -> Path:
@@ -147,10 +201,11 @@ def save_ceilings(c: Ceilings) -> Path:
 
 
 def documented_ceilings(gpu_name: str) -> Ceilings | None:
-    for key, data in DOCUMENTED.items():
-        if key.lower() in gpu_name.lower():
-            return Ceilings(gpu_name=gpu_name, device="cuda", source="documented", **data)
-    return None
+    kind = documented_kind(gpu_name)
+    if kind is None:
+        return None
+    data = {k: v for k, v in DOCUMENTED[kind].items() if k != "compute_capability"}
+    return Ceilings(gpu_name=gpu_name, device="cuda", source="documented", **data)
 
 
 def load_ceilings(gpu_name: str) -> Ceilings | None:

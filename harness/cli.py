@@ -45,6 +45,49 @@ def _bad_input(msg: str) -> None:
     sys.exit(EXIT_BAD_INPUT)
 
 
+TRACEBACK_ENV = "KBOT_TRACEBACK"  # set to 1: a harness failure also prints its traceback
+
+
+def save_traceback(exc: BaseException) -> Path | None:
+    """The traceback of ``exc`` (and the command line) in ``<kbot cache>/errors/``; None when no file
+    could be written there nor in the temporary folder."""
+    import datetime as dt
+    import os
+    import tempfile
+    import traceback
+
+    from .ceilings import cache_root
+
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    text = f"kbot {' '.join(sys.argv[1:])}\n\n" + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    for folder in (cache_root() / "errors", Path(tempfile.gettempdir()) / "kbot-errors"):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"harness-{stamp}-{os.getpid()}.txt"
+            path.write_text(text)
+            return path
+        except OSError:
+            continue
+    return None
+
+
+def harness_failure(exc: BaseException, what: str = "") -> None:
+    """Exit 3 for kbot's own failure (a bug or a broken environment, not the solution's): one line
+    with the reason and where the traceback was saved (the traceback itself with KBOT_TRACEBACK=1)."""
+    import os
+
+    path = save_traceback(exc)
+    reason = (str(exc).strip().splitlines() or [""])[0][:300]
+    where = f"traceback saved to {path}" if path else "the traceback could not be saved"
+    click.echo(f"harness error{' on ' + what if what else ''}: {type(exc).__name__}{': ' + reason if reason else ''} "
+               f"({where}; kbot's failure, not the solution's)", err=True)
+    if os.environ.get(TRACEBACK_ENV) == "1" or path is None:
+        import traceback
+
+        click.echo("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)), err=True)
+    sys.exit(EXIT_HARNESS)
+
+
 def resolve_definition(value: str, dataset_arg: str | None = None, workloads: str | None = None):
     """``harness.dataset.resolve`` for a command line: the definition, where it and its workloads come
     from (``--dataset`` / ``FIB_DATASET_PATH``), or exit 2 saying why it cannot tell."""
@@ -119,7 +162,12 @@ SANDBOX_OPTION = click.option(
 @click.option("--atol", type=float, help="Override the definition's absolute tolerance.")
 @click.option("--rtol", type=float, help="Override the definition's relative tolerance.")
 @click.option("--dataset-root", type=click.Path(file_okay=False), help="Folder that safetensors inputs are relative to.")
-@click.option("--profile", "with_profile", is_flag=True, help="Also profile each passing workload and fold the feedback items into the report (GPU runner).")
+@click.option("--profile", "with_profile", is_flag=True,
+              help="Fold feedback items into the report: the roofline rules and a Triton solution's ahead-of-time sm_90 "
+                   "compile statistics everywhere; on a GPU also ncu (the sections the roofline class calls for), SASS and "
+                   "NVML energy for a few workloads within --profile-budget.")
+@click.option("--profile-budget", "profile_budget_s", type=click.FloatRange(1, 7200), default=None,
+              help="Seconds the GPU profiling of this solution may take (default: no limit); the cost is in report.json.")
 @SANDBOX_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print the report JSON instead of a table.")
 def eval_cmd(
@@ -143,6 +191,7 @@ def eval_cmd(
     rtol,
     dataset_root,
     with_profile,
+    profile_budget_s,
     sandbox_mode,
     as_json,
 ):
@@ -211,12 +260,9 @@ def eval_cmd(
         click.echo(f"error: {e}", err=True)
         sys.exit(EXIT_HARNESS)
     except Exception as e:  # noqa: BLE001 — our failure, not the solution's: exit 3, not 1
-        import traceback
-
-        click.echo(f"harness error: {type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}", err=True)
-        sys.exit(EXIT_HARNESS)
-    if with_profile and dev == "cuda":
-        _fold_profile(report, out, definition, solution, workloads)
+        harness_failure(e)
+    if with_profile:
+        _fold_profile(report, out, definition, solution, workloads, gpu=dev == "cuda", budget_s=profile_budget_s)
     if as_json:
         click.echo(report.to_json(), nl=False)
     else:
@@ -411,11 +457,8 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
                 click.echo(f"error: {e}", err=True)
                 sys.exit(EXIT_HARNESS)
             except Exception as e:  # noqa: BLE001 — our failure, not the solution's: exit 3, not 1
-                import traceback
-
                 _write_summary(out, definition.name, rows)
-                click.echo(f"harness error on {sol.name}: {type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}", err=True)
-                sys.exit(EXIT_HARNESS)
+                harness_failure(e, sol.name)
             rows.append(_many_row(sol, trust, run_dir, report, time.monotonic() - t0))
             if not as_json:
                 from .report_table import print_report
@@ -560,7 +603,7 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)[:60] or "solution"
 
 
-def _fold_profile(report, out: Path, definition, solution, workloads) -> None:
+def _fold_profile(report, out: Path, definition, solution, workloads, *, gpu: bool, budget_s: float | None) -> None:
     try:
         from .cli_profile import profile_report
     except ImportError as e:
@@ -568,7 +611,7 @@ def _fold_profile(report, out: Path, definition, solution, workloads) -> None:
         return
     from . import runfolder
 
-    profile_report(report, out, definition, solution, workloads)
+    profile_report(report, out, definition, solution, workloads, profile=gpu, budget_s=budget_s)
     runfolder.write_text(out, "report.json", report.to_json())
 
 
@@ -629,12 +672,12 @@ def definitions_list(as_json):
         click.echo(json.dumps(rows, indent=2))
         return
     from rich.console import Console
-    from rich.table import Table
 
-    t = Table("name", "op_type", "workloads", "path")
-    for r in rows:
-        t.add_row(r["name"], r["op_type"], str(r["workloads"]), r["path"])
-    Console().print(t)
+    from .report_table import print_rows
+
+    # the path is definitions/<name>/definition.json for every row (--json has it): not a column
+    print_rows(Console(), ["name", "op_type", "workloads"], [[r["name"], r["op_type"], str(r["workloads"])] for r in rows],
+               right=["workloads"])
 
 
 @definitions_group.command("show")
@@ -655,24 +698,30 @@ def definitions_show(definition, dataset_arg):
 
 @definitions_group.command("validate")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
-def definitions_validate(paths):
-    """Validate definition JSON files (or folders of them) and their workloads; exit 2 on the first bad one."""
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per file: path, ok, definition name, workloads, error.")
+def definitions_validate(paths, as_json):
+    """Validate definition JSON files (or folders of them) and their workloads; exit 2 if any is bad."""
     from .schema import load_definition, load_workloads
 
     files = []
     for p in map(Path, paths):
         files += sorted(p.rglob("*.json")) if p.is_dir() else [p]
-    bad = 0
+    rows = []
     for f in files:
         try:
             d = load_definition(f)
             wp = f.parent / "workloads.jsonl"
             n = len(load_workloads(wp, d)) if f.name == "definition.json" and wp.exists() else 0
-            click.echo(f"ok   {f}  ({d.name}{f', {n} workloads' if n else ''})")
+            rows.append({"path": str(f), "ok": True, "name": d.name, "workloads": n, "error": None})
+            if not as_json:
+                click.echo(f"ok   {f}  ({d.name}{f', {n} workloads' if n else ''})")
         except SchemaError as e:
-            bad += 1
-            click.echo(f"FAIL {e}", err=True)
-    sys.exit(EXIT_BAD_INPUT if bad else EXIT_OK)
+            rows.append({"path": str(f), "ok": False, "name": None, "workloads": 0, "error": str(e)})
+            if not as_json:
+                click.echo(f"FAIL {e}", err=True)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    sys.exit(EXIT_BAD_INPUT if any(not r["ok"] for r in rows) else EXIT_OK)
 
 
 # ------------------------------------------------------------------------------------ baselines
@@ -715,8 +764,15 @@ def baselines_list(definition, dataset_arg, device, as_json):
         return
     if not rows:
         click.echo(f"{name} declares no baselines (definitions/{name}/baselines/)")
-    for r in rows:
-        click.echo(f"{r['name']:<24} {', '.join(r['dependencies']) or '-':<48} {', '.join(r['target_hardware']):<14} {r['here']}")
+        return
+    from rich.console import Console
+    from rich.markup import escape
+
+    from .report_table import print_rows
+
+    print_rows(Console(), ["baseline", "pinned libraries", "target hardware", "here"],
+               [[escape(r["name"]), escape(", ".join(r["dependencies"]) or "-"), escape(", ".join(r["target_hardware"])), escape(r["here"])]
+                for r in rows])
 
 
 @baselines_group.command("pack")
@@ -727,7 +783,10 @@ def baselines_pack(definition):
 
     folders = sorted(p.parent for p in (DEFINITIONS_DIR / definition / FOLDER).glob("*/solution.json"))
     if not folders:
-        _bad_input(f"no baselines declared under definitions/{definition}/{FOLDER}/")
+        from .dataset import did_you_mean
+
+        known = sorted(p.name for p in DEFINITIONS_DIR.iterdir() if (p / FOLDER).is_dir()) if DEFINITIONS_DIR.is_dir() else []
+        _bad_input(f"no baselines declared under definitions/{definition}/{FOLDER}/{did_you_mean(definition, known)}")
     for f in folders:
         try:
             sol = pack(f, definition)
@@ -792,6 +851,8 @@ def main() -> None:
         cli(standalone_mode=True)
     except SchemaError as e:
         _bad_input(str(e))
+    except Exception as e:  # noqa: BLE001 — any command's unexpected failure: one line and exit 3, not a raw traceback
+        harness_failure(e)
 
 
 if __name__ == "__main__":

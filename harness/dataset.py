@@ -234,12 +234,22 @@ def resolve(value: str, *, dataset: Path | None = None, workloads: str | Path | 
     if ours is None:
         known = sorted(x.name for x in kroot.iterdir() if (x / "definition.json").is_file()) if kroot.is_dir() else []
         where = f" nor in the dataset {dataset}" if dataset is not None else ""
-        raise SchemaError(f"no definition '{value}' in kbot's definitions/{where}; known: {', '.join(known)}")
+        raise SchemaError(f"no definition '{value}' in kbot's definitions/{where}{did_you_mean(value, known)}; "
+                          f"known: {', '.join(known)}")
     d = load_definition(ours)
     beside = ours.parent / "workloads.jsonl"
     origin = "kbot's" + (f" (the dataset {dataset} has no definition of that name)" if dataset is not None else "")
     return _with_given(Resolved(d, ours, "kbot", beside if beside.is_file() else None,
                                 origin if beside.is_file() else "none", dataset), workloads)
+
+
+def did_you_mean(value: str, known: list[str]) -> str:
+    """``; did you mean 'x'?`` for the closest known names (a typo, a missing suffix), or nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(value, known, n=3, cutoff=0.6)
+    close += [k for k in known if k not in close and value and (k.startswith(value) or value in k)][: 3 - len(close)]
+    return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def _with_given(r: Resolved, workloads: str | Path | None) -> Resolved:

@@ -102,6 +102,17 @@ class FeedbackItem(_M):
     kernel: str | None = None
 
 
+def top_feedback(workloads: "list[WorkloadResult]", limit: int | None = None) -> list[FeedbackItem]:
+    """The feedback items of a report's workloads, one per (rule, title), most severe first (the
+    engine's impact order kept within a severity); ``limit``: the first so many."""
+    seen: dict[tuple[str, str], FeedbackItem] = {}
+    for w in workloads:
+        for item in w.feedback:
+            seen.setdefault((item.rule, item.title), item)
+    ranked = sorted(seen.values(), key=lambda f: severity_rank(f.severity))
+    return ranked if limit is None else ranked[:limit]
+
+
 class BuildError(_M):
     file: str | None = None
     line: int | None = None
@@ -243,6 +254,9 @@ class Report(_M):
     # for people, and each worker's own record (harness/sandbox.py, harness/runner.py).
     isolation: dict[str, Any] = Field(default_factory=dict)
     workloads: list[WorkloadResult] = Field(default_factory=list)
+    # What folding the profile cost and covered (harness/profile/pipeline.py ``profile_report``): the
+    # per-candidate budget, seconds spent (static compile, each profiled workload), what was left out.
+    profiling: dict[str, Any] | None = None
     started: str
     finished: str | None = None
 

@@ -1,14 +1,45 @@
-"""Human-readable report tables for the terminal."""
+"""Human-readable report tables for the terminal.
+
+Every table goes through ``print_rows``: a table when it fits the console's width, else one block per
+row (its first cell as the heading, the others as ``column: value`` lines), so that at 80 columns, and
+outside a terminal (rich then assumes 80), no value is cut to ``…`` or broken across lines.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
 
+from rich import box
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from .report import LatencyStats, Report, best_baseline
 from .schema import Status
+
+
+def print_rows(console: Console, columns: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None,
+               right: Sequence[str] = ()) -> None:
+    """``rows`` (cells may carry rich markup) as a table when its natural width fits ``console``, else
+    as one block per row. ``right``: columns aligned to the right in the table (numbers)."""
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True,
+              padding=(0, 1))
+    for col in columns:
+        t.add_column(col, justify="right" if col in right else "left", no_wrap=True)
+    for r in rows:
+        t.add_row(*r)
+    if Measurement.get(console, console.options.update_width(10_000), t).maximum <= console.width:
+        console.print(t)
+        return
+    # soft_wrap: a value longer than the console stays one line (the terminal wraps it), never split by us
+    if title:
+        console.print(f"[bold]{title}[/]", highlight=False)
+    for r in rows:
+        console.print(f"[bold]{r[0]}[/]", highlight=False, soft_wrap=True)
+        for col, cell in zip(columns[1:], r[1:]):
+            console.print(f"  {col}: {cell}", highlight=False, soft_wrap=True)
+
 
 _STYLE = {Status.PASSED: "green", Status.TIMEOUT: "yellow", Status.REJECTED: "bold red"}
 
@@ -18,6 +49,16 @@ def fmt_ms(s: LatencyStats | None) -> str:
         return "-"
     unit, k = ("µs", 1000.0) if s.median < 1 else ("ms", 1.0)
     return f"{s.median * k:.3g} {unit} [{s.ci95[0] * k:.3g}, {s.ci95[1] * k:.3g}]"
+
+
+def roofline_text(r) -> str:
+    """A workload's roofline: the fraction of its floor reached, as a percentage that keeps two
+    significant digits when small (a CPU run's 0.0024%), and the bound class."""
+    if r is None or r.fraction is None:
+        return "-"
+    p = 100 * r.fraction
+    pct = f"{p:.0f}%" if p >= 10 else f"{p:.1f}%" if p >= 1 else f"{p:.2g}%"
+    return pct + (f" ({r.bound})" if r.bound else "")
 
 
 def time_breakdown(report: Report) -> str | None:
@@ -59,19 +100,17 @@ def print_report(report: Report, out_dir: Path, console: Console | None = None) 
         console.print(f"[dim]report: {out_dir / 'report.json'}[/]")
         return
     title = f"{report.solution} on {report.definition} — {report.device.name} ({report.device.timer})"
-    t = Table(title=title + (" — a declared baseline (baseline trust level)" if report.trust == "baseline" else ""))
+    title += " — a declared baseline (baseline trust level)" if report.trust == "baseline" else ""
     gpu_col = any(w.kernel_time is not None for w in report.workloads)
     lib_col = any(w.baselines for w in report.workloads)
-    for col in (
-        ("workload", "axes", "status", "latency (95% CI)") + (("GPU time (CUPTI)",) if gpu_col else ()) + ("reference", "× ref", "× baseline")
-        + (("× best declared baseline",) if lib_col else ()) + ("roofline",)
-    ):
-        t.add_column(col)
+    columns = (("workload", "axes", "status", "latency (95% CI)") + (("GPU time (CUPTI)",) if gpu_col else ())
+               + ("reference", "× ref", "× baseline") + (("× best declared baseline",) if lib_col else ()) + ("roofline",))
+    rows = []
     for w in report.workloads:
         best = best_baseline(w)
         ratio = w.speedup_vs_baseline
         kt = w.kernel_time
-        t.add_row(
+        rows.append([
             w.uuid[:8],
             ",".join(f"{k}={v}" for k, v in w.axes.items()),
             f"[{_STYLE.get(w.status, 'red')}]{w.status.value}[/]",
@@ -82,12 +121,12 @@ def print_report(report: Report, out_dir: Path, console: Console | None = None) 
                 else ()
             ),
             fmt_ms(w.reference_latency_ms),
-            f"{w.speedup_vs_reference:.2f}" if w.speedup_vs_reference else "-",
+            f"{w.speedup_vs_reference:.3g}" if w.speedup_vs_reference else "-",
             f"{ratio.median:.3f} [{ratio.ci95[0]:.3f}, {ratio.ci95[1]:.3f}]" if ratio else "-",
             *((f"{best[1].speedup.median:.3f} ({best[0]})" if best and best[1].speedup else "-",) if lib_col else ()),
-            f"{w.roofline.fraction:.0%}" if w.roofline and w.roofline.fraction else "-",
-        )
-    console.print(t)
+            roofline_text(w.roofline),
+        ])
+    print_rows(console, columns, rows, title=title)
     for w in report.workloads:
         if w.status is not Status.PASSED and w.message:
             console.print(f"[red]{w.uuid[:8]}[/] {w.status.value}: {w.message[:500]}", highlight=False)

@@ -31,7 +31,7 @@ a counter and the least value each of its counts can take whatever the inputs ar
       lower_bounds: {local_pairs: 0, local_experts: 0}
 
 The counts become names of the formulas. A caller with the timed inputs' counts
-(:func:`harness.input_counts.timed_input_counts`) passes them as ``given``; without them the lower
+(:func:`harness.timed_counts.timed_input_counts`) passes them as ``given``; without them the lower
 bounds stand in, so the floor stays a true lower bound (and may be small: the report says which).
 """
 

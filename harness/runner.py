@@ -28,9 +28,9 @@ from typing import Any, Callable
 from . import runfolder, sandbox
 from .baselines import TRUST_BASELINE, TRUST_CANDIDATE
 from .gpu_pool import ENV_GPU, GPU
-from .input_counts import TimedCounts
 from .report import BaselineRun, BuildResult, DeviceInfo, Finding, Report, WorkloadResult
 from .schema import Definition, Evaluation, Solution, Status, Trace, Workload
+from .timed_counts import TimedCounts
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LOG_HEAD = 16 * 1024

@@ -140,7 +140,7 @@ _isnan = torch.isnan
 
 def load_reference(definition: Definition, config: DefinitionConfig):
     if config.reference_fn:
-        from .inputs import load_trusted_fn
+        from .trusted_fn import load_trusted_fn
 
         return load_trusted_fn(config.reference_fn, config.root)
     ns: dict[str, Any] = {"__name__": f"kbot_reference_{definition.name}"}

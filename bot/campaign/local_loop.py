@@ -349,6 +349,8 @@ class OptimizeOptions:
     budget_s: float | None = None  # timing budget per workload (default: 0.3 s on CPU, 1.0 s on GPU)
     trials: int | None = None
     new: bool = False  # start a new campaign even if an unfinished one exists
+    profile: bool = True  # feedback items on every evaluation (static evidence; ncu too on the GPU)
+    profile_budget_s: float | None = 120.0  # per candidate, for the GPU's profiling runs
     # The agent's settings (model, base_url, temperature, max_tokens, top_p; None: not given), over an
     # agent config file (a campaign config with an ``agent:`` section, or just that section), over the
     # policy's ``optimize.agent_settings`` for the agent (skills/bot-policy.yaml of the source tree).
@@ -463,6 +465,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
             return HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
                                     timing=timing_for(device, opts.budget_s), definition_path=def_path,
                                     provenance=resolved.provenance(len(workloads)), gpu=gpu,
+                                    profile=opts.profile, profile_budget_s=opts.profile_budget_s,
                                     progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
         harness = harness_for_gpus(opts.gpus, device, lane, gpu_provider, event) if opts.gpus is not None else lane()
 

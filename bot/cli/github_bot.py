@@ -32,6 +32,13 @@ def _fail(msg: str) -> None:
 DEFAULT_CAMPAIGN = "bot.campaign.github_campaign:campaign"
 
 
+def _keep_calls_in(state_dir: str) -> None:
+    """Model calls go to ``STATE_DIR/calls/`` unless ``KBOT_CALLS_DIR`` says where (the workflows)."""
+    from bot.campaign.github_campaign import CALLS_DIR_ENV
+
+    os.environ.setdefault(CALLS_DIR_ENV, str(Path(state_dir) / "calls"))
+
+
 def _campaign_for(fn: Callable[..., Any] | None, forge: Any) -> Callable[..., Any] | None:
     """The one-argument callable ForgeServices expects: ``fn`` with this forge bound when it takes one."""
     if fn is None:
@@ -107,6 +114,7 @@ def register(cli: click.Group) -> None:
             logging.getLogger(__name__).warning("%s is not set: candidates are reviewed but never merged (docs/bot.md)",
                                                 META_KEY_ENV)
         Path(state_dir).mkdir(parents=True, exist_ok=True)
+        _keep_calls_in(state_dir)
         campaign_fn = _load_callable(campaign or DEFAULT_CAMPAIGN)
         forges: dict[str, Any] = {}
 
@@ -150,6 +158,7 @@ def register(cli: click.Group) -> None:
         limiter = RateLimiter(Path(state_dir) / "rate.sqlite3") if state_dir else None
         if state_dir:
             Path(state_dir).mkdir(parents=True, exist_ok=True)
+            _keep_calls_in(state_dir)
         services = ForgeServices(forge, _campaign_for(_load_callable(campaign or DEFAULT_CAMPAIGN), forge))
         out = CommandDispatcher(forge, services, limiter).handle_issue_comment(payload)
         click.echo(json.dumps({"status": out.status, "reason": out.reason, "results": out.results}))

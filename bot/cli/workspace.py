@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -72,6 +73,9 @@ def _progress_printer(console: Any):
                 lat = f", median {w.latency_ms.median:.3f} ms" if w.latency_ms else ""
                 sp = f", {w.speedup_vs_baseline.median:.3f}x vs champion" if w.speedup_vs_baseline else ""
                 say(f"  workload {w.axes}: {w.status.value}{lat}{sp}")
+        elif kind == "harness.profiled":
+            say(f"  profiled {d['solution']}: {d.get('items', 0)} feedback items, {d.get('spent_s', 0):.1f} s"
+                + (f" (budget {d['budget_s']:g} s)" if d.get("budget_s") and d.get("profile") else ""))
         elif kind == "decision":
             style = {"promote": "green", "reject": "red", "rebenchmark": "yellow"}.get(d["decision"], "white")
             say(f"PR #{d['pr']}: [{style}]{d['decision']}[/{style}] — {d['headline']}"
@@ -88,32 +92,88 @@ def _progress_printer(console: Any):
     return event
 
 
-def _summary_table(s: dict[str, Any]):
-    from rich.table import Table
+def _print_summary(console: Any, s: dict[str, Any]) -> None:
+    """The campaign's candidates as a table (one block per candidate when the table is wider than the
+    console: at 80 columns and in a log nothing is cut)."""
+    from harness.report_table import print_rows
 
-    t = Table(title=f"{s['campaign']} — {s['timing']}", title_justify="left")
     with_baselines = any(r.get("speedup_vs_best_baseline") is not None for r in s["candidates"])
     on_gpus = any("gpu" in r for r in s["candidates"])
-    cols = ("node", "PR", "status", "mean latency ms", "vs champion", "vs start", "vs reference") + (("vs best baseline",) if with_baselines else ()) \
-        + (("GPU",) if on_gpus else ())
-    for col in cols + ("roofline", "decision"):
-        t.add_column(col, justify="right" if col not in ("node", "status", "decision") else "left")
+    cols = ["node", "PR", "status", "mean ms", "vs champion", "vs start", "vs reference"] + (["vs best baseline"] if with_baselines else [])
+    cols += (["GPU"] if on_gpus else []) + ["roofline", "decision"]
+    rows = []
     for r in s["candidates"]:
         lat = f"{r['mean_latency_ms']:.3f}" if r["mean_latency_ms"] is not None else "—"
-        roof = f"{r['roofline_fraction']:.2g}" if r["roofline_fraction"] is not None else "—"
+        roof = _pct(r["roofline_fraction"])
         dec = r["decision"] or "—"
         style = {"promote": "green", "reject": "red", "champion": "cyan"}.get(dec, "white")
-        t.add_row(r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),
-                  _x(r["speedup_vs_start"]), _x(r["speedup_vs_reference"]),
-                  *((_x(r.get("speedup_vs_best_baseline")),) if with_baselines else ()),
-                  *((str(r.get("gpu", "—")),) if on_gpus else ()), roof, f"[{style}]{dec}[/{style}]")
-    return t
+        rows.append([r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),
+                     _x(r["speedup_vs_start"]), _x(r["speedup_vs_reference"]),
+                     *((_x(r.get("speedup_vs_best_baseline")),) if with_baselines else ()),
+                     *((str(r.get("gpu", "—")),) if on_gpus else ()), roof, f"[{style}]{dec}[/{style}]"])
+    print_rows(console, cols, rows, title=f"{s['campaign']} — {s['timing']}",
+               right=["PR", "mean ms", "vs champion", "vs start", "vs reference", "vs best baseline", "roofline"])
+
+
+def _pct(v: Any) -> str:
+    if not isinstance(v, (int, float)) or v != v:
+        return "—"
+    p = 100 * v
+    return f"{p:.0f}%" if p >= 10 else f"{p:.1f}%" if p >= 1 else f"{p:.2g}%"
 
 
 def _baselines_lines(s: dict[str, Any]) -> list[str]:
     """Under the summary table: the declared baselines that could not run here, and why."""
     b = s.get("baselines") or {}
     return [f"baseline {name}: could not run here: {why}" for name, why in sorted((b.get("could_not_run") or {}).items())]
+
+
+_PRE = re.compile(r"<pre>(.*?)</pre>", re.S)
+_SUMMARY = re.compile(r"^<details(?: open)?><summary>(.*?)</summary>\s*$", re.M)
+_MERMAID = re.compile(r"^```mermaid\n(.*?)\n```$", re.S | re.M)
+
+
+def _text_chart(source: str) -> str:
+    """The review's bar chart as text bars (a fenced block), the threshold as a ``|`` on each bar."""
+    from bot.site.charts import parse_xychart
+
+    c = parse_xychart(source)
+    if c is None:
+        return f"```\n{source}\n```"
+    threshold = next((line[0] for line in c.lines if line and all(v == line[0] for v in line)), None)
+    top = max(c.bars + [threshold or 0.0, 1e-9])
+    width = 40
+    rows = [c.title] if c.title else []
+    labels = c.labels or [str(i + 1) for i in range(len(c.bars))]
+    for label, v in zip(labels, c.bars):
+        cells = list("█" * round(width * v / top) + " " * (width - round(width * v / top)))
+        if threshold is not None:
+            cells[min(width - 1, round(width * threshold / top))] = "|"
+        rows.append(f"{label:>5} {''.join(cells)} {v:g}x" if v > 0 else f"{label:>5} {''.join(cells)} failed")
+    if threshold is not None:
+        rows.append(f"      | = promotion threshold {threshold:g}x")
+    return "```\n" + "\n".join(rows) + "\n```"
+
+
+def for_terminal(body: str) -> str:
+    """A review or comment body as Markdown rich can render: without the hidden machine lines (the
+    marker, the base64 evidence block), ``<details>`` folds as bold headings, ``<pre>`` blocks as
+    fenced code with their entities decoded, the Mermaid chart as text bars."""
+    import html
+
+    from bot.forge.markers import strip_hidden
+
+    text = strip_hidden(body)
+    text = _MERMAID.sub(lambda m: _text_chart(m.group(1)), text)
+
+    def pre(m: re.Match) -> str:
+        content = html.unescape(m.group(1)).strip("\n")
+        fence = "`" * max(3, max((len(r) for r in re.findall(r"`+", content)), default=0) + 1)
+        return f"\n{fence}\n{content}\n{fence}\n"
+
+    text = _PRE.sub(pre, text)
+    text = _SUMMARY.sub(lambda m: f"**{m.group(1)}**", text)
+    return re.sub(r"^</details>\s*$", "", text, flags=re.M)
 
 
 def _gpu_lines(s: dict[str, Any]) -> list[str]:
@@ -186,12 +246,17 @@ def register(cli: click.Group) -> None:
     @click.option("--gpus", "gpus", metavar="N|all|I,J,...",
                   help="Measure a round's candidates concurrently, one per GPU of this host (a count, all, or indices "
                        "such as 0,2); decisions stay one at a time in candidate order.")
+    @click.option("--profile/--no-profile", "profile", default=True, show_default=True,
+                  help="Feedback items for every candidate: roofline and ahead-of-time compile statistics everywhere, "
+                       "ncu/SASS/energy on the GPU (they steer the agent's next move).")
+    @click.option("--profile-budget", "profile_budget_s", type=click.FloatRange(1, 3600), default=120.0, show_default=True,
+                  help="Seconds of GPU profiling per candidate (the cost is recorded in each report).")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
     def optimize_cmd(definition: str, agent: str | None, model: str | None, base_url: str | None,
                      temperature: float | None, max_tokens: int | None, top_p: float | None, agent_config: str | None,
                      rounds: int, candidates: int, device: str, workspace: str,
                      workloads: str | None, dataset_arg: str | None, budget_s: float | None, new: bool, gpus: str | None,
-                     as_json: bool) -> None:
+                     profile: bool, profile_budget_s: float, as_json: bool) -> None:
         """Run the optimization loop on a local forge: each candidate is a branch + PR, evaluated by the
         harness against the champion, reviewed, and merged if the promotion policy says so.
         Re-running after an interruption resumes: finished evaluations and PRs are not repeated."""
@@ -205,7 +270,8 @@ def register(cli: click.Group) -> None:
                                dataset=_dataset(dataset_arg), budget_s=budget_s, new=new, gpus=gpus,
                                agent_settings={"model": model, "base_url": base_url, "temperature": temperature,
                                                "max_tokens": max_tokens, "top_p": top_p},
-                               agent_config=Path(agent_config) if agent_config else None)
+                               agent_config=Path(agent_config) if agent_config else None,
+                               profile=profile, profile_budget_s=profile_budget_s)
         try:
             summary = optimize(opts, _progress_printer(err))
         except (LoopError, ValueError, RuntimeError) as e:
@@ -214,9 +280,7 @@ def register(cli: click.Group) -> None:
             click.echo(json.dumps(summary, indent=1, default=str))
             return
         out = Console()
-        if not out.is_terminal:  # piped or logged: do not squeeze the table into 80 columns
-            out = Console(width=160)
-        out.print(_summary_table(summary))
+        _print_summary(out, summary)
         for line in _baselines_lines(summary) + _gpu_lines(summary):
             out.print(line, highlight=False)
         ch = summary["champion"]
@@ -306,8 +370,10 @@ def register(cli: click.Group) -> None:
     @pr_group.command("show")
     @click.argument("number", type=int)
     @WORKSPACE_OPT
-    def pr_show(number: int, workspace: str) -> None:
-        """The PR, its status, the bot's review (with the decision) and the conversation."""
+    @click.option("--json", "as_json", is_flag=True, help="Print the PR, its status, the review's raw body and the comments as JSON.")
+    def pr_show(number: int, workspace: str, as_json: bool) -> None:
+        """The PR, its status, the bot's review (with the decision) and the conversation, rendered for the
+        terminal (the hidden machine blocks left out; the chart drawn as text bars)."""
         from bot.forge.base import NotFoundError
         from bot.review.evidence import find_bot_review
 
@@ -317,35 +383,58 @@ def register(cli: click.Group) -> None:
         except NotFoundError as e:
             _fail(str(e))
         st = ws.forge.combined_status(p.head_sha).get(STATUS_CONTEXT)
-        click.echo(f"#{p.number} {p.title}")
-        click.echo(f"state: {'merged as ' + (p.merge_commit_sha or '')[:12] if p.merged else p.state}; "
-                   f"branch {p.head_branch} at {p.head_sha[:12]}; labels: {', '.join(p.labels) or '—'}")
-        click.echo(f"kbot/harness: {st.state + ' — ' + st.description if st else 'not reported'}")
         review = find_bot_review(ws.forge, number)
-        click.echo("\n--- review ---")
-        click.echo(review.body if review else "(no review yet)")
         comments = list(ws.forge.list_comments(number))
+        if as_json:
+            click.echo(json.dumps({"number": p.number, "title": p.title, "state": "merged" if p.merged else p.state,
+                                   "branch": p.head_branch, "head_sha": p.head_sha, "merge_commit_sha": p.merge_commit_sha,
+                                   "labels": list(p.labels), "status": st.state if st else None,
+                                   "status_description": st.description if st else None,
+                                   "review": review.body if review else None,
+                                   "comments": [{"author": c.author, "body": c.body} for c in comments]}, indent=1))
+            return
+        from rich.console import Console
+        from rich.markdown import Markdown
+        from rich.markup import escape
+        from rich.rule import Rule
+
+        out = Console(highlight=False)
+        out.print(f"[bold]#{p.number} {escape(p.title)}[/bold]")
+        out.print(f"state: {'merged as ' + (p.merge_commit_sha or '')[:12] if p.merged else p.state}; "
+                  f"branch {escape(p.head_branch)} at {p.head_sha[:12]}; labels: {escape(', '.join(p.labels)) or '—'}")
+        out.print(f"kbot/harness: {escape(st.state + ' — ' + st.description) if st else 'not reported'}")
+        out.print(Rule("review"))
+        out.print(Markdown(for_terminal(review.body)) if review else "(no review yet)")
         if comments:
-            click.echo("--- conversation ---")
+            out.print(Rule("conversation"))
             for c in comments:
-                click.echo(f"[{c.author}] {c.body}\n")
+                out.print(f"[bold]{escape(c.author)}[/bold]")
+                out.print(Markdown(for_terminal(c.body)))
 
     @cli.command("leaderboard")
     @click.argument("definition", required=False)
     @WORKSPACE_OPT
-    def leaderboard_cmd(definition: str | None, workspace: str) -> None:
+    @click.option("--json", "as_json", is_flag=True, help="Print the champion pointers (champion.json, lineage included) as JSON.")
+    def leaderboard_cmd(definition: str | None, workspace: str, as_json: bool) -> None:
         """LEADERBOARD.md of a definition (all definitions with a champion if none is given)."""
         from bot.promotion.champion import read_champion, render_leaderboard
+        from harness.dataset import did_you_mean
 
         ws = _workspace(workspace)
-        names = [definition] if definition else sorted(
-            {p.split("/")[1] for p in ws.forge.list_files(under="kernels") if p.endswith("/champion.json")})
+        with_champion = sorted({p.split("/")[1] for p in ws.forge.list_files(under="kernels") if p.endswith("/champion.json")})
+        names = [definition] if definition else with_champion
         if not names:
             _fail("no definition has a champion in this workspace yet")
+        docs = {}
         for name in names:
             doc = read_champion(ws.forge, name)
             if doc is None:
-                _fail(f"{name} has no champion in this workspace")
+                _fail(f"{name} has no champion in this workspace{did_you_mean(name, with_champion)}")
+            docs[name] = doc
+        if as_json:
+            click.echo(json.dumps(docs, indent=1, default=str))
+            return
+        for doc in docs.values():
             click.echo(render_leaderboard(doc))
 
     @cli.command("report")

@@ -249,6 +249,7 @@ class Campaign:
         store_dir: str | Path | None = None,
         workloads: list[Workload] | None = None,
         lineage: Mapping[str, float] | None = None,
+        calls_path: str | Path | None = None,
     ) -> "Campaign":
         """A campaign continued from node records kept elsewhere (the bot: its PRs).
 
@@ -257,7 +258,8 @@ class Campaign:
         ``record["solution"]`` from the PR's files to let the search continue below them. Pending nodes
         stay pending (their PRs may still be benchmarked; feed the reports with ``record_report``).
         With ``store_dir`` (which must not hold a campaign yet) the campaign is written there and
-        resumes like any other; without one it lives in memory and writes nothing.
+        resumes like any other; without one it lives in memory and writes nothing, except its model
+        calls when ``calls_path`` names a file for them (appended; the bot on GitHub keeps them so).
         """
         cfg = config if isinstance(config, CampaignConfig) else CampaignConfig.from_dict(config)
         tree = Tree.from_records(records, cfg.search, lineage)  # validates before anything is written
@@ -272,6 +274,8 @@ class Campaign:
             _write_json(store / "definition.json", definition.to_dict())
             (store / "workloads.jsonl").write_text("".join(w.to_json() + "\n" for w in workloads or []))
         camp = cls._rebuilt(definition, agent, evaluator, cfg, store, list(workloads or []), tree, Usage())
+        if calls_path is not None:
+            camp.calls = CallLog(calls_path, fsync=cfg.fsync)
         if store is not None:
             for n in tree.nodes.values():
                 if n.id != ROOT:

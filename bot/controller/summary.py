@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.geomean import geomean
-from harness.report import FeedbackItem, Report, severity_rank
+from harness.report import FeedbackItem, Report, top_feedback
 from harness.schema import Status
 
 MAX_FEEDBACK = 8
@@ -31,11 +31,7 @@ def summarize(report: Report) -> dict[str, Any]:
     ]
     fractions = [w.roofline.fraction for w in ws if w.roofline and w.roofline.fraction is not None]
     energy = [w.energy_j_per_call for w in ws if w.energy_j_per_call is not None]
-    fb: dict[tuple[str, str], FeedbackItem] = {}
-    for w in ws:
-        for item in w.feedback:
-            fb.setdefault((item.rule, item.title), item)
-    feedback = sorted(fb.values(), key=lambda i: (severity_rank(i.severity), i.rule))[:MAX_FEEDBACK]
+    feedback = top_feedback(ws, MAX_FEEDBACK)
     return {
         "passed": passed,
         "status": _overall_status(report),

@@ -132,6 +132,16 @@ def strip_meta(body: str) -> str:
     return "\n".join(out).rstrip("\n")
 
 
+_HIDDEN_LINE_RE = re.compile(r"^<!-- kbot:[a-z][a-z0-9_.:-]{0,63}(?: .*)? -->$")
+
+
+def strip_hidden(body: str) -> str:
+    """``body`` without any live hidden kbot line (sticky markers, the meta and evidence blocks): what a
+    person reading the body outside the code host should see."""
+    out = [line for line, is_live in _lines_with_state(body) if not (is_live and _HIDDEN_LINE_RE.match(line.rstrip()))]
+    return "\n".join(out).strip("\n")
+
+
 def with_meta(body: str, data: Mapping[str, Any], *, key: bytes | None = None, context: str = "") -> str:
     """``body`` with any live metadata block replaced by one for ``data``, appended at the end."""
     block = encode_meta(data, key=key, context=context)

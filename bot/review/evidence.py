@@ -15,16 +15,53 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from pydantic import ValidationError
+
 from bot.forge.markers import REVIEW_MARKER, has_marker
-from harness.report import Report, WorkloadResult
+from harness.report import FeedbackItem, Report, WorkloadResult, top_feedback
 
 EVIDENCE_BLOCK_RE = re.compile(r"^<!-- kbot:evidence ([A-Za-z0-9+/=]{1,40000}) -->$", re.M)
 EVIDENCE_LINE_START = "<!-- kbot:evidence "
 
 
+MAX_FEEDBACK = 8  # items carried by a block: the most severe, one per (rule, title), as the prompt shows them
+_FB_TEXT = 400  # characters kept of an item's cause / recommendation
+_FB_EVIDENCE = 6  # evidence values kept per item (numbers and short strings)
+
+
+def feedback_rows(report: Report) -> list[list[Any]]:
+    """The report's top feedback items as block rows: [rule, severity, title, cause, recommendation,
+    kernel, evidence] (texts cut, a few evidence values), what a later ``/optimize`` puts in its prompt."""
+    rows = []
+    for f in top_feedback(report.workloads, MAX_FEEDBACK):
+        ev = {k: v for k, v in f.evidence.items() if isinstance(v, (int, float, bool)) or (isinstance(v, str) and len(v) <= 80)}
+        rows.append([f.rule[:80], f.severity, f.title[:200], f.cause[:_FB_TEXT], f.recommendation[:_FB_TEXT],
+                     f.kernel[:120] if f.kernel else None, dict(list(ev.items())[:_FB_EVIDENCE])])
+    return rows
+
+
+def feedback_from_rows(rows: Any) -> tuple[FeedbackItem, ...]:
+    """Block rows back into FeedbackItems; ValueError when a row is not one ``feedback_rows`` writes."""
+    if not isinstance(rows, list) or len(rows) > MAX_FEEDBACK:
+        raise ValueError("feedback: not a list of at most %d rows" % MAX_FEEDBACK)
+    out = []
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 7 and isinstance(row[6], dict)):
+            raise ValueError("feedback: a row is not [rule, severity, title, cause, recommendation, kernel, evidence]")
+        rule, severity, title, cause, rec, kernel, ev = row
+        try:
+            out.append(FeedbackItem(rule=str(rule)[:80], severity=severity, title=str(title)[:200], cause=str(cause)[:_FB_TEXT],
+                                    recommendation=str(rec)[:_FB_TEXT], kernel=str(kernel)[:120] if kernel else None,
+                                    evidence={str(k)[:80]: v for k, v in list(ev.items())[:_FB_EVIDENCE]
+                                              if isinstance(v, (int, float, bool)) or (isinstance(v, str) and len(v) <= 80)}))
+        except ValidationError as e:
+            raise ValueError(f"feedback: {e.errors()[0].get('msg')}") from None
+    return tuple(out)
+
+
 def evidence(report: Report, head_sha: str | None) -> dict[str, Any]:
     """The block's content: per workload (uuid, status, failed trials, paired ratio, speedup vs reference,
-    the names of kbot's extra checks it failed)."""
+    the names of kbot's extra checks it failed), and the report's top feedback items (``fb``)."""
     def ratio(w: WorkloadResult):
         r = w.speedup_vs_baseline
         return [r.median, r.ci95[0], r.ci95[1]] if r else None
@@ -44,6 +81,7 @@ def evidence(report: Report, head_sha: str | None) -> dict[str, Any]:
              w.speedup_vs_reference, list(failed_checks(w))]
             for w in report.workloads
         ],
+        "fb": feedback_rows(report),
     }
 
 
@@ -108,6 +146,7 @@ class Evidence:
     head_sha: str | None
     findings: int
     workloads: tuple[WorkloadEvidence, ...]
+    feedback: tuple[FeedbackItem, ...] = ()  # the most severe items (``feedback_rows``); older blocks have none
 
     @classmethod
     def from_report(cls, report: Report, head_sha: str | None) -> "Evidence":
@@ -118,7 +157,8 @@ class Evidence:
                 w.uuid, w.status.value, w.correctness.failed_trials if w.correctness else 0,
                 (r.median, r.ci95[0], r.ci95[1]) if r else None, w.speedup_vs_reference, failed_checks(w)))
         return cls(report.definition, report.solution, report.solution_hash, report.baseline_hash, head_sha,
-                   len(report.findings) + sum(len(w.findings) for w in report.workloads), tuple(ws))
+                   len(report.findings) + sum(len(w.findings) for w in report.workloads), tuple(ws),
+                   feedback_from_rows(feedback_rows(report)))
 
     @classmethod
     def from_block(cls, data: Mapping[str, Any]) -> "Evidence":
@@ -138,7 +178,8 @@ class Evidence:
                 ws.append(WorkloadEvidence(str(uuid), str(status), int(failed), rt,
                                            float(vs_ref) if vs_ref is not None else None, tuple(str(c)[:80] for c in checks)))
             return cls(str(data["definition"]), str(data["solution"]), str(data["solution_hash"]),
-                       data.get("baseline_hash"), data.get("head_sha"), int(data["findings"]), tuple(ws))
+                       data.get("baseline_hash"), data.get("head_sha"), int(data["findings"]), tuple(ws),
+                       feedback_from_rows(data.get("fb", [])))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed evidence block: {e}") from None
 

@@ -104,7 +104,12 @@ def f_x(x: Any, digits: int = 3) -> Markup:
 
 
 def f_pct(x: Any) -> Markup:
-    return Markup(f"{100 * x:.0f}%") if is_number(x) else Markup("—")
+    """A fraction as a percentage; two significant digits under 1% (a CPU run's roofline is 0.0024%,
+    which ``0%`` would hide)."""
+    if not is_number(x):
+        return Markup("—")
+    p = 100 * x
+    return Markup(f"{p:.0f}%" if p >= 10 or p == 0 else f"{p:.1f}%" if p >= 1 else f"{p:.2g}%")
 
 
 def f_pre(value: Any, cap: int = 4000) -> Markup:

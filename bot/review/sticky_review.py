@@ -1,6 +1,11 @@
 """The sticky PR review, rendered with jinja2 (skills/reports/review.md.j2) from the evaluation Report and
 the champion's report, with the evidence block at its end; and the one-line commit status of the same
 evaluation. Every value reaches Markdown through ``bot.review.markdown`` (escaped unless a filter made it).
+
+Besides the figures a review says what to do with them: the command that reproduces its measurement
+(``repro_command``), the next step when the attempt is not promoted (``next_steps``: ``/optimize``,
+``/profile``, ``/evaluate``), the promotion threshold as a line in its chart, the failed workloads
+unfolded, and the GPU (or CPU) the figures came from.
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ from typing import Any
 from markupsafe import Markup
 
 from bot.forge.markers import REVIEW_MARKER
+from bot.promotion.candidate_gate import AWAITING_APPROVAL
 from bot.review.evidence import EVIDENCE_LINE_START, evidence_block
-from bot.review.markdown import is_number, render_template, strip_control
-from harness.report import FeedbackItem, Report, WorkloadResult, best_baseline, severity_rank
+from bot.review.markdown import escape_inline, is_number, render_template, strip_control
+from harness.report import FeedbackItem, Report, WorkloadResult, best_baseline
+from harness.report import top_feedback as report_top_feedback
 from harness.schema import Status
 
 MAX_REVIEW_CHARS = 60_000  # GitHub rejects bodies over 65,536 characters
@@ -37,12 +44,8 @@ def _axes_text(axes: dict[str, int]) -> str:
 
 
 def top_feedback(report: Report, limit: int = 5) -> list[FeedbackItem]:
-    """Most severe feedback items, one per (rule, title), across workloads."""
-    seen: dict[tuple[str, str], FeedbackItem] = {}
-    for w in report.workloads:
-        for item in w.feedback:
-            seen.setdefault((item.rule, item.title), item)
-    return sorted(seen.values(), key=lambda f: severity_rank(f.severity))[:limit]
+    """Most severe feedback items, one per (rule, title), across workloads (``harness.report.top_feedback``)."""
+    return report_top_feedback(report.workloads, limit)
 
 
 def chart_values(report: Report, limit: int = 60) -> tuple[list[str], list[float]]:
@@ -60,9 +63,80 @@ def chart_values(report: Report, limit: int = 60) -> tuple[list[str], list[float
     return labels, values
 
 
+# A word of a command line that needs no quoting and cannot be read as Markdown inside a code block.
+_SAFE_WORD = re.compile(r"[A-Za-z0-9_/][A-Za-z0-9_./:=+-]{0,199}")
+
+
+def _word(value: Any, placeholder: str) -> str:
+    s = str(value) if value is not None else ""
+    return s if _SAFE_WORD.fullmatch(s) and ".." not in s else placeholder
+
+
+def repro_command(report: Report, solution_path: str | None = None, head_sha: str | None = None) -> str:
+    """The commands that repeat this measurement from a checkout: the measured head, then ``kbot eval``
+    with the same definition, champion pairing, declared baselines, device and timing budget. Every
+    word is checked against a plain-word pattern (a name that is not one becomes a placeholder), so the
+    text is safe in a shell and in a Markdown code block."""
+    d = _word(report.definition, "DEFINITION")
+    sol = _word(solution_path or f"kernels/{report.definition}/{report.solution}/solution.json", "SOLUTION.json")
+    lines = []
+    if head_sha:
+        lines.append(f"git checkout {_word(head_sha, 'HEAD_SHA')}")
+    cmd = f"kbot eval {sol} --definition {d}"
+    if report.baseline:
+        cmd += f" --baseline kernels/{d}/{_word(report.baseline, 'CHAMPION')}/solution.json"
+    if report.baselines:
+        cmd += " --baselines all"
+    inputs = report.config.get("inputs") if isinstance(report.config, dict) else None
+    if isinstance(inputs, dict) and inputs.get("workloads_origin") == "given" and isinstance(inputs.get("workloads_path"), str):
+        cmd += f" --workloads {_word(inputs['workloads_path'], 'WORKLOADS.jsonl')}"
+    cmd += f" --device {report.device.kind}"
+    timing = report.config.get("timing") if isinstance(report.config, dict) else None
+    budget = timing.get("budget_s") if isinstance(timing, dict) else None
+    if is_number(budget) and budget != 0.5:
+        cmd += f" --budget {budget:g}"
+    lines.append(cmd)
+    return "\n".join(lines)
+
+
+def next_steps(report: Report, decision: Any) -> list[str]:
+    """What to do after this evaluation, in Markdown (commands in code spans): nothing once promoted;
+    after a reject, ``/optimize`` for the next attempt and ``/profile`` when it was correct but slow;
+    ``/evaluate`` when the measurement is stale."""
+    if decision is None or decision.action == "promote":
+        return []
+    d = _word(report.definition, "DEFINITION")
+    failed = [r for r in decision.reasons if not r.ok]
+    if decision.action == "rebenchmark":
+        return ["The measurement is stale (" + "; ".join(escape_inline(r.detail, 200) for r in failed[:2])
+                + "): comment `/evaluate` to benchmark the current head against today's champion."]
+    if failed and all(AWAITING_APPROVAL in r.detail for r in failed):
+        return ["A maintainer reviews the code and approves the measured head, then comments `/promote`."]
+    wrong = [w for w in report.workloads if w.status is not Status.PASSED] or report.findings
+    if wrong or any(r.rule in ("all passed", "kbot checks", "guard clean") for r in failed):
+        return [f"Comment `/optimize {d}` for the next attempt: the agent reads this review's failures (below, unfolded).",
+                f"Locally: `kbot optimize {d}` in the workspace, or fix the kernel and re-run the command above."]
+    sol = _word(f"kernels/{report.definition}/{report.solution}/solution.json", "SOLUTION.json")
+    return [f"Comment `/profile` to benchmark this head with the profiler and its feedback rules (locally, on a GPU: "
+            f"`kbot profile {sol} -d {d}`), then `/optimize {d}` for the next attempt, which is steered by that feedback.",
+            "The chart shows which workloads fall short of the promotion threshold."]
+
+
+def chart_threshold(report: Report, policy: Any) -> float | None:
+    """The promotion threshold the chart's line marks: the policy's minimum paired speedup over the
+    champion when the chart shows that, its first-champion minimum over the reference otherwise."""
+    if policy is None:
+        return None
+    paired = any(w.speedup_vs_baseline for w in report.workloads)
+    return float(policy.min_speedup if paired else policy.first_champion_min_speedup_vs_reference)
+
+
 def render_review(report: Report, champion: Report | None = None, decision: Any = None, *,
-                  head_sha: str | None = None, run_url: str | None = None) -> str:
-    """Markdown body of the sticky review (starts with the review marker, ends with the evidence block)."""
+                  head_sha: str | None = None, run_url: str | None = None, policy: Any = None,
+                  solution_path: str | None = None) -> str:
+    """Markdown body of the sticky review (starts with the review marker, ends with the evidence block).
+    ``policy`` (the promotion policy the decision used) puts its threshold in the chart;
+    ``solution_path`` (the solution's file in the PR) goes into the reproduction command."""
     champ_by_uuid = {w.uuid: w for w in (champion.workloads if champion else [])}
     rows = []
     for i, w in enumerate(report.workloads, start=1):
@@ -74,6 +148,7 @@ def render_review(report: Report, champion: Report | None = None, decision: Any 
     has_baseline = any(w.speedup_vs_baseline for w in report.workloads)
     findings = list(report.findings) + [f for w in report.workloads for f in w.findings]
     summary = report.summary()
+    threshold = chart_threshold(report, policy)
     body = render_template(
         "review.md.j2",
         marker=Markup(REVIEW_MARKER),
@@ -83,7 +158,12 @@ def render_review(report: Report, champion: Report | None = None, decision: Any 
         summary=summary,
         chart_labels=Markup(", ".join(labels)),
         chart_values=Markup(", ".join(f"{v:.4f}".rstrip("0").rstrip(".") for v in values)),
-        chart_max=Markup(f"{max(values + [1.0]) * 1.15:.2f}"),
+        chart_max=Markup(f"{max(values + [1.0, threshold or 0.0]) * 1.15:.2f}"),
+        chart_threshold=Markup(", ".join(f"{threshold:g}" for _ in values)) if threshold is not None else None,
+        threshold=Markup(f"{threshold:g}") if threshold is not None else None,
+        repro=Markup(repro_command(report, solution_path, head_sha)),
+        next_steps=[Markup(s) for s in next_steps(report, decision)],
+        gpu_kind=report.device.kind,
         chart_title=Markup("Paired speedup vs champion" if has_baseline else "Speedup vs reference"),
         chart_truncated=len(report.workloads) > len(labels),
         feedback=top_feedback(report),
@@ -116,10 +196,15 @@ def baseline_failures(report: Report) -> dict[str, list[str]]:
 
 
 def status_line(report: Report, decision: Any = None) -> tuple[str, str]:
-    """(commit status state, description ≤ 140 chars) for the ``kbot/harness`` status."""
+    """(commit status state, description ≤ 140 chars) for the ``kbot/harness`` status. Green only for
+    an evaluation that passed and was not rejected: a failed workload, a guard finding or a reject is
+    ``failure``; a reject that only waits for a maintainer's approval of a person's PR is ``pending``."""
     s = report.summary()
+    failed = [r for r in decision.reasons if not r.ok] if decision is not None else []
     if not report.all_passed or report.findings:
         state = "failure"
+    elif decision is not None and decision.action == "reject":
+        state = "pending" if failed and all(AWAITING_APPROVAL in r.detail for r in failed) else "failure"
     else:
         state = "success"
     gm = s.get("geomean_speedup_vs_baseline")

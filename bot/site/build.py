@@ -1,12 +1,18 @@
 """A static site of a local workspace: opens from disk, no server, no CDN, no JavaScript.
 
-    index.html        per definition: leaderboard (champion lineage), speedup-over-attempts chart,
-                      the search tree, and every attempt with its decision
-    pr-<N>.html       one page per pull request: status, decision, workload table, the review, comments
+    index.html        per definition: leaderboard (champion lineage), speedup-over-attempts chart
+                      (promoted attempts marked), the champion's latency against its roofline floor,
+                      the search tree, and every attempt with its decision and roofline
+    pr-<N>.html       one page per pull request: status, decision, workload table with the roofline
+                      as a percentage and its bound class, latency against the floor, the review
+                      (rendered Markdown, its chart drawn), the conversation
 
+Every page says at its top whether its timings are CPU or GPU figures (and from which device).
 Everything shown is read from the records (champion.json on the workspace's main, the forge store,
 the campaign stores and their reports); nothing is measured here. Values go through jinja2's HTML
-autoescaping: names, rationales and logs may come from a model. Charts are inline SVG drawn below.
+autoescaping: names, rationales and logs may come from a model; review and comment bodies are
+rendered by ``bot.site.markdown_html`` (raw HTML in them sanitized). Charts are inline SVG from
+``bot.site.charts``.
 """
 
 from __future__ import annotations
@@ -20,11 +26,15 @@ from typing import Any
 import jinja2
 
 from bot.controller.tree import ROOT, SearchConfig, Tree
+from bot.forge.markers import strip_hidden
 from bot.forge.trusted_meta import read_meta
 from bot.names import STATUS_CONTEXT
 from bot.promotion.champion import read_champion
 from bot.review.evidence import find_bot_review
+from bot.site.charts import floor_chart, pct_text, speedup_chart
+from bot.site.markdown_html import render_markdown
 from harness.report import Report, load_report
+from harness.schema import Status
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -43,7 +53,61 @@ def _x(x: Any) -> str:
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=True,
                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-_ENV.filters.update(num=_fmt, x=_x)
+def _pct(fraction: Any) -> str:
+    """A roofline fraction as a percentage of the floor (``0.0024%`` on a CPU, ``71%`` on a GPU)."""
+    if isinstance(fraction, (int, float)) and not isinstance(fraction, bool) and math.isfinite(fraction):
+        return pct_text(100.0 * fraction)
+    return "—"
+
+
+_ENV.filters.update(num=_fmt, x=_x, pct=_pct, markdown=render_markdown)
+
+
+@dataclass(frozen=True)
+class RooflineCell:
+    """The roofline of one evaluation as a table shows it: the least fraction of the floor reached over
+    its passing workloads, and the bound class of that workload."""
+
+    fraction: float | None
+    bound: str | None
+
+    @property
+    def text(self) -> str:
+        if self.fraction is None:
+            return "—"
+        return _pct(self.fraction) + (f" ({self.bound})" if self.bound else "")
+
+
+def roofline_cell(report: Report | None, fallback: float | None = None) -> RooflineCell:
+    rows = [w.roofline for w in (report.workloads if report else []) if w.status is Status.PASSED
+            and w.roofline is not None and w.roofline.fraction is not None]
+    if rows:
+        worst = min(rows, key=lambda r: r.fraction)  # type: ignore[arg-type, return-value]
+        return RooflineCell(worst.fraction, worst.bound)
+    return RooflineCell(fallback if isinstance(fallback, (int, float)) else None, None)
+
+
+def timing_notice(reports: list[Report]) -> dict[str, str]:
+    """Whether the timings of a page are CPU or GPU figures, and from which device: ``kind`` (cpu,
+    gpu, mixed, none) and one sentence."""
+    kinds = {r.device.kind for r in reports}
+    names = sorted({r.device.name for r in reports})
+    where = ", ".join(names)
+    if not reports:
+        return {"kind": "none", "text": "No timings on this page: nothing was measured yet."}
+    if kinds == {"cpu"}:
+        return {"kind": "cpu", "text": f"Measured on {where} with the CPU clock (Triton through its interpreter): "
+                                       "not GPU measurements; compare them with each other only."}
+    if kinds == {"cuda"}:
+        return {"kind": "gpu", "text": f"GPU timings, measured on {where} (CUDA events)."}
+    return {"kind": "mixed", "text": f"Mixed CPU and GPU timings ({where}): each table says its device; do not compare "
+                                     "figures across devices."}
+
+
+def floor_rows(report: Report) -> list[tuple[str, float | None, float | None, str | None]]:
+    return [(f"w{i}", w.latency_ms.median if w.latency_ms and w.status is Status.PASSED else None,
+             w.roofline.floor_ms if w.roofline else None, w.roofline.bound if w.roofline else None)
+            for i, w in enumerate(report.workloads, start=1)]
 
 
 @dataclass
@@ -56,61 +120,15 @@ class Attempt:
     speedup_vs_start: float | None
     speedup_vs_champion: float | None
     speedup_vs_reference: float | None
-    roofline: float | None
+    roofline: RooflineCell
     pr: int | None
     decision: str | None
     headline: str
     rationale: str
     campaign: str
+    device: str = ""  # "cpu" / "cuda" and the device's name, from its report
+    report: Report | None = None
     children: list["Attempt"] = field(default_factory=list)
-
-
-def speedup_chart(points: list[tuple[int, float | None, str]], width: int = 640, height: int = 240) -> str:
-    """Inline SVG: one dot per attempt (speedup vs the starting point; promoted ones filled green,
-    failed ones as red crosses on the axis), and the best-so-far as a step line."""
-    pad_l, pad_r, pad_t, pad_b = 48, 12, 12, 32
-    ys = [y for _, y, _ in points if y is not None and math.isfinite(y) and y > 0]
-    ymax = max(ys + [1.0]) * 1.15
-    n = max(len(points), 1)
-    w, h = width - pad_l - pad_r, height - pad_t - pad_b
-
-    def px(i: int) -> float:
-        return pad_l + (w * (i + 0.5) / n)
-
-    def py(y: float) -> float:
-        return pad_t + h - h * (y / ymax)
-
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-           f'aria-label="speedup over attempts">',
-           f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
-           f'<line x1="{pad_l}" y1="{pad_t + h}" x2="{pad_l + w}" y2="{pad_t + h}" stroke="#333"/>',
-           f'<line x1="{pad_l}" y1="{pad_t}" x2="{pad_l}" y2="{pad_t + h}" stroke="#333"/>']
-    for frac in (0.0, 0.25, 0.5, 0.75, 1.0):
-        yv = ymax * frac
-        out.append(f'<text x="{pad_l - 6}" y="{py(yv) + 4:.1f}" font-size="11" text-anchor="end">{yv:.2f}</text>')
-        out.append(f'<line x1="{pad_l}" y1="{py(yv):.1f}" x2="{pad_l + w}" y2="{py(yv):.1f}" stroke="#eee"/>')
-    out.append(f'<line x1="{pad_l}" y1="{py(1.0):.1f}" x2="{pad_l + w}" y2="{py(1.0):.1f}" stroke="#999" stroke-dasharray="4 3"/>')
-    best = None
-    steps = []
-    for i, (_seq, y, _decision) in enumerate(points):
-        if y is not None and math.isfinite(y) and y > 0:
-            best = y if best is None else max(best, y)
-        if best is not None:
-            steps.append((px(i), py(best)))
-    if steps:
-        path = "M" + " L".join(f"{a:.1f},{b:.1f}" for a, b in steps)
-        out.append(f'<path d="{path}" fill="none" stroke="#2a6" stroke-width="1.5"/>')
-    for i, (seq, y, decision) in enumerate(points):
-        x = px(i)
-        if y is None or not math.isfinite(y) or y <= 0:
-            out.append(f'<path d="M{x - 4:.1f},{pad_t + h - 4:.1f} l8,8 m0,-8 l-8,8" stroke="#c33" stroke-width="2"/>')
-            continue
-        fill = "#2a6" if decision in ("promote", "champion") else "#fff"
-        out.append(f'<circle cx="{x:.1f}" cy="{py(y):.1f}" r="5" fill="{fill}" stroke="#235"><title>attempt {seq}: {y:.3f}x</title></circle>')
-        out.append(f'<text x="{x:.1f}" y="{pad_t + h + 14}" font-size="10" text-anchor="middle">{seq}</text>')
-    out.append(f'<text x="{pad_l + w / 2:.1f}" y="{height - 4}" font-size="11" text-anchor="middle">attempt</text>')
-    out.append("</svg>")
-    return "\n".join(out)
 
 
 def _attempts(ws: Any, definition: str) -> tuple[list[Attempt], list[Attempt]]:
@@ -131,12 +149,15 @@ def _attempts(ws: Any, definition: str) -> tuple[list[Attempt], list[Attempt]]:
             s = n.summary or {}
             o = outcomes.get(n.id, {})
             status = (s.get("status") or n.status) if n.status != "failed" else "AGENT_FAILED"
+            rp = store / "reports" / f"{n.id}.json"
+            report = load_report(rp) if rp.is_file() else None
             a = Attempt(seq=len(flat) + 1, node=n.id, parent=None if n.parent == ROOT else n.parent,
                         solution=n.solution.name if n.solution else None, status=str(status).upper(),
                         speedup_vs_start=tree.speedup(n), speedup_vs_champion=s.get("speedup_vs_baseline"),
-                        speedup_vs_reference=s.get("speedup_vs_reference"), roofline=s.get("roofline_fraction_min"),
+                        speedup_vs_reference=s.get("speedup_vs_reference"), roofline=roofline_cell(report, s.get("roofline_fraction_min")),
                         pr=o.get("pr"), decision=o.get("decision"), headline=o.get("headline") or "",
-                        rationale=n.rationale or "", campaign=f"{definition}/{store.name}")
+                        rationale=n.rationale or "", campaign=f"{definition}/{store.name}",
+                        device=f"{report.device.kind}: {report.device.name}" if report else "", report=report)
             by_id[n.id] = a
             flat.append(a)
             parent = by_id.get(a.parent) if a.parent else None
@@ -161,20 +182,26 @@ def build_site(ws: Any, out: str | Path) -> list[Path]:
     definitions = sorted({p.name for p in ws.campaigns.iterdir() if p.is_dir()} if ws.campaigns.is_dir() else set())
     sections = []
     outcome_of: dict[int, Attempt] = {}
+    every_report: list[Report] = []
     for d in definitions:
         flat, roots = _attempts(ws, d)
         for a in flat:
             if a.pr is not None:
                 outcome_of[a.pr] = a
+        reports = [a.report for a in flat if a.report is not None]
+        every_report += reports
         champ = read_champion(forge, d) or {}
         lineage = ([{k: champ.get(k) for k in ("solution", "pr", "promoted_at", "summary", "solution_hash")}]
                    + list(champ.get("history") or [])) if champ else []
-        chart = speedup_chart([(a.seq, a.speedup_vs_start, a.decision or "") for a in flat])
+        chart = speedup_chart([(a.seq, a.speedup_vs_start, a.decision or "", a.pr) for a in flat])
+        # the champion's latest evaluation: the attempt that is the champion now (promoted last, or the start)
+        champ_attempt = next((a for a in reversed(flat) if a.report is not None and a.solution == champ.get("solution")), None)
         sections.append({"definition": d, "champion": champ, "lineage": lineage, "attempts": flat, "roots": roots,
-                         "chart": chart})
+                         "chart": chart, "timing": timing_notice(reports), "champion_attempt": champ_attempt,
+                         "floor_chart": floor_chart(floor_rows(champ_attempt.report)) if champ_attempt and champ_attempt.report else None})
     written = []
     page = _ENV.get_template("index.html.j2").render(sections=sections, prs=prs, outcome_of=outcome_of,
-                                                    workspace=str(ws.root))
+                                                    workspace=str(ws.root), timing=timing_notice(every_report))
     (out / "index.html").write_text(page)
     written.append(out / "index.html")
     for pr in prs:
@@ -184,9 +211,12 @@ def build_site(ws: Any, out: str | Path) -> list[Path]:
         status = forge.combined_status(pr.head_sha).get(STATUS_CONTEXT)
         comments = list(forge.list_comments(pr.number))
         # hidden machine blocks (marker, evidence) are for the bot, not for people reading the page
-        review_text = "\n".join(line for line in review.body.splitlines() if not line.startswith("<!-- kbot:")).strip() if review else None
-        html = _ENV.get_template("pr.html.j2").render(pr=pr, meta=meta, report=report, review=review_text, status=status,
-                                                     comments=comments, attempt=outcome_of.get(pr.number))
+        review_text = strip_hidden(review.body) if review else None
+        html = _ENV.get_template("pr.html.j2").render(
+            pr=pr, meta=meta, report=report, review=review_text, status=status,
+            comments=[{"author": c.author, "created_at": getattr(c, "created_at", None), "body": strip_hidden(c.body)} for c in comments],
+            attempt=outcome_of.get(pr.number), timing=timing_notice([report] if report else []),
+            roofline=roofline_cell(report), floor_chart=floor_chart(floor_rows(report)) if report else None)
         path = out / f"pr-{pr.number}.html"
         path.write_text(html)
         written.append(path)

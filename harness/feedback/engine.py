@@ -34,6 +34,7 @@ __all__ = [
     "NotEvaluated",
     "Rule",
     "RuleError",
+    "bottleneck_classes",
     "derived_evidence",
     "load_rules",
     "kernel_level",
@@ -311,7 +312,9 @@ def _render(template: str, env: dict[str, Any]) -> str:
     return "".join(out)
 
 
-def _classes(roofline: Roofline | None) -> set[str] | None:
+def bottleneck_classes(roofline: Roofline | None) -> set[str] | None:
+    """The workload's classes for ``applies_to``: the roofline's bound and its intrinsic bound (None
+    without a roofline: every rule applies)."""
     if roofline is None or roofline.bound is None:
         return None
     c = {roofline.bound}
@@ -331,7 +334,7 @@ def run_rules(evidence: dict[str, Any], roofline: Roofline | None = None, rules_
     """
     rules = rules if rules is not None else load_rules(rules_dir)
     ev = derived_evidence(evidence, roofline)
-    classes = _classes(roofline)
+    classes = bottleneck_classes(roofline)
     missing = dict(missing or {})
     if roofline is None:
         missing.setdefault("roofline", "no roofline (definition or ceilings not given)")

@@ -170,3 +170,28 @@ def test_a_failed_kbot_check_rejects_and_says_which_also_through_the_evidence_bl
     # a block written before the checks were carried (5 fields a row) still reads, with none failed
     old = {**data, "w": [row[:5] for row in data["w"]]}
     assert all(w.failed_checks == () for w in Evidence.from_block(old).workloads)
+
+
+def test_evidence_block_carries_the_top_feedback_items():
+    """What a later /optimize shows the agent comes back from the block: the most severe items, one per
+    (rule, title), texts cut, only small evidence values; blocks written before it carry none."""
+    from reportkit import FB
+
+    from harness.report import FeedbackItem
+
+    rep = good()
+    low = FeedbackItem(rule="roofline_distance", severity="low", title="At 40% of the roofline", cause="c" * 900,
+                       evidence={"roofline_fraction": 0.4, "note": "x" * 200, "nested": {"a": 1}})
+    rep.workloads[0].feedback = [low, FB]
+    rep.workloads[1].feedback = [FB]  # the same item on another workload: once
+    ev = Evidence.from_block(read_evidence(evidence_block(rep, HEAD)))
+    assert [f.rule for f in ev.feedback] == ["uncoalesced", "roofline_distance"]  # most severe first
+    assert ev.feedback[0] == FB
+    assert len(ev.feedback[1].cause) == 400 and ev.feedback[1].evidence == {"roofline_fraction": 0.4}
+    assert ev == Evidence.from_report(rep, HEAD)
+    old = evidence(rep, HEAD)
+    del old["fb"]
+    assert Evidence.from_block(old).feedback == ()
+    for bad in ([["r", "high"]], [["r", "loud", "t", "", "", None, {}]], "x"):
+        with pytest.raises(ValueError, match="feedback"):
+            Evidence.from_block({**evidence(rep, HEAD), "fb": bad})

@@ -39,7 +39,7 @@ def test_table_numbers_and_structure():
     assert w1[3] == "0.0123 [0.0121, 0.0125]"
     assert w1[4] == "1.250x [1.200, 1.310]"
     assert w1[5] == "3.500x"
-    assert w1[6] == "40%"
+    assert w1[6] == "40% (memory)"
     assert w2[4] == "0.980x [0.970, 0.990]"
     # chart: one bar per workload with the paired medians
     assert "xychart-beta" in md and "bar [1.25, 0.98]" in md and "x-axis [w1, w2]" in md
@@ -56,7 +56,7 @@ def test_failures_in_collapsible_section_with_log():
     rep = report([workload(0), workload(1, status=Status.RUNTIME_ERROR, ratio=None, message="CUDA error",
                                        log="Traceback...\nRuntimeError: boom")])
     md = render_review(rep)
-    assert "<details><summary>Failed workloads (1)</summary>" in md
+    assert "<details open><summary>Failed workloads (1)</summary>" in md  # unfolded: the reason to read on
     assert "<pre>Traceback...\nRuntimeError: boom</pre>" in md
     assert table_rows(md)[1][4] == "—"
 
@@ -203,3 +203,71 @@ def test_committed_leaderboards_render_as_they_are(repo):
 
     for champ in sorted((repo / "kernels").glob("*/champion.json")):
         assert render_leaderboard(json.loads(champ.read_text())) == (champ.parent / "LEADERBOARD.md").read_text(), champ
+
+
+def _decided(rep, **kw):
+    return decide(Evidence.from_report(rep, HEAD), PromotionPolicy(), champion_hash="b" * 64, pr_head_sha=HEAD,
+                  up_to_date=kw.pop("up_to_date", True))
+
+
+def test_review_says_how_to_reproduce_its_measurement_and_names_the_gpu():
+    rep = good()
+    md = render_review(rep, None, _decided(rep), head_sha=HEAD, policy=PromotionPolicy(),
+                       solution_path="kernels/gdn_decode_qk4_v8_d128_k_last/cand_v2/solution.json")
+    repro = md.split("### Reproduce", 1)[1].split("```sh\n", 1)[1].split("\n```", 1)[0]
+    assert repro.splitlines() == [
+        f"git checkout {HEAD}",
+        "kbot eval kernels/gdn_decode_qk4_v8_d128_k_last/cand_v2/solution.json --definition gdn_decode_qk4_v8_d128_k_last "
+        "--baseline kernels/gdn_decode_qk4_v8_d128_k_last/champ_v1/solution.json --device cuda"]
+    assert "| measured on | GPU NVIDIA H200 (timer cuda\\_events): every figure below is from this GPU |" in md
+    cpu = good().model_copy(update={"device": rep.device.model_copy(update={"kind": "cpu", "name": "CPU x86 64", "timer": "cpu_monotonic"})})
+    assert "**CPU timing** on CPU x86 64" in render_review(cpu)
+
+
+def test_repro_command_never_carries_a_name_that_is_not_a_plain_word():
+    from bot.review.sticky_review import repro_command
+
+    rep = good(solution="x; rm -rf ~ `id`")
+    cmd = repro_command(rep, None, "$(reboot)")
+    assert cmd.splitlines()[0] == "git checkout HEAD_SHA"
+    assert "kbot eval SOLUTION.json --definition gdn_decode_qk4_v8_d128_k_last" in cmd
+    assert ";" not in cmd and "`" not in cmd and "$(" not in cmd
+
+
+def test_chart_has_a_line_at_the_promotion_threshold():
+    rep = good(n=3)
+    md = render_review(rep, None, _decided(rep), head_sha=HEAD, policy=PromotionPolicy(min_speedup=1.05))
+    chart = md.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    assert "    bar [1.1, 1.1, 1.1]" in chart
+    assert "    line [1.05, 1.05, 1.05]" in chart  # the threshold, one value per workload
+    assert "promotion threshold (1.05x" in md
+    first = report([workload(i, ratio=None, vs_ref=2.0) for i in range(2)], baseline=None, baseline_hash=None)
+    assert "line [1, 1]" in render_review(first, policy=PromotionPolicy())  # no champion: vs the reference
+    assert "line [" not in render_review(rep)  # no policy, no threshold claimed
+
+
+def test_next_step_after_a_reject_names_the_command():
+    slow = good(ratio=(1.01, 0.99, 1.02))
+    d = _decided(slow)
+    assert d.action == "reject"
+    md = render_review(slow, None, d, head_sha=HEAD, policy=PromotionPolicy())
+    step = md.split("**Next step:**", 1)[1].split("###", 1)[0]
+    assert "`/profile`" in step and "`/optimize gdn_decode_qk4_v8_d128_k_last`" in step
+    broken = report([workload(0), workload(1, status=Status.INCORRECT_NUMERICAL, ratio=None, message="max error 3.2")])
+    step = render_review(broken, None, _decided(broken), head_sha=HEAD).split("**Next step:**", 1)[1].split("###", 1)[0]
+    assert "`/optimize gdn_decode_qk4_v8_d128_k_last`" in step and "`/profile`" not in step
+    stale = good(ratio=(1.2, 1.15, 1.25))
+    d = _decided(stale, up_to_date=False)
+    assert d.action == "rebenchmark"
+    assert "`/evaluate`" in render_review(stale, None, d, head_sha=HEAD).split("**Next step:**", 1)[1]
+    fast = good(ratio=(1.2, 1.15, 1.25))
+    assert "**Next step:**" not in render_review(fast, None, _decided(fast), head_sha=HEAD)
+
+
+def test_a_rejected_evaluation_carries_no_green_status():
+    slow = good(ratio=(1.01, 0.99, 1.02))
+    assert status_line(slow)[0] == "success"  # the measurement alone: it passed
+    state, desc = status_line(slow, _decided(slow))
+    assert state == "failure" and desc.endswith("; reject")
+    fast = good(ratio=(1.2, 1.15, 1.25))
+    assert status_line(fast, _decided(fast))[0] == "success"

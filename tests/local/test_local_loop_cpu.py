@@ -19,6 +19,7 @@ import pytest
 
 from bot.forge.local import LocalForge
 from bot.promotion.champion import read_champion
+from tests.local.test_site_report import assert_rendered
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # one CPU campaign: ~1-3 min
 
@@ -119,6 +120,7 @@ def test_cli_views_read_the_records(campaign):
     show = subprocess.run([sys.executable, "-m", "harness.cli", "pr", "show", str(champ_pr), "--workspace", ws],
                           cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
     assert "Decision: PROMOTE" in show and "merged as" in show
+    assert "kbot:evidence" not in show and "```mermaid" not in show and "**Decision" not in show  # rendered, no blob
     board = subprocess.run([sys.executable, "-m", "harness.cli", "leaderboard", "rmsnorm_h4096", "--workspace", ws],
                            cwd=REPO, env=env, capture_output=True, text=True, check=True).stdout
     assert f"#{champ_pr}" in board and "(champion)" in board
@@ -141,14 +143,19 @@ def test_html_report_in_a_headless_browser(campaign, tmp_path):
     subprocess.run([sys.executable, "-m", "harness.cli", "report", "--html", str(site), "--workspace", str(campaign["ws"])],
                    cwd=REPO, env=env, check=True, capture_output=True)
     index = site / "index.html"
-    png = tmp_path / "index.png"
-    shot = _chromium(f"--screenshot={png}", "--window-size=1200,900", index.as_uri())
-    assert png.exists(), shot.stderr[-2000:]
-    data = png.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert int.from_bytes(data[16:20], "big") == 1200 and len(data) > 20_000  # a rendered page, not a blank one
-    dom = _chromium("--dump-dom", index.as_uri()).stdout
     s = campaign["summary"]
+    promoted = next(r["pr"] for r in s["candidates"] if r["decision"] == "promote")
+    rejected = next((r["pr"] for r in s["candidates"] if r["decision"] == "reject"), None)
+    # screenshots of the index, a promoted and (when the campaign has one) a rejected PR page
+    for page in [index, site / f"pr-{promoted}.html"] + ([site / f"pr-{rejected}.html"] if rejected else []):
+        png = tmp_path / f"{page.stem}.png"
+        shot = _chromium(f"--screenshot={png}", "--window-size=1200,2400", page.as_uri())
+        assert png.exists(), shot.stderr[-2000:]
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+        assert int.from_bytes(data[16:20], "big") == 1200 and len(data) > 20_000  # a rendered page, not a blank one
+    dom = _chromium("--dump-dom", index.as_uri()).stdout
+    assert_rendered(dom, timing="CPU")
     assert "<svg" in dom and "rmsnorm_h4096" in dom
     for r in s["candidates"]:
         assert r["node"] in dom
@@ -157,4 +164,6 @@ def test_html_report_in_a_headless_browser(campaign, tmp_path):
             assert f'href="pr-{r["pr"]}.html"' in dom
             page = _chromium("--dump-dom", (site / f"pr-{r['pr']}.html").as_uri()).stdout
             assert r["decision"] in page and _x(r["speedup_vs_champion"]) in page
+            assert_rendered(page, timing="CPU")
+            assert '<figure class="chart"><svg' in page  # the review's chart, drawn
             assert ("merged" if r["decision"] == "promote" else "closed") in page

@@ -58,7 +58,8 @@ def test_a_person_s_kernel_is_reviewed_and_waits_for_a_maintainer_s_approval(tmp
     # The same review and status as an agent's attempt; the rules hold, the approval is missing.
     review = find_bot_review(f, pr.number).body
     assert "kbot evaluation: ada\\_rmsnorm\\_single\\_pass" in review and "waiting for an approving review" in review
-    assert f.combined_status(pr.head_sha).get("kbot/harness").state == "success"
+    # waiting for a maintainer, not rejected on its figures: pending (neither a green check nor a red cross)
+    assert f.combined_status(pr.head_sha).get("kbot/harness").state == "pending"
     assert out["decision"] == "reject" and read_champion(f, "rmsnorm_h4096")["origin"] == "start"
     # The owner approves: the same rules again, now merged (sha-guarded), the champion pointer names the PR.
     message = approve(ws, pr.number)
@@ -124,4 +125,6 @@ def test_kbot_submit_on_the_command_line_with_the_real_harness(tmp_path):
         assert read_champion(Workspace(tmp_path / "ws").forge, "rmsnorm_h4096")["pr"] == out["pr"]
     shown = subprocess.run([sys.executable, "-m", "harness.cli", "pr", "show", str(out["pr"]), "--workspace", str(tmp_path / "ws")],
                            cwd=REPO, capture_output=True, text=True, env=env)
-    assert shown.returncode == 0 and "kbot evaluation: ada\\_torch\\_rmsnorm" in shown.stdout
+    # rendered for the terminal: the Markdown escapes are gone, the evidence blob is not shown
+    assert shown.returncode == 0 and "kbot evaluation: ada_torch_rmsnorm" in shown.stdout
+    assert "kbot:evidence" not in shown.stdout

@@ -4,6 +4,7 @@ one fails here even if the linters have no rule for it)."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -95,14 +96,15 @@ def test_bench_is_gated_read_only_and_secret_free():
     checkouts = [st for st in bench["steps"] if st.get("uses", "").startswith("actions/checkout@")]
     assert checkouts[0]["with"]["ref"] == "${{ github.event.pull_request.base.sha || github.sha }}"  # trusted harness
     assert "EXPECTED_HEAD" in next(st["run"] for st in bench["steps"] if st.get("name") == "Evaluate")
+    # the runner labels are the repository's setting (vars.KBOT_RUNNER_LABELS), our H200's by default
+    labels = bench["runs-on"]
+    assert labels.startswith("${{ fromJSON(vars.KBOT_RUNNER_LABELS || '") and labels.endswith("') }}")
+    assert json.loads(labels.split("|| '", 1)[1].rsplit("')", 1)[0]) == ["self-hosted", "linux", "gpu", "h200"]
     from gh_expr import evaluate
 
-    runs_on = bench["runs-on"].strip()
-    assert runs_on.startswith("${{") and runs_on.endswith("}}")
-    # the labels of docs/runners.md, or the ARC scale set the repository variable names (docs/runners.md)
-    assert evaluate(runs_on[3:-2], {"vars": {}}) == ["self-hosted", "linux", "gpu", "h200"]
-    assert evaluate(runs_on[3:-2], {"vars": {"KBOT_GPU_RUNS_ON": '"kbot-h200"'}}) == "kbot-h200"
-    assert evaluate(runs_on[3:-2], {"vars": {"KBOT_GPU_RUNS_ON": '["gpu", "h200"]'}}) == ["gpu", "h200"]
+    # an actions-runner-controller scale set is targeted by name: the variable then holds a JSON string
+    assert evaluate(labels.strip()[3:-2], {"vars": {}}) == ["self-hosted", "linux", "gpu", "h200"]
+    assert evaluate(labels.strip()[3:-2], {"vars": {"KBOT_RUNNER_LABELS": '"kbot-h200"'}}) == "kbot-h200"
     assert bench["permissions"] == {"contents": "read"}
     assert "matrix" in bench["strategy"]
     uploads = [s for s in bench["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
