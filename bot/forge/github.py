@@ -562,9 +562,15 @@ class GitHubForge:
         def landed() -> bool | None:
             return True if self.get_pr(number).head_sha != pr.head_sha else None
 
-        self._write(f"update branch of PR #{number}",
-                    lambda: self.lazy.get_pull(number).update_branch(expected_head_sha=pr.head_sha),
-                    recover=landed, on_error=refused)
+        def update() -> bool:
+            # PyGithub's PullRequest.update_branch only returns whether the status was 202 and drops
+            # GitHub's reason; the requester's checked call raises with it (moved head, conflict).
+            pull = self.lazy.get_pull(number)
+            pull._requester.requestJsonAndCheck("PUT", f"{pull.url}/update-branch",
+                                                input={"expected_head_sha": pr.head_sha})
+            return True
+
+        self._write(f"update branch of PR #{number}", update, recover=landed, on_error=refused)
         deadline, delay = time.monotonic() + timeout, 0.5
         while True:
             head = self.get_pr(number).head_sha

@@ -148,3 +148,35 @@ def test_a_persons_commits_cannot_ride_in_on_the_update(env, attack):
     assert "Decision: REJECT" in body and "not the commit the bot pushed" in body
     assert not env.forge.get_pr(b).merged
     assert json.loads(env.forge.read_file(f"kernels/{DEF}/champion.json"))["pr"] == a
+
+
+def test_promote_on_a_stale_candidate_brings_it_up_to_date(env):
+    env.server.set_permission("maint2", "maintain")
+    a, b, meta = two_candidates(env)
+    env.bench_done(a, rep(meta[a], 1.10))
+    from bot.review.publish import publish_results
+
+    old_b = env.forge.get_pr(b).head_sha
+    publish_results(env.forge, b, old_b, report=rep(meta[b], 1.2), promote=False)  # a review, no decision acted on
+    assert env.forge.get_pr(b).head_sha == old_b
+    c, p = env.comment(b, "/promote", author="maint2")
+    env.deliver("issue_comment", p)
+    reply = [x for x in env.bot_comments(b) if f"kbot:reply:{c['id']}" in x["body"]][0]["body"]
+    pr = env.forge.get_pr(b)
+    assert "rebenchmark" in reply and "Brought up to date" in reply and not pr.merged
+    assert pr.head_sha != old_b and bot_merges(decode_meta(pr.body)) == [pr.head_sha]
+
+
+def test_update_branch_refuses_a_moved_head_and_a_conflict(env):
+    from bot.forge.base import BranchMovedError, NotMergeableError
+
+    a, b, meta = two_candidates(env)
+    pr = env.forge.get_pr(b)
+    with pytest.raises(BranchMovedError):
+        env.forge.update_branch(b, expected_head="0" * 40)
+    assert env.forge.update_branch(b, expected_head=pr.head_sha) == pr.head_sha  # nothing new on main
+    folder = meta[b]["solution_path"].rsplit("/", 1)[0]
+    env.server.push_commit("main", {f"{folder}/solution.json": "{}"}, author=env.server.maintainer)
+    with pytest.raises(NotMergeableError):
+        env.forge.update_branch(b, expected_head=pr.head_sha)
+    assert env.forge.get_pr(b).head_sha == pr.head_sha
