@@ -181,7 +181,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"  per seed {e[m]['per_seed']}")
         p = r["paired"]
         print(f"  paired: guided fewer in {p['guided_fewer']}, blind fewer in {p['blind_fewer']}, same in {p['same']}")
-    out = {"device": device, "table": str(path), "within": a.within, "seeds": a.seeds, "results": results}
+    shown = path.resolve()
+    shown = shown.relative_to(REPO) if shown.is_relative_to(REPO) else shown
+    out = {"device": device, "table": str(shown), "within": a.within, "seeds": a.seeds, "results": results}
     if a.out:
         Path(a.out).write_text(json.dumps(out, indent=1))
     return out
