@@ -47,6 +47,7 @@ import yaml
 
 from .ceilings import Ceilings, peak_key_for_dtype
 from .feedback.expr import ExprError, compile_expr
+from .paths import shipped, skill
 from .report import Roofline
 from .schema import Definition
 
@@ -63,8 +64,7 @@ __all__ = [
     "workload_roofline",
 ]
 
-REPO = Path(__file__).resolve().parents[1]
-SPEC_DIR = REPO / "skills" / "roofline"
+SPEC_DIR = shipped() / "skills" / "roofline"  # ours; a repository's skills/roofline/<op_type>.yaml replaces one
 
 DTYPE_BYTES: dict[str, float] = {
     "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
@@ -162,8 +162,8 @@ def _parse_spec_file(path: str, _mtime: int, _size: int) -> _SpecFile:
 
 def load_spec(definition: Definition, spec_dir: Path | str | None = None) -> RooflineSpec:
     """The formulas for a definition: op_type file, then name variant, then exact-name override."""
-    d = Path(spec_dir) if spec_dir else SPEC_DIR
-    sf = _read_spec_file(str(d / f"{definition.op_type}.yaml"))
+    name = f"{definition.op_type}.yaml"
+    sf = _read_spec_file(str(Path(spec_dir) / name if spec_dir else skill(f"roofline/{name}")))
     if sf is None:
         return RooflineSpec(op_type=definition.op_type, source="default (no skills/roofline file)")
     spec = sf.base

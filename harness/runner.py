@@ -28,11 +28,12 @@ from typing import Any, Callable
 from . import runfolder, sandbox
 from .baselines import TRUST_BASELINE, TRUST_CANDIDATE
 from .gpu_pool import ENV_GPU, GPU
+from .paths import CODE_ROOT, REPO_ENV, definitions_dirs, repository
 from .report import BaselineRun, BuildResult, DeviceInfo, Finding, Report, WorkloadResult
 from .schema import Definition, Evaluation, Solution, Status, Trace, Workload
 from .timed_counts import TimedCounts
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = CODE_ROOT  # the folder harness/ is imported from (a checkout, or site-packages): the workers' cwd and PYTHONPATH
 LOG_HEAD = 16 * 1024
 LOG_TAIL = 16 * 1024
 
@@ -331,6 +332,9 @@ def worker_env(device: str, sandbox_mode: str = "auto", read: list[str] | tuple[
     env = {k: v for k, v in os.environ.items() if not _secret(k)}
     env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    repo = repository()
+    if repo is not None:  # the worker's cwd is CODE_ROOT: it finds the same repository (its skills/guard) by name
+        env[REPO_ENV] = str(repo)
     env[sandbox.ENV_MODE] = sandbox.check_mode(sandbox_mode)
     env.pop(sandbox.ENV_READ, None)
     if read:
@@ -352,12 +356,13 @@ def worker_env(device: str, sandbox_mode: str = "auto", read: list[str] | tuple[
 def sandbox_reads(dataset_root: str | None, definition: Definition | None = None, definition_path: Path | None = None) -> list[str]:
     """Folders a worker must read beyond the standard ones: the dataset root, and the folder of a
     definition's sidecar (trusted builders and references) when it is not one of ours."""
-    from .defconfig import DEFINITIONS_DIR, find_sidecar
+    from .defconfig import find_sidecar
 
     out = [str(Path(dataset_root).resolve())] if dataset_root else []
     if definition is not None:
         side = find_sidecar(definition.name, definition_path)
-        if side is not None and DEFINITIONS_DIR.resolve() not in side.resolve().parents:
+        ours = [d.resolve() for d in definitions_dirs()]  # readable by every worker (harness/sandbox.py)
+        if side is not None and not any(d in side.resolve().parents for d in ours):
             out.append(str(side.resolve().parent))
     return out
 

@@ -25,6 +25,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from ..paths import shipped, skill_files
 from ..report import SEVERITIES, FeedbackItem, Roofline
 from .expr import Expr, ExprError, MissingName, compile_expr
 
@@ -43,8 +44,7 @@ __all__ = [
     "source_of",
 ]
 
-REPO = Path(__file__).resolve().parents[2]
-RULES_DIR = REPO / "skills" / "profiling" / "rules"
+RULES_DIR = shipped() / "skills" / "profiling" / "rules"  # ours; a repository's file of the same name replaces one
 CLASSES = ("memory", "compute", "latency")
 _RULE_KEYS = {"name", "title", "applies_to", "requires", "optional", "thresholds", "trigger", "analysis",
               "recommendation", "severity", "impact", "group", "stop", "description"}
@@ -205,8 +205,10 @@ def load_rules(rules_dir: str | Path | None = None) -> list[Rule]:
     d = Path(rules_dir) if rules_dir else RULES_DIR
     if not d.is_dir():
         raise RuleError(f"{d}: no such rules directory")
+    # Without a folder: skills/profiling/rules/ of the repository and ours, one file per name (harness/paths.py).
+    files = sorted(d.glob("*.yaml")) if rules_dir else skill_files("profiling/rules", "*.yaml")
     rules: list[Rule] = []
-    for path in sorted(d.glob("*.yaml")):
+    for path in files:
         try:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as e:
