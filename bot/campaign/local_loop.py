@@ -494,12 +494,20 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
         # when the budget is used up: their PRs may already be open.
         campaign = Campaign.resume(store, agent, evaluator, evaluate_pending=True, lineage=lineage)
     else:
+        from bot.policy_file import PolicyError
+        from bot.promotion.execute import load_promotion_policy
+
+        try:
+            policy = load_promotion_policy(ws.forge)  # the workspace's main, as promotion reads it
+        except PolicyError as e:
+            raise LoopError(str(e)) from None
         config = CampaignConfig.from_dict({
             "proposals_per_step": opts.candidates,
             "memory_path": str(workspace_memory(ws, definition.name)),
-            # one step evaluates the starting champion, then one step per round
+            # one step evaluates the starting champion, then one step per round; the stop rules
+            # (speed of light, plateau) from the promotion policy's `stop:`
             "budget": {"max_steps": opts.rounds + 1, "max_candidates": 1 + opts.rounds * opts.candidates,
-                       "patience": None, "roofline_target": None},
+                       **policy.budget()},
         })
         campaign = Campaign.start(definition, [champion], agent, evaluator, config, store, workloads=workloads,
                                   lineage=lineage)
@@ -544,6 +552,9 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
             "speedup_vs_champion": s.get("speedup_vs_baseline"), "speedup_vs_start": h["speedup"],
             "speedup_vs_reference": s.get("speedup_vs_reference"), "speedup_vs_best_baseline": vs_best,
             "roofline_fraction": s.get("roofline_fraction_min"),
+            "roofline_fraction_largest": s.get("roofline_fraction_largest"),
+            "roofline_bound_largest": s.get("roofline_bound_largest"),
+            "roofline_fraction_geomean": s.get("roofline_fraction_geomean"),
             "decision": o.get("decision"), "headline": o.get("headline"), "rationale": h["rationale"],
             **({"gpu": gpu} if gpu is not None else {}),
         })

@@ -258,7 +258,8 @@ def derived_evidence(evidence: dict[str, Any], roofline: Roofline | None) -> dic
         l2, bw = c.get("l2_bytes"), c.get("copy_bandwidth_gbs")
         if l2 and bw and extra.get("memory_floor_ms") is not None:
             mem_l2_ms = max(0.0, extra["memory_floor_ms"] - l2 / (bw * 1e9) * 1e3)
-            ev.setdefault("floor_l2_us", max(mem_l2_ms, extra.get("compute_floor_ms") or 0.0) * 1e3)
+            launch_ms = extra.get("launch_floor_ms") or 0.0  # floor_us includes it: so does this one
+            ev.setdefault("floor_l2_us", (max(mem_l2_ms, extra.get("compute_floor_ms") or 0.0) + launch_ms) * 1e3)
         ev.setdefault("roofline_flops", roofline.flops)
         if roofline.fraction is not None:
             ev.setdefault("roofline_fraction", roofline.fraction)
@@ -320,6 +321,8 @@ def bottleneck_classes(roofline: Roofline | None) -> set[str] | None:
     if roofline is None or roofline.bound is None:
         return None
     c = {roofline.bound}
+    if roofline.bound == "launch":
+        c.add("latency")  # launch-bound: the latency rules (grid size, launch overhead) are the ones that apply
     intrinsic = (roofline.model_extra or {}).get("intrinsic_bound")
     if intrinsic:
         c.add(intrinsic)
