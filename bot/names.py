@@ -18,6 +18,7 @@ KILL_SWITCH_LABEL = "kbot:stop"    # the policy's default kill-switch label: the
 STATUS_CONTEXT = "kbot/harness"    # the commit status every evaluation reports under
 BENCH_WORKFLOW = ".github/workflows/bench.yml"
 RESULTS_ARTIFACT_PREFIX = "kbot-results-"  # the bench workflow's result artifacts
+CALLS_ARTIFACT_PREFIX = "kbot-calls-"  # command.yml / report.yml: every model call of the run (+ run id)
 # The run-name of a bench the bot dispatched for a person's PR (bench.yml spells it in `format(...)`):
 # the report step reads the PR and the authorized sha back from it (bot.campaign.submission).
 DISPATCH_TITLE = "kbot bench of PR #{pr} at {sha}"

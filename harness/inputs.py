@@ -16,10 +16,9 @@ a seeded ``torch.Generator`` and the inputs made so far, and returns the tensors
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -28,6 +27,7 @@ from .defconfig import DefinitionConfig
 from .dtypes import torch_dtype
 from .generators import GENERATORS, GenContext, random_float
 from .schema import Definition, GeneratedInput, RandomInput, SafetensorsInput, ScalarInput, SchemaError, Workload
+from .trusted_fn import load_trusted_fn
 
 # Every place that makes inputs (worker, profiler driver, tests) knows the contest operators' generators
 # and comparators.
@@ -46,26 +46,6 @@ def seed_for(base_seed: int, workload_uuid: str, trial: int, stream: str = "inpu
 
     h = hashlib.sha256(f"{base_seed}:{workload_uuid}:{trial}:{stream}".encode()).digest()
     return int.from_bytes(h[:8], "little") & ((1 << 63) - 1)
-
-
-def load_trusted_fn(spec: str, root: Path | None) -> Callable[..., Any]:
-    """Load ``file.py::fn`` from a definition's own folder (trusted: it ships with our definitions)."""
-    if root is None:
-        raise SchemaError(f"'{spec}' needs the definition's folder, which is unknown")
-    file, _, fn = spec.partition("::")
-    path = (root / file).resolve()
-    if root.resolve() not in path.parents:
-        raise SchemaError(f"'{spec}' points outside the definition folder")
-    modname = f"kbot_def_{abs(hash(str(path)))}"
-    mspec = importlib.util.spec_from_file_location(modname, path)
-    if mspec is None or mspec.loader is None:
-        raise SchemaError(f"cannot load {path}")
-    mod = importlib.util.module_from_spec(mspec)
-    mspec.loader.exec_module(mod)
-    try:
-        return getattr(mod, fn)
-    except AttributeError:
-        raise SchemaError(f"{path} has no function '{fn}'") from None
 
 
 def _safetensor(spec: SafetensorsInput, dataset_root: Path | None, device: torch.device) -> torch.Tensor:

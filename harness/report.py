@@ -64,9 +64,10 @@ class Roofline(_M):
     bytes: float
     flops: float
     intensity: float  # FLOP per byte
-    floor_ms: float  # max(bytes/bandwidth, flops/peak) on the measured ceilings
+    floor_ms: float  # launch floor + max(bytes/bandwidth, flops/peak) on the measured ceilings (harness/roofline.py)
     fraction: float | None = None  # floor_ms / measured median (1.0 = at the floor)
-    bound: Literal["memory", "compute", "latency"] | None = None
+    # the largest term of the floor (launch / memory / compute), or latency: measured 20x the floor or more
+    bound: Literal["memory", "compute", "launch", "latency"] | None = None
     ceilings: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -100,6 +101,17 @@ class FeedbackItem(_M):
     cause: str = ""
     recommendation: str = ""
     kernel: str | None = None
+
+
+def top_feedback(workloads: "list[WorkloadResult]", limit: int | None = None) -> list[FeedbackItem]:
+    """The feedback items of a report's workloads, one per (rule, title), most severe first (the
+    engine's impact order kept within a severity); ``limit``: the first so many."""
+    seen: dict[tuple[str, str], FeedbackItem] = {}
+    for w in workloads:
+        for item in w.feedback:
+            seen.setdefault((item.rule, item.title), item)
+    ranked = sorted(seen.values(), key=lambda f: severity_rank(f.severity))
+    return ranked if limit is None else ranked[:limit]
 
 
 class BuildError(_M):
@@ -195,7 +207,10 @@ class WorkloadResult(_M):
     speedup_vs_baseline: PairedRatio | None = None
     kernel_time: KernelTime | None = None  # GPU runs only
     roofline: Roofline | None = None
+    # NVML energy per call of the candidate and of its paired baseline, measured in the same worker right
+    # after the timing (TimingConfig.energy_s); None where no counter exists (profile.energy_missing says why).
     energy_j_per_call: float | None = None
+    baseline_energy_j_per_call: float | None = None
     findings: list[Finding] = Field(default_factory=list)
     feedback: list[FeedbackItem] = Field(default_factory=list)
     profile: dict[str, Any] | None = None
@@ -243,6 +258,9 @@ class Report(_M):
     # for people, and each worker's own record (harness/sandbox.py, harness/runner.py).
     isolation: dict[str, Any] = Field(default_factory=dict)
     workloads: list[WorkloadResult] = Field(default_factory=list)
+    # What folding the profile cost and covered (harness/profile/pipeline.py ``profile_report``): the
+    # per-candidate budget, seconds spent (static compile, each profiled workload), what was left out.
+    profiling: dict[str, Any] | None = None
     started: str
     finished: str | None = None
 

@@ -85,10 +85,13 @@ def evals_to_target(scores: list[float | None], target: float) -> int | None:
     return None
 
 
-def run_campaign(table_json, table, start_cfg, policy, seed, budget, target=0.0, search=None) -> list[float | None]:
+def run_campaign(table_json, table, start_cfg, policy, seed, budget, target=0.0, search=None,
+                 evaluator: RecordingEvaluator | None = None) -> list[float | None]:
+    """The scores of the campaign's evaluations in order (``evaluator``: a RecordingEvaluator of the
+    table, e.g. one that adds feedback items: scripts/guided_bench.py)."""
     base = seed_solution(table_json)
     start = apply(base, start_cfg) if start_cfg != configuration(solution_tunables(base)) else base
-    ev = RecordingEvaluator(table)
+    ev = evaluator if evaluator is not None else RecordingEvaluator(table)
     # The store is scratch here; keep it in memory-backed /dev/shm when there is one (thousands of
     # small atomic writes are slow on a shared disk).
     scratch = "/dev/shm" if Path("/dev/shm").is_dir() else None

@@ -2,8 +2,9 @@
 
 * no import cycles among the modules of ``bot/`` and ``harness/``: every ``import`` statement counts,
   at module level or inside a function or an ``if TYPE_CHECKING:`` block (a lazy import that closes a
-  cycle is still a cycle). Plugin discovery (``importlib.import_module`` over a package's modules) is
-  not an import statement: the discovered modules import the table, never the reverse;
+  cycle is still a cycle). Plugin discovery (``importlib.import_module`` over a package's modules)
+  counts where it runs while a module is imported (a top-level call of a discovering function): that
+  module then imports every discovered one; discovery called later, from a function, is not an edge;
 * the harness imports nothing from the bot, not even lazily: the bot's ``kbot`` subcommands come in
   through the ``kbot.commands`` entry points;
 * no module imports another module's private names (``from x import _y``, ``x._y``);
@@ -75,6 +76,50 @@ def _imports(module: str) -> list[tuple[int, str, list[str]]]:
     return out
 
 
+# The functions that import every module of a package (plugin discovery), and the package each walks.
+DISCOVERY = {("harness.operators", "register_all"): "harness.operators",
+             ("bot.agents.catalog", "_load_providers"): "bot.agents.providers",
+             ("bot.commands.spec", "specs"): "bot.commands"}
+
+
+def _discoverers() -> set[tuple[str, str]]:
+    """(module, function) for every function of ours whose body walks a package with ``iter_modules``."""
+    found = set()
+    for m, tree in TREES.items():
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef) and any(
+                    isinstance(c, ast.Attribute) and c.attr == "iter_modules" for c in ast.walk(fn)):
+                found.add((m, fn.name))
+    return found
+
+
+def _discovered_at_import(module: str) -> set[str]:
+    """The modules ``module`` imports through discovery while it is itself imported: a discovering
+    function called at its top level (``operators.register_all()`` in harness/inputs.py). Such a call is
+    an import of every discovered module, so a discovered module that imports ``module`` back, even
+    lazily, closes a cycle."""
+    bound: dict[str, str] = {}  # local name -> our module (or "module.function") it is bound to
+    for _, target, names in _imports(module):
+        t = _ours(target)
+        if t is not None:
+            bound[t.rpartition(".")[2]] = t
+            bound.update({n: f"{t}.{n}" for n in names})
+    out: set[str] = set()
+    for stmt in TREES[module].body:  # top level only: a call inside a function runs later
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            continue
+        f = stmt.value.func
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in bound:
+            key = (bound[f.value.id], f.attr)
+        elif isinstance(f, ast.Name) and f.id in bound:
+            key = tuple(bound[f.id].rsplit(".", 1))
+        else:
+            continue
+        if key in DISCOVERY:
+            out |= {m for m in MODULES if m.startswith(DISCOVERY[key] + ".")}
+    return out
+
+
 def _graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
     for m in MODULES:
@@ -82,7 +127,14 @@ def _graph() -> dict[str, set[str]]:
             t = _ours(target)
             if t is not None and t != m:
                 graph[m].add(t)
+        graph[m] |= _discovered_at_import(m) - {m}
     return graph
+
+
+def test_every_discovery_is_known():
+    assert _discoverers() == set(DISCOVERY), "a function walks a package with iter_modules: add it to DISCOVERY"
+    # inputs.py discovers the operators when it is imported: that is an edge to each operator module
+    assert "harness.operators.moe" in _graph()["harness.inputs"]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -178,15 +230,25 @@ def test_no_private_names_across_modules():
                 for a in node.names:
                     if _ours(a.name) == a.name and a.asname:
                         aliases[a.asname] = a.name
+                    elif not a.asname and a.name.split(".")[0] in MODULES:  # `import bot.x.y` binds `bot`
+                        aliases[a.name.split(".")[0]] = a.name.split(".")[0]
             elif isinstance(node, ast.ImportFrom):
                 base = _absolute(m, node)
                 for a in node.names:
                     if f"{base}.{a.name}" in MODULES:
                         aliases[a.asname or a.name] = f"{base}.{a.name}"
         for node in ast.walk(TREES[m]):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                    and aliases[node.value.id] != m and _private(node.attr)):
-                bad.append(f"{where}:{node.lineno}: uses {aliases[node.value.id]}.{node.attr}")
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            chain, root = [], node.value  # `a.b.c._x`: the module `a.b.c` names, through any alias of `a`
+            while isinstance(root, ast.Attribute):
+                chain.insert(0, root.attr)
+                root = root.value
+            if not (isinstance(root, ast.Name) and root.id in aliases):
+                continue
+            owner = ".".join([aliases[root.id], *chain])
+            if owner in MODULES and owner != m:
+                bad.append(f"{where}:{node.lineno}: uses {owner}.{node.attr}")
     assert not bad, "private names used outside their module (make them public or move the code):\n" + "\n".join(bad)
 
 
@@ -221,7 +283,7 @@ def test_workflows_spell_the_names_of_bot_names():
         for prefix in re.findall(r"startsWith\([^,]+,\s*'([^']*)'\)", code):
             assert prefix == names.BRANCH_PREFIX, f"{wf.name}: branch prefix {prefix!r} is not bot.names.BRANCH_PREFIX"
         for artifact in re.findall(r"(?:name|pattern):\s*([A-Za-z0-9_-]+?-)(?:\$\{\{|\*)", code):
-            assert artifact == names.RESULTS_ARTIFACT_PREFIX, f"{wf.name}: artifact prefix {artifact!r}"
+            assert artifact in (names.RESULTS_ARTIFACT_PREFIX, names.CALLS_ARTIFACT_PREFIX), f"{wf.name}: artifact prefix {artifact!r}"
         for module in re.findall(r"python3? -m ((?:bot|harness)\.[\w.]*)", code):
             assert _ours(module) == module, f"{wf.name}: runs {module}, which is not a module of this repository"
     bench = (REPO / names.BENCH_WORKFLOW).read_text()
@@ -232,11 +294,26 @@ def test_workflows_spell_the_names_of_bot_names():
 ARCHITECTURE = REPO / "docs" / "architecture.md"
 
 
+def _plugin(module: str) -> bool:
+    """A module found by discovery, which the page need not name: a chat command (``SPEC`` at module
+    level in ``bot/commands/``) or an LLM provider (``bot/agents/providers/``)."""
+    if module.startswith("bot.agents.providers."):
+        return True
+    return module.startswith("bot.commands.") and any(
+        isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "SPEC" for t in n.targets)
+        for n in TREES[module].body)
+
+
+def test_plugins_are_found_without_the_page():
+    assert _plugin("bot.commands.help") and _plugin("bot.agents.providers.offline")
+    assert not _plugin("bot.commands.dispatch") and not _plugin("bot.forge.local")
+
+
 def test_the_architecture_page_names_every_room_and_module():
     text = ARCHITECTURE.read_text()
     missing = []
     for m, path in MODULES.items():
-        if not m.startswith("bot.") or path.name == "__init__.py":
+        if not m.startswith("bot.") or path.name == "__init__.py" or _plugin(m):
             continue
         rel = path.relative_to(REPO / "bot")
         room = rel.parts[0] if len(rel.parts) > 1 else None

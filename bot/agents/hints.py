@@ -2,7 +2,9 @@
 
 The rule engine's items are prose plus evidence; the offline agent needs "move knobs of role R up or
 down". Each rule below matches an item by the engine's rule name (skills/profiling/rules/*.yaml) or,
-for items from elsewhere, by words (rule id, title, cause, recommendation, evidence keys), and votes
+for items from elsewhere, by words (rule id, title, cause, recommendation, evidence keys); an engine
+rule no hint names votes for nothing (its words would match loosely: a roofline distance titled
+"latency-bound" is no memory-latency stall, "narrower dtypes" no narrow load), and votes
 for a direction per role, weighted by the item's severity. The controller then tries the
 moves with the most votes first. Matching words rather than exact rule ids keeps this independent of the
 rule engine's naming, at the price of a few loose matches (votes, never vetoes: every move stays
@@ -11,6 +13,7 @@ reachable).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -35,10 +38,12 @@ def _r(p: str) -> re.Pattern[str]:
 RULES: tuple[HintRule, ...] = (
     HintRule(
         "register_pressure",
-        ("occupancy_limited_by_registers", "register_spills", "register_spills_sass", "register_spills_triton"),
+        ("occupancy_limited_by_registers", "register_spills", "register_spills_sass", "register_spills_triton",
+         "register_spill_instructions"),
         _r(r"spill|local[ _-]?memory|register[s_ -]*(limit|pressure|per[ _]thread|bound)|occupancy_limit_registers"),
-        (("warps", -1), ("block", -1), ("stages", -1)),
-        "registers limit occupancy or spill: less work per thread/program",
+        # More warps share a program's tile, so each thread holds fewer values (what the rules recommend).
+        (("warps", +1), ("block", -1), ("stages", -1)),
+        "registers limit occupancy or spill: less work per thread (smaller tiles, more warps)",
     ),
     HintRule(
         "shared_memory_limit",
@@ -118,9 +123,19 @@ def explain(items: list[FeedbackItem]) -> list[str]:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def engine_rule_names() -> frozenset[str]:
+    """The names of the rule engine's rules (skills/profiling/rules)."""
+    from harness.feedback.engine import load_rules
+
+    return frozenset(r.name for r in load_rules())
+
+
 def matching(item: FeedbackItem, text: str) -> list[HintRule]:
-    """Hint rules for an item: by the engine's rule name when it is one we know, else by its words."""
+    """Hint rules for an item: by the engine's rule name when it is one we know; none for another rule of
+    the engine (its meaning is known and says nothing about a knob: "At 3% of the roofline
+    (latency-bound)" is not a memory-latency stall); by its words for items from elsewhere."""
     exact = [r for r in RULES if item.rule in r.rules]
-    if exact:
+    if exact or item.rule in engine_rule_names():
         return exact
     return [r for r in RULES if r.pattern.search(text)]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from bot.forge.base import BranchTouchedByHumansError, ForgeError, PullRequest
-from bot.forge.trusted_meta import pushed_head, read_meta, record_head, write_meta
+from bot.forge.trusted_meta import pushed_head, read_meta, record_head, verify_update, write_meta
 from bot.names import CANDIDATE_LABEL, attempt_branch
 from bot.review.markdown import commit_text
 from harness.schema import Solution
@@ -139,14 +139,28 @@ def ensure_attempt(forge: Any, solution: Solution, *, node: str, meta: Mapping[s
 
 
 def update_attempt(forge: Any, number: int) -> str:
-    """Merge the default branch into candidate PR ``number`` (a forge with ``update_branch``) and record
-    the new head in its signed meta block; returns the head to measure. Only a head the bot recorded
-    is updated: a head someone else pushed stays as it is (and the candidate gate refuses it)."""
+    """Merge the default branch into candidate PR ``number`` (the forge's ``update_branch``: GitHub's
+    "Update branch", or the local forge's merge) and record the new head in its signed meta block;
+    returns the head to measure. Only a head the bot recorded is updated: a head someone else pushed
+    stays as it is (and the candidate gate refuses it). The new head is recorded only when
+    ``verify_update`` finds it to be exactly that merge; otherwise the head is left unrecorded (the gate
+    refuses it too) and ``UpdateRefused`` says why."""
+    from bot.promotion.candidate_gate import solution_folder
+
     pr = forge.get_pr(number)
     meta = read_meta(pr, forge)
     if meta is None or pushed_head(meta) != pr.head_sha:
         return pr.head_sha
     head = forge.update_branch(number, expected_head=pr.head_sha)
-    if head != pr.head_sha:
-        record_head(forge, number, meta, head)
+    if head == pr.head_sha:
+        return head
+    folder = solution_folder(meta)
+    problems = verify_update(forge, pr.head_sha, head, folder) if folder else ["the meta block names no solution folder"]
+    if problems:
+        raise UpdateRefused(f"PR #{number}: the head after the update is not the bot's merge: " + "; ".join(problems))
+    record_head(forge, number, meta, head, merge=True)
     return head
+
+
+class UpdateRefused(ForgeError):
+    """The head found after bringing a candidate up to date is not the merge the bot asked for."""

@@ -47,8 +47,10 @@ import inspect
 import json
 import logging
 import math
+import os
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from bot.agents.base import AgentError
@@ -61,9 +63,10 @@ from bot.controller.campaign import Campaign
 from bot.controller.tree import PENDING, ROOT
 from bot.forge.base import BranchTouchedByHumansError, PullRequest
 from bot.forge.trusted_meta import read_meta
-from bot.names import STOPPED_LABEL, attempt_branch, definition_branch_prefix
+from bot.names import CALLS_ARTIFACT_PREFIX, STOPPED_LABEL, attempt_branch, definition_branch_prefix
 from bot.policy_file import PolicyError
 from bot.promotion.champion import champion_lineage, read_champion
+from bot.promotion.execute import load_promotion_policy
 from bot.review.evidence import Evidence, find_evidence
 from bot.review.markdown import escape_inline
 from harness.geomean import geomean
@@ -75,6 +78,7 @@ _NODE = re.compile(r"^[0-9a-f]{12}$")
 _HASH = re.compile(r"^[0-9a-f]{64}$")
 _SOLUTION_PATH = re.compile(r"^kernels/[A-Za-z0-9_.-]+/(?:[A-Za-z0-9_.-]+/)*solution\.json$")
 MAX_RATIONALE = 400
+CALLS_DIR_ENV = "KBOT_CALLS_DIR"  # where the bot keeps every model call (see ``campaign``)
 
 
 # ------------------------------------------------------------------------------------ evidence
@@ -83,7 +87,8 @@ MAX_RATIONALE = 400
 def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
     """The tree's compact node summary (``bot.controller.summary.summarize`` shape) from the evidence
     block of our review: statuses, paired ratios vs the champion it was measured against, speedup vs
-    the reference. Feedback items and roofline fractions live in the run's artifact, not here."""
+    the reference, roofline fractions and energy where the block has them, and the review's top feedback
+    items (what the next prompt shows)."""
     ws = ev.workloads
     statuses: dict[str, int] = {}
     for w in ws:
@@ -109,6 +114,8 @@ def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
         else:
             msg = f"{ev.findings} guard finding(s)" if ev.findings else "no workloads were evaluated"
         error = {"status": status, "file": None, "line": None, "message": msg}
+    roofs = [w.roofline for w in ws if w.roofline is not None and w.roofline[0] > 0]
+    largest = max(roofs, key=lambda r: r[1]) if roofs and len(roofs) == len(ws) else None
     return {
         "passed": passed,
         "status": status,
@@ -119,11 +126,16 @@ def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
         "baseline_hash": ev.baseline_hash,  # the champion it was paired against: the tree chains from it
         "solution_hash": ev.solution_hash,
         "noise": max(noise) if noise else None,
-        "roofline_fraction_min": None,
-        "energy_j_per_call": None,
+        # From the review's evidence block (absent in blocks written before it carried them): the
+        # speed-of-light stop rule judges the PRs by these.
+        "roofline_fraction_min": min(r[0] for r in roofs) if largest else None,
+        "roofline_fraction_largest": largest[0] if largest else None,
+        "roofline_bound_largest": largest[2] if largest else None,
+        "roofline_fraction_geomean": geomean([r[0] for r in roofs]) if largest else None,
+        "energy_j_per_call": geomean([w.energy[0] for w in ws]) if ws and all(w.energy for w in ws) else None,  # type: ignore[index]
         "eval_seconds": 0.0,
         "error": error,
-        "feedback": [],
+        "feedback": [f.model_dump(mode="json") for f in ev.feedback],
         "head_sha": ev.head_sha,
     }
 
@@ -197,6 +209,11 @@ def read_snapshot(forge: Any, definition: str, *, load_solutions: bool = True) -
                 ev = None
             if ev is not None and ev.solution_hash == meta["solution_hash"]:
                 summary, status = summary_from_evidence(ev), "evaluated"
+                # The error text the report step kept in the signed meta block (the evidence holds
+                # statuses only): the search memory's facts and error -> fix pairs come from it.
+                said = meta.get("outcome") if isinstance(meta.get("outcome"), Mapping) else {}
+                if summary["error"] is not None and isinstance(said.get("error"), str) and said["error"]:
+                    summary["error"]["message"] = said["error"][:500]
         solution = None
         if load_solutions and status != PENDING:
             solution = _read_solution(forge, meta.get("solution_path"), [pr.head_sha, pr.merge_commit_sha, main_sha],
@@ -319,13 +336,30 @@ def _body(sol: Solution, node: Any, request: OptimizeRequest, parent_pr: PullReq
     return "\n\n".join(lines)
 
 
+def calls_file(calls_dir: str | os.PathLike[str], cid: str, round_no: int) -> Path:
+    """Where the model calls of round ``round_no`` of campaign ``cid`` are kept."""
+    return Path(calls_dir) / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', cid)}-r{round_no}.jsonl"
+
+
+def calls_place() -> str | None:
+    """Where this process's calls can be found later: the Actions run (its ``kbot-calls-<run id>``
+    artifact) when running in a workflow, else None (App mode: the state directory's ``calls/``)."""
+    server, repo, run = (os.environ.get(k) for k in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY", "GITHUB_RUN_ID"))
+    if server and repo and run and run.isdigit():
+        return f"{server}/{repo}/actions/runs/{run} (artifact {CALLS_ARTIFACT_PREFIX}{run})"
+    return None
+
+
 def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_no: int = 1,
-             cid: str | None = None) -> list[PullRequest]:
+             cid: str | None = None, calls_dir: str | os.PathLike[str] | None = None) -> list[PullRequest]:
     """Open round ``round_no`` of ``request``: ``request.candidates`` PRs in all (those a previous call
     for the same campaign and round opened count). Returns the round's PRs, oldest first.
 
     ``agent``: an Agent instance (tests, replays); default ``request.agent`` from the registry, keys
     from the environment. ``cid``: the campaign id (later rounds reuse the first round's).
+    ``calls_dir``: where every model call is kept (default ``$KBOT_CALLS_DIR``; command.yml and
+    report.yml upload it as an artifact, ``kbot serve`` keeps it in its state directory); each PR's
+    meta block names its file and the run. Without one the calls live only in this process.
     """
     definition = _definition(forge, request.definition)
     _, main_sha = forge.default_head()
@@ -346,13 +380,22 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
             raise CampaignRefused(f"#{request.parent_pr} has no evaluation yet: wait for its review or run `/evaluate`")
 
     seed = int(hashlib.sha256(f"{cid}:{round_no}".encode()).hexdigest()[:8], 16)
+    # The stop rules (speed of light, plateau) from the promotion policy on the default branch; the
+    # plateau is judged over the tree's nodes, so the PRs alone say whether it was reached.
+    try:
+        stop = load_promotion_policy(forge).budget()
+    except PolicyError as e:
+        raise CampaignRefused(f"the promotion policy is invalid: {escape_inline(e, 300)}") from None
     config = {"proposals_per_step": need, "seed": seed, "fsync": False,
-              "budget": {"max_candidates": None, "patience": None, "roofline_target": None}}
+              "budget": {"max_candidates": None, **stop}}
     agent = agent or _make_agent(request.agent, request.agent_config)
     opened: list[PullRequest] = []
     # The same record path as a local resume, in memory: GitHub is the database, nothing is cached.
     # No evaluator: the bench workflow measures each PR on a GPU runner.
-    camp = Campaign.from_records(snap.records, definition, agent, None, config, workloads=_workloads(forge, definition))
+    calls_dir = calls_dir if calls_dir is not None else os.environ.get(CALLS_DIR_ENV) or None
+    calls = calls_file(calls_dir, cid, round_no) if calls_dir else None
+    camp = Campaign.from_records(snap.records, definition, agent, None, config, workloads=_workloads(forge, definition),
+                                 calls_path=calls)
     # /optimize on a candidate PR: that node is expanded, whatever UCT would pick.
     forced = camp.tree.nodes[parent_node] if parent_node is not None else None
     for _ in range(need + 3):  # a step may yield fewer than asked (widening, duplicates)
@@ -360,6 +403,10 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
         step = camp.propose_next(at=forced)
         if step.stopped:
             log.info("campaign %s: %s", cid, step.reason)
+            if round_no == 1 and not opened and not mine:
+                # Said in the reply to /optimize; a later round just ends (continue_after_results).
+                raise CampaignRefused(f"no candidate opened: {escape_inline(step.reason, 300)} "
+                                      "(the stop rules are `stop:` in skills/promotion.yaml)")
             break
         for nid in step.new_nodes:
             node = camp.tree.nodes[nid]
@@ -377,6 +424,8 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
                 "solution": node.solution.name, "solution_hash": node.solution.content_hash(),
                 "config_key": node.config_key, "mode": node.mode, "rationale": node.rationale[:MAX_RATIONALE],
             }
+            if node.prompt_hash and calls is not None:
+                meta["calls"] = {"file": calls.name, "where": calls_place()}
             try:
                 att = ensure_attempt(forge, node.solution, node=nid, meta=meta,
                                      body=_body(node.solution, node, request, ppr, round_no),

@@ -10,6 +10,14 @@ that already have a trace line are not measured again).
 ``evaluations.jsonl`` in ``runs_dir`` gets one line per evaluation actually started (not per cache hit),
 so callers and tests can count real worker runs.
 
+Profiling is on by default (``profile``): after a measurement with a passing workload, the report
+gets its feedback items (``harness.profile.pipeline.profile_report``): on every device the roofline
+rules and the static evidence (a Triton solution compiled ahead of time for sm_90 in a sandboxed child:
+registers, spills, SASS facts; cached per solution in ``<runs_dir>/<definition>/<hash>/static.json``),
+on the GPU also ncu with the sections the workload's roofline class calls for, SASS of the kernels it
+ran and NVML energy, for up to ``max_profiled`` workloads within ``profile_budget_s`` seconds per
+candidate. What it cost is in ``report.profiling``.
+
 With ``spare_workers`` (the default on the GPU) each evaluation starts the worker processes of the
 next one, so they have imported torch (3-4 s on the H200) when the next candidate arrives; each spare
 serves one job (``harness.runner.Spares``). ``close()`` ends the idle ones; a spare whose parent died
@@ -51,6 +59,9 @@ class HarnessEvaluator:
     # "on the GPU only" (on the CPU a torch.compile baseline alone costs a minute of compiling).
     with_baselines: bool | None = None
     provenance: dict[str, Any] | None = None  # where the definition and workloads came from (harness.dataset)
+    profile: bool = True  # feedback items on every passing evaluation (see the module docstring)
+    profile_budget_s: float | None = 120.0  # per candidate; the GPU's ncu/SASS/NVML runs (None: no limit)
+    max_profiled: int = 2  # workloads profiled with ncu per candidate on the GPU (the smallest and largest floor)
     # The GPU of a host this evaluator's runs are pinned to (one per GPU under ``--gpus``:
     # bot/campaign/gpu_rounds.py). Not part of the cache key: GPUs of one host are interchangeable.
     gpu: GPU | None = None
@@ -84,6 +95,7 @@ class HarnessEvaluator:
             "workloads": [w.uuid for w in self.workloads],
             "device": self.device, "trials": self.trials, "seed": self.seed, "timing": self.timing,
             **({"baselines": sorted(b.solution.content_hash() for b in libs)} if (libs := self.declared_baselines()) else {}),
+            **({"profile": [self.profile_budget_s, self.max_profiled]} if self.profile else {}),
         }, sort_keys=True).encode())
         return h.hexdigest()[:16]
 
@@ -126,8 +138,51 @@ class HarnessEvaluator:
         finally:
             if ready is not None:
                 ready.close()  # any it did not use
+        if self.profile:
+            self.fold_profile(report, solution, d)
         (d / DONE).write_text(json.dumps({"run_id": report.run_id, "finished": report.finished}) + "\n")
         return report
+
+    def fold_profile(self, report: Report, solution: Solution, run_dir: Path) -> None:
+        """Feedback items into ``report`` (and its report.json in ``run_dir``); nothing when no workload passed."""
+        from harness import runfolder
+        from harness.profile.pipeline import profile_report
+        from harness.schema import Status
+
+        if not any(w.status is Status.PASSED for w in report.workloads):
+            return
+        t0 = time.monotonic()
+        static = self.static_evidence(solution, report)
+        static_s = time.monotonic() - t0
+        profile_report(report, run_dir, self.definition, solution, self.workloads, definition_path=self.definition_path,
+                       profile=self.device == "cuda", max_profiled=self.max_profiled, budget_s=self.profile_budget_s,
+                       static_evidence=static, static=static is not None, gpu=self.gpu)
+        if report.profiling is not None:
+            report.profiling["static_s"] = round(static_s, 3)  # this evaluation's share (0 when cached)
+            report.profiling["spent_s"] = round(report.profiling["spent_s"] + static_s, 3)
+        runfolder.write_text(run_dir, "report.json", report.to_json())
+        if self.progress:
+            self.progress("profiled", {"solution": solution.name, **(report.profiling or {})})
+
+    def static_evidence(self, solution: Solution, report: Report):
+        """The ahead-of-time compile statistics of a Triton solution (None for any other language),
+        computed once per solution and kept beside its run folders."""
+        from harness.profile import Collected
+        from harness.profile.triton_module import run_isolated
+
+        if solution.spec.language.value != "triton":
+            return None
+        path = self.runs_dir / self.definition.name / solution.content_hash()[:16] / "static.json"
+        if path.is_file():
+            try:
+                data = json.loads(path.read_text())
+                return Collected(source="triton", evidence=data["evidence"], missing=data.get("missing"), raw=data.get("raw") or {})
+            except (ValueError, KeyError, TypeError, OSError):
+                pass  # unreadable: compile again
+        c = run_isolated(solution, self.definition, sandbox_mode=(report.isolation or {}).get("mode") or None)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"evidence": c.evidence, "missing": c.missing, "raw": c.raw}, default=str))
+        return c
 
     def set_aside(self, solution: Solution, baseline: Solution | None, why: str) -> Path | None:
         """Move an evaluation's run folder out of the cache (the GPU it ran on was lost under it: what

@@ -73,6 +73,9 @@ def _progress_printer(console: Any):
                 lat = f", median {w.latency_ms.median:.3f} ms" if w.latency_ms else ""
                 sp = f", {w.speedup_vs_baseline.median:.3f}x vs champion" if w.speedup_vs_baseline else ""
                 say(f"  workload {w.axes}: {w.status.value}{lat}{sp}")
+        elif kind == "harness.profiled":
+            say(f"  profiled {d['solution']}: {d.get('items', 0)} feedback items, {d.get('spent_s', 0):.1f} s"
+                + (f" (budget {d['budget_s']:g} s)" if d.get("budget_s") and d.get("profile") else ""))
         elif kind == "decision":
             style = {"promote": "green", "reject": "red", "rebenchmark": "yellow"}.get(d["decision"], "white")
             say(f"PR #{d['pr']}: [{style}]{d['decision']}[/{style}] — {d['headline']}"
@@ -97,11 +100,14 @@ def _print_summary(console: Any, s: dict[str, Any]) -> None:
     with_baselines = any(r.get("speedup_vs_best_baseline") is not None for r in s["candidates"])
     on_gpus = any("gpu" in r for r in s["candidates"])
     cols = ["node", "PR", "status", "mean ms", "vs champion", "vs start", "vs reference"] + (["vs best baseline"] if with_baselines else [])
-    cols += (["GPU"] if on_gpus else []) + ["roofline", "decision"]
+    cols += (["GPU"] if on_gpus else []) + ["roofline largest / geomean", "decision"]
     rows = []
     for r in s["candidates"]:
         lat = f"{r['mean_latency_ms']:.3f}" if r["mean_latency_ms"] is not None else "—"
-        roof = _pct(r["roofline_fraction"])
+        # At the largest workload (with its bound class) / the geometric mean over workloads.
+        roof = (f"{_pct(r['roofline_fraction_largest'])}" + (f" ({r['roofline_bound_largest']})" if r.get("roofline_bound_largest") else "")
+                + f" / {_pct(r['roofline_fraction_geomean'])}"
+                if r.get("roofline_fraction_largest") is not None and r.get("roofline_fraction_geomean") is not None else "—")
         dec = r["decision"] or "—"
         style = {"promote": "green", "reject": "red", "champion": "cyan"}.get(dec, "white")
         rows.append([r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),
@@ -109,7 +115,7 @@ def _print_summary(console: Any, s: dict[str, Any]) -> None:
                      *((_x(r.get("speedup_vs_best_baseline")),) if with_baselines else ()),
                      *((str(r.get("gpu", "—")),) if on_gpus else ()), roof, f"[{style}]{dec}[/{style}]"])
     print_rows(console, cols, rows, title=f"{s['campaign']} — {s['timing']}",
-               right=["PR", "mean ms", "vs champion", "vs start", "vs reference", "vs best baseline", "roofline"])
+               right=["PR", "mean ms", "vs champion", "vs start", "vs reference", "vs best baseline", "roofline largest / geomean"])
 
 
 def _pct(v: Any) -> str:
@@ -243,12 +249,17 @@ def register(cli: click.Group) -> None:
     @click.option("--gpus", "gpus", metavar="N|all|I,J,...",
                   help="Measure a round's candidates concurrently, one per GPU of this host (a count, all, or indices "
                        "such as 0,2); decisions stay one at a time in candidate order.")
+    @click.option("--profile/--no-profile", "profile", default=True, show_default=True,
+                  help="Feedback items for every candidate: roofline and ahead-of-time compile statistics everywhere, "
+                       "ncu/SASS/energy on the GPU (they steer the agent's next move).")
+    @click.option("--profile-budget", "profile_budget_s", type=click.FloatRange(1, 3600), default=120.0, show_default=True,
+                  help="Seconds of GPU profiling per candidate (the cost is recorded in each report).")
     @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON on stdout.")
     def optimize_cmd(definition: str, agent: str | None, model: str | None, base_url: str | None,
                      temperature: float | None, max_tokens: int | None, top_p: float | None, agent_config: str | None,
                      rounds: int, candidates: int, device: str, workspace: str,
                      workloads: str | None, dataset_arg: str | None, budget_s: float | None, new: bool, gpus: str | None,
-                     as_json: bool) -> None:
+                     profile: bool, profile_budget_s: float, as_json: bool) -> None:
         """Run the optimization loop on a local forge: each candidate is a branch + PR, evaluated by the
         harness against the champion, reviewed, and merged if the promotion policy says so.
         Re-running after an interruption resumes: finished evaluations and PRs are not repeated."""
@@ -262,7 +273,8 @@ def register(cli: click.Group) -> None:
                                dataset=_dataset(dataset_arg), budget_s=budget_s, new=new, gpus=gpus,
                                agent_settings={"model": model, "base_url": base_url, "temperature": temperature,
                                                "max_tokens": max_tokens, "top_p": top_p},
-                               agent_config=Path(agent_config) if agent_config else None)
+                               agent_config=Path(agent_config) if agent_config else None,
+                               profile=profile, profile_budget_s=profile_budget_s)
         try:
             summary = optimize(opts, _progress_printer(err))
         except (LoopError, ValueError, RuntimeError) as e:

@@ -26,7 +26,7 @@ from bot.commands.context import CommandFailed
 from bot.forge.base import Forge, ForgeError, PullRequest, UnsupportedError
 from bot.names import BENCH_LABEL, BRANCH_PREFIX, PROFILE_LABEL, STATUS_CONTEXT, STOPPED_LABEL, is_candidate_pr
 from bot.promotion.champion import read_champion
-from bot.promotion.execute import resume_pointer, run_promotion
+from bot.promotion.execute import bring_up_to_date, resume_pointer, run_promotion
 from bot.review.evidence import Evidence, find_evidence
 from bot.review.markdown import escape_inline
 
@@ -141,7 +141,12 @@ class ForgeServices:
         if out.closed:
             lines.append(f"Closed the other evaluated candidates: {_pr_list(out.closed)}.")
         if d.action == "rebenchmark":
-            lines.append("Run `/evaluate` to measure the current head against the current champion.")
+            refresh = bring_up_to_date(self.forge, self.forge.get_pr(pr.number), d)
+            if refresh.head:
+                lines.append(escape_inline(refresh.note, 600))
+            else:
+                lines.append((escape_inline(refresh.note, 400) + " " if refresh.note else "")
+                             + "Run `/evaluate` to measure the current head against the current champion.")
         return "\n\n".join(lines)
 
     def status(self, thread: int, pr: PullRequest | None) -> str:

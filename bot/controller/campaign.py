@@ -249,6 +249,7 @@ class Campaign:
         store_dir: str | Path | None = None,
         workloads: list[Workload] | None = None,
         lineage: Mapping[str, float] | None = None,
+        calls_path: str | Path | None = None,
     ) -> "Campaign":
         """A campaign continued from node records kept elsewhere (the bot: its PRs).
 
@@ -257,7 +258,8 @@ class Campaign:
         ``record["solution"]`` from the PR's files to let the search continue below them. Pending nodes
         stay pending (their PRs may still be benchmarked; feed the reports with ``record_report``).
         With ``store_dir`` (which must not hold a campaign yet) the campaign is written there and
-        resumes like any other; without one it lives in memory and writes nothing.
+        resumes like any other; without one it lives in memory and writes nothing, except its model
+        calls when ``calls_path`` names a file for them (appended; the bot on GitHub keeps them so).
         """
         cfg = config if isinstance(config, CampaignConfig) else CampaignConfig.from_dict(config)
         tree = Tree.from_records(records, cfg.search, lineage)  # validates before anything is written
@@ -272,6 +274,8 @@ class Campaign:
             _write_json(store / "definition.json", definition.to_dict())
             (store / "workloads.jsonl").write_text("".join(w.to_json() + "\n" for w in workloads or []))
         camp = cls._rebuilt(definition, agent, evaluator, cfg, store, list(workloads or []), tree, Usage())
+        if calls_path is not None:
+            camp.calls = CallLog(calls_path, fsync=cfg.fsync)
         if store is not None:
             for n in tree.nodes.values():
                 if n.id != ROOT:
@@ -396,7 +400,8 @@ class Campaign:
             return self.stopped_reason
         best = self.tree.best()
         frac = (best.summary or {}).get("roofline_fraction_min") if best else None
-        return exceeded(self.config.budget, self.usage) or converged(self.config.budget, self.usage, frac)
+        finished = sorted((n for n in self.tree.nodes.values() if n.id != ROOT and n.status != PENDING), key=lambda n: n.seq)
+        return exceeded(self.config.budget, self.usage) or converged(self.config.budget, [self.tree.reward(n) for n in finished], frac)
 
     # -- pieces ------------------------------------------------------------------------------------
     def _mode(self, node: Node) -> Mode:
@@ -578,6 +583,9 @@ class Campaign:
                 "speedup_vs_baseline": self.tree.speedup(best),
                 "speedup_vs_reference": (best.summary or {}).get("speedup_vs_reference"),
                 "roofline_fraction_min": (best.summary or {}).get("roofline_fraction_min"),
+                "roofline_fraction_largest": (best.summary or {}).get("roofline_fraction_largest"),
+                "roofline_bound_largest": (best.summary or {}).get("roofline_bound_largest"),
+                "roofline_fraction_geomean": (best.summary or {}).get("roofline_fraction_geomean"),
                 "energy_j_per_call": (best.summary or {}).get("energy_j_per_call"),
                 "path": [p.id for p in self.tree.path(best.id)],
             },

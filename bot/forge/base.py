@@ -409,6 +409,12 @@ class Forge(Protocol):
         """Active membership only (a pending invitation does not count)."""
         ...
 
+    def update_branch(self, number: int, expected_head: str | None = None) -> str:
+        """Merge the default branch into PR ``number``'s head (GitHub's "Update branch"), only if the head
+        is still ``expected_head`` (else ``BranchMovedError``); the new head sha (unchanged when already
+        up to date). ``NotMergeableError`` on a conflict."""
+        ...
+
     # -- workflows -------------------------------------------------------------------------------
     def dispatch_workflow(self, workflow: str, ref: str, inputs: Mapping[str, str]) -> None:
         """Start ``workflow`` (a file name under .github/workflows/) on ``ref`` with ``inputs``

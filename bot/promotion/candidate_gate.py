@@ -11,7 +11,9 @@ Promotion merges code into the default branch without a person's review, so befo
 * the PR head is exactly the commit the bot pushed, as its signed meta block recorded it at push time
   (a person's push moves the head; a person cannot sign a block naming their own);
 * every commit on the branch was authored and committed by the bot (``branch_touched_by_humans``: a
-  second, weaker line that catches an honest person's push with a clear message);
+  second, weaker line that catches an honest person's push with a clear message), or is a merge of the
+  default branch that the bot asked for and checked by content (``verify_update``) and then listed in
+  the signed block (``bot_merges``): a stale candidate brought up to date keeps its identity;
 * the PR changes only files under the meta block's solution folder ``kernels/<definition>/<name>/``;
 * the evaluated report is for the definition and solution hash the meta block names.
 
@@ -33,7 +35,7 @@ import re
 from typing import Any, Mapping
 
 from bot.forge.base import ForgeError, PullRequest
-from bot.forge.trusted_meta import META_KEY_ENV, meta_key, pushed_head, read_meta
+from bot.forge.trusted_meta import META_KEY_ENV, bot_merges, meta_key, pushed_head, read_meta
 from bot.names import is_candidate_pr
 
 _SEGMENT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
@@ -102,6 +104,10 @@ def candidate_problems(forge: Any, pr: PullRequest, *, definition: str | None, s
         humans = forge.branch_touched_by_humans(pr.head_sha, pr.base_branch)
     except ForgeError as e:
         return problems + [f"could not list the branch's commits ({type(e).__name__})"]
+    # A merge of the default branch the bot asked for and checked (``verify_update``) is the code host's
+    # commit (GitHub's "Update branch" commits as web-flow) but vouched for by the signed block.
+    vouched = set(bot_merges(meta))
+    humans = [c for c in humans if c.sha not in vouched]
     if humans:
         problems.append(f"{len(humans)} commit(s) on the branch were not made by the bot")
     folder = solution_folder(meta)

@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from bot.campaign.submission import trusted_meta
-from bot.forge.base import BranchMovedError, Forge, ForgeError, HeadMovedError, PullRequest
-from bot.names import definition_branch_prefix
+from bot.forge.base import BranchMovedError, Forge, ForgeError, HeadMovedError, NotMergeableError, PullRequest, UnsupportedError
+from bot.names import STATUS_CONTEXT, definition_branch_prefix
 from bot.policy_file import PolicyError
 from bot.promotion.candidate_gate import candidate_problems, solution_folder
 from bot.promotion.champion import champion_mentions, champion_path, leaderboard_path, read_champion, render_leaderboard, updated_champion
@@ -246,6 +246,50 @@ def find_losers(forge: Forge, winner: int, definition: str) -> list[tuple[PullRe
         except ValueError:
             continue
     return losers
+
+
+# The rules whose failure means "measured before the default branch moved": cured by bringing the PR
+# up to date and measuring it again (bot.promotion.decision's freshness rules).
+STALE_RULES = ("up to date with the default branch", "measured against the current champion")
+
+
+@dataclass
+class Refresh:
+    head: str | None = None  # the new head to be measured; None when nothing was updated
+    note: str = ""           # one sentence for the review / the reply ("" when there is nothing to say)
+
+
+def bring_up_to_date(forge: Forge, pr: PullRequest, decision: Decision) -> Refresh:
+    """A candidate judged ``rebenchmark`` because it fell behind the default branch (or was paired with
+    an older champion) is brought up to date by the bot (``bot.campaign.attempts.update_attempt``:
+    GitHub's "Update branch" with the expected head, the merge checked by content and recorded in the
+    signed block) and its new head marked pending: the bench runs on the new head (its ``synchronize``
+    event) and the report step judges that measurement, never the old one. Nothing happens for a head
+    the bot did not record (a person's push: the gate refuses it), a person's PR, or a forge that
+    cannot merge into a PR head."""
+    from bot.campaign.attempts import UpdateRefused, update_attempt
+
+    stale = [r for r in decision.reasons if not r.ok and r.rule in STALE_RULES]
+    if decision.action != "rebenchmark" or not stale or not pr.is_open:
+        return Refresh()
+    if pr.author.lower() != forge.info.bot_login.lower():
+        return Refresh()  # a person's PR: they update it, a maintainer's /evaluate measures it again
+    try:
+        head = update_attempt(forge, pr.number)
+    except UnsupportedError:
+        return Refresh()
+    except NotMergeableError:
+        return Refresh(None, "It conflicts with the default branch, so it was not brought up to date; it will not be promoted.")
+    except (UpdateRefused, BranchMovedError) as e:
+        return Refresh(None, f"It was not brought up to date: {e}")
+    except ForgeError as e:
+        return Refresh(None, f"Bringing it up to date failed ({type(e).__name__}); `/evaluate` tries again.")
+    if head == pr.head_sha:
+        return Refresh()
+    forge.set_status(head, "pending", context=STATUS_CONTEXT,
+                     description="brought up to date with the default branch; measuring the new head")
+    return Refresh(head, f"Brought up to date with the default branch as `{head[:12]}` (a merge commit checked by "
+                         "the bot); the bench measures the new head and the decision is taken on that measurement.")
 
 
 def run_promotion(forge: Forge, pr: PullRequest, ev: Evidence, *, summary: Mapping[str, Any] | None = None,

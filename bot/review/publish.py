@@ -11,11 +11,11 @@ from bot.campaign.submission import is_person_pr, read_record, trusted_meta
 from bot.commands.bot_policy import paused as bot_paused
 from bot.forge.base import UnsupportedError
 from bot.forge.markers import REVIEW_MARKER, sticky_marker
-from bot.forge.trusted_meta import META_KEY_ENV
+from bot.forge.trusted_meta import META_KEY_ENV, read_meta, record_fields
 from bot.names import STATUS_CONTEXT, is_candidate_pr
 from bot.promotion.candidate_gate import NO_KEY, solution_folder
 from bot.promotion.champion import read_champion
-from bot.promotion.execute import current_decision, execute, find_losers, resume_pointer
+from bot.promotion.execute import Refresh, bring_up_to_date, current_decision, execute, find_losers, resume_pointer
 from bot.review.evidence import Evidence, find_bot_review, read_evidence
 from bot.review.markdown import escape_inline
 from bot.review.results import ResultsError, read_bench_results
@@ -32,6 +32,7 @@ class Published:
     merged_sha: str | None = None
     closed: list[int] | None = None
     problems: list[str] | None = None
+    updated_head: str | None = None  # a stale candidate brought up to date: the head the bench measures next
 
 
 def find_run_pr(forge: Any, head_branch: str, head_sha: str) -> Any | None:
@@ -44,6 +45,29 @@ def find_run_pr(forge: Any, head_branch: str, head_sha: str) -> Any | None:
     merged = [p for p in forge.list_prs(state="all", head_prefix=head_branch)
               if p.head_branch == head_branch and p.merged and p.head_sha == head_sha and not p.from_fork]
     return max(merged, key=lambda p: p.number) if merged else None
+
+
+MAX_OUTCOME_ERROR = 500
+
+
+def outcome_of(report: Report) -> dict[str, Any]:
+    """What the search memory keeps of one evaluation: its status and first error (the message a
+    later prompt and ``bot.controller.memory.facts_from_error`` read), bounded."""
+    from bot.controller.summary import summarize
+
+    s = summarize(report)
+    err = s.get("error") or {}
+    return {"status": s["status"], "error": str(err.get("message") or "")[:MAX_OUTCOME_ERROR] or None}
+
+
+def remember_outcome(forge: Any, pr: Any, report: Report) -> None:
+    """The evaluation's outcome in the bot PR's signed meta block (``outcome``), so that the search
+    memory rebuilt from GitHub alone (``bot.campaign.github_campaign.read_snapshot``) has the error
+    text, the facts it states and the fixes it leads to. A person's PR keeps no meta block: skipped."""
+    meta = read_meta(pr, forge)
+    if meta is None or meta.get("solution_hash") != report.solution_hash:
+        return
+    record_fields(forge, pr.number, meta, {"outcome": outcome_of(report)})
 
 
 def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: str | Path | None = None,
@@ -97,8 +121,9 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
         return Published(pr_number, "error", None, review.id, problems=problems)
 
     ev = Evidence.from_report(report, head_sha)
+    remember_outcome(forge, pr, report)
     current, decision, policy = current_decision(forge, pr, ev)
-    paused = bot_paused(forge, current.labels) if promote and decision.action == "promote" else None
+    paused = bot_paused(forge, current.labels) if promote and decision.action in ("promote", "rebenchmark") else None
     sol_path = (meta or {}).get("solution_path")
     sol_path = sol_path if isinstance(sol_path, str) else None
     champ_doc = read_champion(forge, report.definition) or {}
@@ -107,9 +132,15 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
     champ_path = champ_path if isinstance(champ_path, str) else None
     body = render_review(report, champion, decision, head_sha=head_sha, run_url=run_url, policy=policy, solution_path=sol_path,
                          champion_path=champ_path)
+    refresh = Refresh()
     if paused:
         body = with_note(body, f"**Promotion paused:** {escape_inline(paused, 300)}. Nothing was merged; "
                                 "run `/promote` once the bot is resumed.")
+    elif promote and decision.action == "rebenchmark":
+        # Stale: brought up to date and measured again before any decision (never merged as it is).
+        refresh = bring_up_to_date(forge, current, decision)
+        if refresh.note:
+            body = with_note(body, f"**Up to date before judged:** {escape_inline(refresh.note, 600)}")
     review = forge.upsert_review(pr_number, REVIEW_MARKER, body, commit_sha=head_sha)
     state, desc = status_line(report, decision)
     if paused:
@@ -124,7 +155,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
                                    title=desc, summary=body[:60000])
         except UnsupportedError:
             pass
-    out = Published(pr_number, state, decision, review.id, problems=problems)
+    out = Published(pr_number, state, decision, review.id, problems=problems, updated_head=refresh.head)
     if promote and decision.action == "promote" and not paused:
         losers = find_losers(forge, pr_number, ev.definition) if policy.close_losers else []
         # The bot-written meta block names the solution's file (validated by the candidate gate);

@@ -20,7 +20,8 @@ from bot.forge.markers import REVIEW_MARKER
 from bot.promotion.candidate_gate import AWAITING_APPROVAL
 from bot.review.evidence import EVIDENCE_LINE_START, evidence_block
 from bot.review.markdown import escape_inline, is_number, render_template, strip_control
-from harness.report import FeedbackItem, Report, WorkloadResult, best_baseline, severity_rank
+from harness.report import FeedbackItem, Report, WorkloadResult, best_baseline
+from harness.report import top_feedback as report_top_feedback
 from harness.schema import Status
 
 MAX_REVIEW_CHARS = 60_000  # GitHub rejects bodies over 65,536 characters
@@ -43,12 +44,8 @@ def _axes_text(axes: dict[str, int]) -> str:
 
 
 def top_feedback(report: Report, limit: int = 5) -> list[FeedbackItem]:
-    """Most severe feedback items, one per (rule, title), across workloads."""
-    seen: dict[tuple[str, str], FeedbackItem] = {}
-    for w in report.workloads:
-        for item in w.feedback:
-            seen.setdefault((item.rule, item.title), item)
-    return sorted(seen.values(), key=lambda f: severity_rank(f.severity))[:limit]
+    """Most severe feedback items, one per (rule, title), across workloads (``harness.report.top_feedback``)."""
+    return report_top_feedback(report.workloads, limit)
 
 
 def chart_values(report: Report, limit: int = 60) -> tuple[list[str], list[float]]:

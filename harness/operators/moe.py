@@ -227,7 +227,7 @@ def local_routing_counts(inputs: dict[str, Any], axes: dict[str, int], config: A
     """What the routing makes a call move on this rank (skills/roofline/moe.yaml's names): the local
     (token, expert) pairs, the tokens with at least one local expert, the local experts reached. The
     routing is the definition's own (``route`` beside its reference function)."""
-    from ..inputs import load_trusted_fn
+    from ..trusted_fn import load_trusted_fn
 
     if not config.reference_fn:
         raise SchemaError("counting the local routing needs the definition's reference.py (reference_fn) and its route()")

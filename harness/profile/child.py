@@ -22,13 +22,14 @@ MAX_RESULT_BYTES = 16 << 20
 
 
 class CandidateChild:
-    def __init__(self, sandbox_mode: str | None = None, read: list[str] | None = None):
+    def __init__(self, sandbox_mode: str | None = None, read: list[str] | None = None, gpu: Any = None):
         from ..sandbox import check_mode, default_mode, ensure_gpu_nodes
 
         self.mode = check_mode(sandbox_mode or default_mode())
         if self.mode != "off":
             ensure_gpu_nodes()  # before a sandboxed process initializes CUDA
         self.read = list(read or [])  # folders beyond the standard ones (a definition's sidecar elsewhere)
+        self.gpu = gpu  # harness.gpu_pool.GPU: the one GPU the child sees (a campaign lane's, under --gpus)
         self.scratch = Path(tempfile.mkdtemp(prefix="kbot-w-"))
 
     def command(self, module: str, job: dict[str, Any], python: str | None = None) -> list[str]:
@@ -42,7 +43,7 @@ class CandidateChild:
         from ..runner import worker_env
         from ..sandbox import ENV_SCRATCH
 
-        env = worker_env("cuda", self.mode, self.read)  # the GPU stays visible; the child compiles for it
+        env = worker_env("cuda", self.mode, self.read, gpu=self.gpu)  # the GPU stays visible; the child compiles for it
         env[ENV_SCRATCH] = str(self.scratch)
         env.pop("TRITON_INTERPRET", None)
         return env

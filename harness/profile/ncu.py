@@ -31,6 +31,7 @@ __all__ = [
     "CANDIDATE_RANGE",
     "LIBRARY_KERNEL_PATTERNS",
     "METRICS",
+    "SECTIONS",
     "KernelLaunch",
     "NcuCsvError",
     "find_ncu",
@@ -40,6 +41,7 @@ __all__ = [
     "parse_ncu_csv",
     "parse_ncu_launches",
     "run_ncu",
+    "section_metrics",
 ]
 
 CANDIDATE_RANGE = "kbot_candidate"
@@ -50,63 +52,84 @@ STALL_REASONS = (
     "short_scoreboard", "sleeping", "tex_throttle", "wait",
 )
 
-# The curated list. Names follow ../shared/REFERENCES.md and Nsight Compute's metric reference; the GPU
-# script filters this list against `ncu --query-metrics` on the runner, so one name a given ncu version
-# lacks does not cost the whole profile.
-METRICS: tuple[str, ...] = (
-    # time and speed of light
-    "gpu__time_duration.sum",
-    "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-    "dram__bytes_read.sum",
-    "dram__bytes_write.sum",
-    "dram__bytes.sum.per_second",
-    "smsp__issue_active.avg.pct_of_peak_sustained_active",
-    "smsp__inst_executed.sum",
-    # launch shape and occupancy
-    "launch__grid_size",
-    "launch__block_size",
-    "launch__registers_per_thread",
-    "launch__shared_mem_per_block_static",
-    "launch__shared_mem_per_block_dynamic",
-    "launch__waves_per_multiprocessor",
-    "launch__occupancy_limit_registers",
-    "launch__occupancy_limit_shared_mem",
-    "launch__occupancy_limit_warps",
-    "launch__occupancy_limit_blocks",
-    "device__attribute_multiprocessor_count",
-    "sm__warps_active.avg.pct_of_peak_sustained_active",
-    "sm__maximum_warps_per_active_cycle_pct",
-    # warp stalls: cycles stalled per issued instruction, by reason
-    *(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS),
-    # shared memory bank conflicts
-    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
-    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
-    "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
-    # global access efficiency: bytes the threads asked for vs 32-byte sectors moved
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
-    "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
-    "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
-    "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
-    "sm__sass_data_bytes_mem_global_op_ld.sum",
-    "sm__sass_data_bytes_mem_global_op_ldgsts.sum",  # cp.async: its sectors count as op_ld in l1tex
-    "sm__sass_data_bytes_mem_global_op_st.sum",
-    # local memory (register spills)
-    "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
-    "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
-    "sass__inst_executed_register_spilling",
-    # pipes
-    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
-    "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
-    "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active",
-    # caches
-    "lts__t_sector_hit_rate.pct",
-    "l1tex__t_sector_hit_rate.pct",
-)
+# The curated list, in sections (the groups a bottleneck class asks for: harness/profile/plan.py).
+# Names follow ../shared/REFERENCES.md and Nsight Compute's metric reference; the GPU script filters
+# this list against `ncu --query-metrics` on the runner, so one name a given ncu version lacks does not
+# cost the whole profile.
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "speed_of_light": (
+        "gpu__time_duration.sum",
+        "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+        "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        "dram__bytes_read.sum",
+        "dram__bytes_write.sum",
+        "dram__bytes.sum.per_second",
+        "smsp__issue_active.avg.pct_of_peak_sustained_active",
+        "smsp__inst_executed.sum",
+    ),
+    "launch": (  # launch shape (grid, block, registers, shared memory per block)
+        "launch__grid_size",
+        "launch__block_size",
+        "launch__registers_per_thread",
+        "launch__shared_mem_per_block_static",
+        "launch__shared_mem_per_block_dynamic",
+        "launch__waves_per_multiprocessor",
+        "device__attribute_multiprocessor_count",
+    ),
+    "occupancy": (
+        "launch__occupancy_limit_registers",
+        "launch__occupancy_limit_shared_mem",
+        "launch__occupancy_limit_warps",
+        "launch__occupancy_limit_blocks",
+        "sm__warps_active.avg.pct_of_peak_sustained_active",
+        "sm__maximum_warps_per_active_cycle_pct",
+    ),
+    # cycles stalled per issued instruction, by reason
+    "warp_stalls": tuple(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS),
+    "shared_memory": (  # bank conflicts
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+        "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+        "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+    ),
+    "global_access": (  # bytes the threads asked for vs 32-byte sectors moved
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+        "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+        "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+        "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum",
+        "sm__sass_data_bytes_mem_global_op_ld.sum",
+        "sm__sass_data_bytes_mem_global_op_ldgsts.sum",  # cp.async: its sectors count as op_ld in l1tex
+        "sm__sass_data_bytes_mem_global_op_st.sum",
+    ),
+    "local_memory": (  # register spills
+        "l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum",
+        "l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum",
+        "sass__inst_executed_register_spilling",
+    ),
+    "pipes": (
+        "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active",
+    ),
+    "caches": (
+        "lts__t_sector_hit_rate.pct",
+        "l1tex__t_sector_hit_rate.pct",
+    ),
+}
+METRICS: tuple[str, ...] = tuple(m for section in SECTIONS.values() for m in section)  # every section: an unclassified workload
+
+
+def section_metrics(sections: Iterable[str]) -> tuple[str, ...]:
+    """The metrics of ``sections`` in the curated order; an unknown section name is a ValueError."""
+    wanted = list(sections)
+    unknown = [s for s in wanted if s not in SECTIONS]
+    if unknown:
+        raise ValueError(f"unknown ncu section(s) {unknown}; known: {sorted(SECTIONS)}")
+    return tuple(m for name, section in SECTIONS.items() if name in wanted for m in section)
+
 
 # Kernels that belong to torch / cuBLAS / the runtime, not to a candidate's own code. They are kept in
 # the parse (their time is real) but ranked after the candidate's kernels.

@@ -73,9 +73,10 @@ def analyze(definition: Definition, axes: dict[str, int], collected: Iterable[Co
                 evidence.setdefault(k, v)
     roof = None
     if ceilings is not None:
+        event_timed = True  # a caller's measured time is the harness's event median: the launch is in it
         if measured_ms is None and evidence.get("kernel_time_us"):
-            measured_ms = evidence["kernel_time_us"] / 1e3
-        roof = compute_roofline(definition, axes, ceilings, measured_ms, absent=absent, given=given)
+            measured_ms, event_timed = evidence["kernel_time_us"] / 1e3, False  # ncu's GPU duration: no launch
+        roof = compute_roofline(definition, axes, ceilings, measured_ms, absent=absent, given=given, launch=event_timed)
     missing = {c.source: c.missing for c in collected if c.missing}
     if ceilings is None:
         missing["roofline"] = "no device ceilings (run `kbot ceilings` on the runner)"
@@ -133,10 +134,12 @@ def sass_from_dirs(dirs: Iterable[Path], function: str | None = None) -> Collect
 def profile_workload(solution: Solution, definition: Definition, workload: Workload, workdir: Path, *,
                      definition_path: Path | None = None, seed: int = 0, kernel_regex: str | None = None,
                      metrics: Iterable[str] = METRICS, energy: bool = True, timeout_s: int = 600,
-                     python: str | None = None, sandbox_mode: str | None = None) -> tuple[list[Collected], dict[str, str]]:
+                     python: str | None = None, sandbox_mode: str | None = None,
+                     gpu: Any = None) -> tuple[list[Collected], dict[str, str]]:
     """Collect ncu, SASS and NVML evidence for one workload on this machine's GPU. The candidate runs
     in sandboxed children with private scratch folders (harness/profile/child.py); ``workdir`` gets
-    only what this process writes (the ncu CSV and log)."""
+    only what this process writes (the ncu CSV and log). ``gpu`` (``harness.gpu_pool.GPU``): the one GPU
+    the children see, as the evaluation's workers did."""
     from ..runner import sandbox_reads
     from .child import CandidateChild
 
@@ -155,7 +158,7 @@ def profile_workload(solution: Solution, definition: Definition, workload: Workl
         collected.append(Collected.unavailable("ncu", "ncu (Nsight Compute) not found on PATH or in /usr/local/cuda/bin"))
         collected.append(sass_from_dirs([], None))
     else:
-        with CandidateChild(sandbox_mode, read) as child:
+        with CandidateChild(sandbox_mode, read, gpu) as child:
             try:
                 run = run_ncu(child.command("harness.profile.driver", {**base, "warmup": 3, "calls": 1, "energy": False}, python),
                               ncu=ncu, metrics=metrics, env=child.env(), cwd=str(child.scratch), timeout=timeout_s,
@@ -178,7 +181,7 @@ def profile_workload(solution: Solution, definition: Definition, workload: Workl
             main_kernel = next((c.evidence.get("kernel_name") for c in collected if c.source == "ncu" and c.ok), None)
             collected.append(sass_from_dirs(child.cache_dirs(), main_kernel))
     if energy:
-        with CandidateChild(sandbox_mode, read) as child:
+        with CandidateChild(sandbox_mode, read, gpu) as child:
             try:
                 p = subprocess.run(child.command("harness.profile.driver", {**base, "warmup": 3, "calls": 10, "energy": True}, python),
                                    capture_output=True, text=True, timeout=timeout_s, env=child.env(), cwd=str(child.scratch))
@@ -196,55 +199,84 @@ def profile_workload(solution: Solution, definition: Definition, workload: Workl
 def profile_report(report: Report, out: Path, definition: Definition, solution: Solution, workloads: list[Workload], *,
                    ceilings: Ceilings | None = None, definition_path: Path | None = None, profile: bool = True,
                    max_profiled: int = 4, static: bool = True, rules_dir: str | Path | None = None,
-                   sandbox_mode: str | None = None) -> None:
-    """Fold roofline, feedback items, profile evidence and energy into each PASSED workload of ``report``.
+                   sandbox_mode: str | None = None, budget_s: float | None = None,
+                   static_evidence: Collected | None = None, gpu: Any = None) -> dict[str, Any]:
+    """Fold roofline, feedback items, profile evidence and energy into each PASSED workload of ``report``;
+    returns what the profiling cost and covered (also ``report.profiling``).
 
     Every passing workload gets its roofline (with the measured median) and the rules that need no
     profiler. Up to ``max_profiled`` of them -- spread from the smallest to the largest roofline floor,
-    since one ncu run costs tens of seconds -- are also profiled (ncu, SASS, NVML) when ``profile``.
+    since one ncu run costs tens of seconds -- are also profiled (ncu, SASS, NVML) when ``profile``,
+    the largest first, each with the ncu sections its roofline class calls for (``plan.plan_for``) and
+    only while the per-candidate ``budget_s`` allows (``plan.ProfileBudget``; None: no limit).
     With ``static`` (and a Triton solution) the kernels are also compiled ahead of time for sm_90 in a
     child process, once, and their statistics (registers, spills, SASS facts) join every workload's
-    evidence -- the part of the feedback that needs no GPU.
+    evidence -- the part of the feedback that needs no GPU. ``gpu``: the GPU the evaluation was pinned to
+    (profiled there too). ``static_evidence``: that compile's result
+    when the caller already has it (a campaign caches it per solution), so it is not compiled again.
     Writes ``<out>/profile/<uuid>/{ncu.csv, ncu.log, feedback.json, feedback.md}``, all by this process;
     candidate code runs in sandboxed children (``sandbox_mode``, default the report's) whose folders are
     private and elsewhere.
     """
+    import time
+
+    from .plan import ProfileBudget, plan_for
+
     out = Path(out)
+    budget = ProfileBudget(budget_s)
     mode = sandbox_mode or (report.isolation or {}).get("mode") or None
     static_ev: list[Collected] = []
-    if static and solution is not None and solution.spec.language.value == "triton":
+    if static_evidence is not None:
+        static_ev = [static_evidence]
+    elif static and solution is not None and solution.spec.language.value == "triton":
         from .triton_module import run_isolated
 
+        t0 = time.monotonic()
         static_ev = [run_isolated(solution, definition, sandbox_mode=mode)]
+        budget.static_s = time.monotonic() - t0
     if ceilings is None:
         ceilings = _ceilings_for_report(report)
+    rules = load_rules(rules_dir)
     by_uuid = {w.uuid: w for w in workloads}
     passing = [wr for wr in report.workloads if wr.status is Status.PASSED and wr.uuid in by_uuid]
-    chosen: set[str] = set()
+
+    def placed(wr: WorkloadResult) -> Roofline | None:
+        if wr.roofline is not None or ceilings is None:
+            return wr.roofline
+        w = by_uuid[wr.uuid]
+        return compute_roofline(definition, definition.resolve_axes(w.axes), ceilings, absent=w.absent_inputs(),
+                                given=given_counts(wr.roofline))
+
+    plans = {wr.uuid: plan_for(placed(wr), rules) for wr in passing}
+    chosen: list[WorkloadResult] = []
     if profile and passing and max_profiled > 0:
         def floor(wr: WorkloadResult) -> float:
-            if ceilings is None:
-                return 0.0
-            w = by_uuid[wr.uuid]
-            return compute_roofline(definition, definition.resolve_axes(w.axes), ceilings, absent=w.absent_inputs(),
-                                    given=given_counts(wr.roofline)).floor_ms
+            roof = placed(wr)
+            return roof.floor_ms if roof is not None and roof.floor_ms else 0.0
 
         ordered = sorted(passing, key=floor)
         n = min(max_profiled, len(ordered))
         idx = sorted({round(i * (len(ordered) - 1) / max(n - 1, 1)) for i in range(n)})
-        chosen = {ordered[i].uuid for i in idx}
+        chosen = [ordered[i] for i in reversed(idx)]  # the largest first: it dominates the time
+    gathered: dict[str, tuple[list[Collected], dict[str, str]]] = {}
+    for wr in chosen:
+        if not budget.allows_another():
+            budget.skipped.append(wr.uuid)
+            gathered[wr.uuid] = ([Collected.unavailable("ncu", f"not profiled: the per-candidate profiling budget of "
+                                                        f"{budget.seconds:g} s was spent ({budget.spent_s:.0f} s)")], {})
+            continue
+        t0 = time.monotonic()
+        gathered[wr.uuid] = profile_workload(solution, definition, by_uuid[wr.uuid], out / "profile" / wr.uuid,
+                                             definition_path=definition_path, sandbox_mode=mode,
+                                             metrics=plans[wr.uuid].metrics, gpu=gpu)
+        budget.workload_s[wr.uuid] = time.monotonic() - t0
     for wr in passing:
         w = by_uuid[wr.uuid]
         axes = definition.resolve_axes(w.axes)
         wdir = out / "profile" / wr.uuid
-        collected: list[Collected] = []
-        files: dict[str, str] = {}
-        if wr.uuid in chosen:
-            collected, files = profile_workload(solution, definition, w, wdir, definition_path=definition_path, sandbox_mode=mode)
-        else:
-            collected = [Collected.unavailable("ncu", "not profiled: only the first "
-                                               f"{max_profiled} workloads by size are (profile=True)" if profile else
-                                               "profiling not requested")]
+        collected, files = gathered.get(wr.uuid) or ([Collected.unavailable(
+            "ncu", f"not profiled: only {max_profiled} workloads spread by size are" if profile else
+            "profiling not requested")], {})
         measured = wr.latency_ms.median if wr.latency_ms else None
         # Order matters: analyze() keeps the first value of a name, so the SASS of the kernels this run
         # really compiled (runtime) wins over the static compile's guess at the same names.
@@ -252,9 +284,17 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
                           rules_dir=rules_dir, absent=w.absent_inputs(), given=given_counts(wr.roofline))
         outcome.files = files
         _fold(wr, outcome)
+        wr.profile = {**(wr.profile or {}), "plan": plans[wr.uuid].to_dict()}
         wdir.mkdir(parents=True, exist_ok=True)
         (wdir / "feedback.json").write_text(json.dumps(outcome.to_json(workload=wr.uuid), indent=2, default=str))
         (wdir / "feedback.md").write_text(outcome.markdown(title=f"{definition.name} / {wr.uuid}"))
+    static_state = (static_ev[0].missing or "ok") if static_ev else (
+        "not a Triton solution" if static else "not requested")
+    record = {**budget.record(), "profile": bool(profile), "static": static_state,
+              "profiled": [wr.uuid for wr in chosen if wr.uuid in budget.workload_s],
+              "items": sum(len(wr.feedback) for wr in passing), "workloads": len(passing)}
+    report.profiling = record
+    return record
 
 
 def _fold(wr: WorkloadResult, outcome: ProfileOutcome) -> None:
@@ -265,7 +305,9 @@ def _fold(wr: WorkloadResult, outcome: ProfileOutcome) -> None:
     prof.update(outcome.profile_dict())
     wr.profile = prof
     nvml = next((c for c in outcome.collected if c.source == "nvml" and c.ok), None)
-    if nvml is not None:
+    if nvml is not None and wr.energy_j_per_call is None:
+        # The timing worker's figure, when there is one, stays: it was measured beside the paired
+        # baseline's (baseline_energy_j_per_call) with the same protocol, and promotion compares the two.
         wr.energy_j_per_call = nvml.evidence.get("energy_j_per_call")
 
 

@@ -25,9 +25,9 @@ from typing import Any
 
 from ..schema import Definition, Solution
 from . import Collected
-from .triton_stats import infer_signature, triton_evidence, unwrap_jit
+from .triton_stats import TRITON_DTYPES, infer_signature, triton_evidence, unwrap_jit
 
-__all__ = ["launch_hints", "module_triton_evidence", "run_isolated", "solution_triton_evidence"]
+__all__ = ["launch_hints", "module_triton_evidence", "pointer_dtype_fallback", "run_isolated", "solution_triton_evidence"]
 
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
 
@@ -90,6 +90,24 @@ def _tensor_dtypes(definition: Definition) -> dict[str, str]:
     return {n: s.dtype for group in (definition.inputs, definition.outputs) for n, s in group.items() if s.shape is not None}
 
 
+def pointer_dtype_fallback(jit: Any, dtypes: dict[str, str]) -> dict[str, str]:
+    """Pointer parameters whose name matches no tensor of the definition (``x_ptr`` for
+    ``hidden_states``) get the definition's dtype when every tensor has the same one; with mixed dtypes
+    they stay unknown and the compile is reported as missing (a guess could compile the wrong kernel)."""
+    kinds = set(dtypes.values())
+    if len(kinds) != 1:
+        return {}
+    (dtype,) = kinds
+    if dtype not in TRITON_DTYPES:
+        return {}
+    out = {}
+    for p in jit.params:
+        stem = p.name[:-4] if p.name.endswith("_ptr") else p.name
+        if not p.is_constexpr and (p.name.endswith("_ptr") or p.name.startswith("ptr_")) and p.name not in dtypes and stem not in dtypes:
+            out[p.name] = "*" + TRITON_DTYPES[dtype]
+    return out
+
+
 def module_triton_evidence(module: ModuleType, source: str, definition: Definition) -> tuple[Collected, dict[str, Any]]:
     """(evidence of the largest kernel, per-kernel details) for every @triton.jit kernel of ``module``."""
     kernels = _jit_kernels(module)
@@ -116,7 +134,7 @@ def module_triton_evidence(module: ModuleType, source: str, definition: Definiti
             consts = {k: v for k, v in consts.items() if k in constexpr_names}
             options = {k: site[k] for k in _LAUNCH_OPTIONS if k in site and k != "num_ctas"}
             try:
-                sig, consts = infer_signature(fn, dtypes, constexprs=consts)
+                sig, consts = infer_signature(fn, dtypes, explicit=pointer_dtype_fallback(jit, dtypes), constexprs=consts)
             except ValueError as e:
                 problems.append(str(e))
                 continue

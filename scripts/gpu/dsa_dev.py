@@ -51,8 +51,9 @@ from bot.agents.providers.offline import load_seeds  # noqa: E402
 from bot.agents.tunables import apply  # noqa: E402
 from harness.compare import compare, normalize_outputs  # noqa: E402
 from harness.defconfig import load_config  # noqa: E402
-from harness.inputs import allocate_outputs, load_trusted_fn, make_inputs  # noqa: E402
+from harness.inputs import allocate_outputs, make_inputs  # noqa: E402
 from harness.schema import load_definition, load_workloads  # noqa: E402
+from harness.trusted_fn import load_trusted_fn  # noqa: E402
 
 DEFS = {
     "indexer": "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64",

@@ -175,8 +175,9 @@ def phase_a_child(name, seq_lens, budget_s) -> int:
     import harness.operators  # noqa: F401  (registers the MoE builder, generators, checks)
     from harness.compare import compare, normalize_outputs
     from harness.defconfig import load_config
-    from harness.inputs import load_trusted_fn, make_inputs
+    from harness.inputs import make_inputs
     from harness.schema import load_definition, load_workloads
+    from harness.trusted_fn import load_trusted_fn
 
     t_end = time.monotonic() + budget_s
     defn = load_definition(DDIR / "definition.json")

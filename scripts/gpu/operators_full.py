@@ -41,10 +41,11 @@ import torch  # noqa: E402
 
 from harness.compare import compare, normalize_outputs  # noqa: E402
 from harness.defconfig import load_config  # noqa: E402
-from harness.inputs import load_trusted_fn, make_inputs, seed_for  # noqa: E402
+from harness.inputs import make_inputs, seed_for  # noqa: E402
 from harness.operators import CONTEST_DEFINITIONS, official_definition_path  # noqa: E402
 from harness.operators.moe import official_workloads  # noqa: E402
 from harness.schema import Workload, load_definition, load_workloads  # noqa: E402
+from harness.trusted_fn import load_trusted_fn  # noqa: E402
 
 # Share of the measuring budget per operator (MoE has the most and the largest workloads).
 BUDGET_SHARE = {"moe": 0.34, "dsa_topk": 0.12, "dsa_sparse": 0.16, "gdn_decode": 0.12, "gdn_prefill": 0.26}

@@ -110,16 +110,30 @@ def test_feedback_orders_the_moves(rmsnorm_def):
     sp, ch = seed("single_pass"), seed("chunked")
     spill = [FeedbackItem(rule="register_spills", severity="high", title="Register spills: 512 bytes")]
     change, why = _first_change(sp, spill, rmsnorm_def)
-    assert change == {"NUM_WARPS": (8, 4)} and "registers" in why
+    # More warps on the same rows: each thread holds fewer of the row's values (fewer live registers).
+    assert change == {"NUM_WARPS": (8, 16)} and "registers" in why
     small_grid = [FeedbackItem(rule="grid_too_small", severity="high", title="Grid of 16 blocks for 132 SMs")]
     assert _first_change(ch, small_grid, rmsnorm_def)[0] == {"BLOCK": (1024, 512)}
     narrow = [FeedbackItem(rule="narrow_global_loads", severity="medium", title="Narrow global loads")]
     assert _first_change(ch, narrow, rmsnorm_def)[0] == {"BLOCK": (1024, 2048)}
     # Items from another source are matched by their words.
     other = [FeedbackItem(rule="x", severity="high", title="heavy local memory spill traffic")]
-    assert _first_change(sp, other, rmsnorm_def)[0] == {"NUM_WARPS": (8, 4)}
+    assert _first_change(sp, other, rmsnorm_def)[0] == {"NUM_WARPS": (8, 16)}
     latency = [FeedbackItem(rule="stall_long_scoreboard", severity="high", title="Warps wait on global memory")]
     assert _first_change(sp, latency, rmsnorm_def)[0] == {"NUM_WARPS": (8, 16)}
+
+
+def test_engine_items_without_a_knob_vote_for_nothing():
+    from bot.agents import hints
+
+    # Its title says "latency-bound", which the memory-latency words would match; it names no knob.
+    distance = FeedbackItem(rule="roofline_distance", severity="high", title="At 3% of the roofline (latency-bound)",
+                            recommendation="Follow the higher-priority items")
+    assert hints.votes([distance]) == {} and hints.explain([distance]) == []
+    # The same words from another source still count, and every spill rule of the engine is a spill.
+    assert hints.votes([distance.model_copy(update={"rule": "other_tool"})]) == {"stages": 3.0, "warps": 3.0}
+    spills = FeedbackItem(rule="register_spill_instructions", severity="high", title="120 spill instructions executed")
+    assert hints.votes([spills]) == {"warps": 3.0, "block": -3.0, "stages": -3.0}
 
 
 def test_debug_mode_prefers_fewer_resources(rmsnorm_def):

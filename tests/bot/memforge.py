@@ -395,6 +395,10 @@ class MemForge:
     def is_team_member(self, org, team_slug, user) -> bool:
         return user in self.teams.get((org, team_slug), set())
 
+    def update_branch(self, number: int, expected_head: str | None = None) -> str:
+        # Commits here have one parent: no merge commit. The fake GitHub and the local forge have it.
+        raise UnsupportedError("the in-memory forge cannot merge the default branch into a PR head")
+
     # -- workflows --------------------------------------------------------------------------------
     def dispatch_workflow(self, workflow, ref, inputs) -> None:
         self.writes.append(("dispatch", workflow, ref, dict(inputs)))

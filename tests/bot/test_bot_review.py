@@ -205,6 +205,13 @@ def test_committed_leaderboards_render_as_they_are(repo):
         assert render_leaderboard(json.loads(champ.read_text())) == (champ.parent / "LEADERBOARD.md").read_text(), champ
 
 
+def test_the_roofline_cell_shows_the_bound_class_beside_the_fraction():
+    rep = good()  # reportkit: fraction 0.4, memory-bound on every workload
+    rep.workloads[1].roofline.bound = "launch"
+    md = render_review(rep)
+    assert "| 40% (memory) |" in md and "| 40% (launch) |" in md
+
+
 def _decided(rep, **kw):
     return decide(Evidence.from_report(rep, HEAD), PromotionPolicy(), champion_hash="b" * 64, pr_head_sha=HEAD,
                   up_to_date=kw.pop("up_to_date", True))

@@ -19,7 +19,8 @@ Use from any test package::
   token auth), ``maintainer``/``maintainer_token`` (admin), ``outsider``/``outsider_token`` (no role);
 * setup and fault scripting: ``add_user``, ``set_permission``, ``add_team_member``, ``register_app``,
   ``push_commit`` (a person's push), ``add_comment`` (a person's comment), ``create_issue``,
-  ``fail_next(method, path_regex, status, n, after=False)``, ``rate_limit_next``, ``mergeable_pending``;
+  ``fail_next(method, path_regex, status, n, after=False)``, ``rate_limit_next``, ``mergeable_pending``,
+  ``after_update`` (a hook run right after an "Update branch" merge, e.g. a person's push);
 * ``requests`` (method, path, status) and ``validation_errors``.
 
 At teardown the fixture fails the test if any response did not validate against GitHub's OpenAPI

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.input_counts import COUNTERS, Counter, TimedCounts
+from harness.input_counts import COUNTERS, Counter
 from harness.inputs import make_inputs
 from harness.roofline import RooflineSpec, given_counts, input_counts, load_spec, roofline
 from harness.schema import SchemaError, Workload, load_definition
+from harness.timed_counts import TimedCounts
 
 REPO = Path(__file__).resolve().parents[2]
 MOE = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"

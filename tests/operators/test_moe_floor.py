@@ -15,7 +15,7 @@ import tarfile
 import pytest
 
 from harness.ceilings import Ceilings
-from harness.input_counts import TimedCounts, timed_input_counts
+from harness.timed_counts import TimedCounts, timed_input_counts
 from harness.inputs import make_inputs
 from harness.operators.moe import ROUTING_INPUTS, local_routing_counts
 from harness.report import DeviceInfo, LatencyStats, Report, WorkloadResult

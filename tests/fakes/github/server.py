@@ -123,6 +123,7 @@ class FakeGitHub:
         # Like GitHub, report ``mergeable: null`` on this many reads after a PR opens or its head moves
         # (0: always known at once). Tests of code that must wait for it set it to 1 or 2.
         self.mergeable_lag = 0
+        self.after_update: Any = None  # h_update_branch's hook: called once with (PR number, merge sha)
         self.requests: list[tuple[str, str, int]] = []
         self.validation_errors: list[str] = []
         self.request_errors: list[str] = []          # requests GitHub would refuse (answered 422)
@@ -525,6 +526,8 @@ class FakeGitHub:
             ("GET", R + "/pulls/{pull_number}", self.h_get_pull),
             ("PATCH", R + "/pulls/{pull_number}", self.h_update_pull),
             ("PUT", R + "/pulls/{pull_number}/merge", self.h_merge),
+            ("PUT", R + "/pulls/{pull_number}/update-branch", self.h_update_branch),
+            ("POST", R + "/merges", self.h_merges),
             ("GET", R + "/pulls/{pull_number}/reviews", self.h_list_reviews),
             ("POST", R + "/pulls/{pull_number}/reviews", self.h_create_review),
             ("PUT", R + "/pulls/{pull_number}/reviews/{review_id}", self.h_update_review),
@@ -1141,6 +1144,71 @@ class FakeGitHub:
                     now_iso() if data["state"] == "closed" else None)
         pr["updated_at"] = now_iso()
         return 200, self._pull_obj(pr, full=True), {}
+
+    def h_update_branch(self, caller: Caller, params: dict, query: dict, data: Any):
+        """GitHub's "Update branch": a merge commit of the base's head into the PR head, authored by the
+        caller and committed by GitHub (web-flow), as the web button and this API make it. GitHub does
+        it asynchronously after its 202; here it has happened when the 202 is sent. ``after_update``
+        (a test's hook) runs right after, e.g. a person pushing in the window before the bot looks."""
+        pr = self._pull(params)
+        if caller.installation is not None:
+            # GitHub's description: this endpoint is not enabled for GitHub Apps (enabledForGitHubApps: false).
+            raise HTTPError(403, "Resource not accessible by integration")
+        self._require(caller, params, "write")
+        self._refresh(pr)
+        if pr["state"] != "open" or pr.get("fork"):
+            raise HTTPError(422, "Validation Failed", [{"resource": "PullRequest", "code": "custom",
+                                                        "message": "the pull request is not open"}])
+        expected = (data or {}).get("expected_head_sha")
+        if expected is not None and expected != pr["head_sha"]:
+            raise HTTPError(422, "expected head sha didn't match current head ref.")
+        if self.git.is_ancestor(pr["base_sha"], pr["head_sha"]):
+            raise HTTPError(422, "There are no new commits on the base branch.")
+        tree = self.git.merge_tree(pr["head_sha"], pr["base_sha"])
+        if tree is None:
+            raise HTTPError(422, "merge conflict between base and head")
+        when = now_iso()
+        merger = caller.account
+        message = f"Merge branch '{pr['base_ref']}' into {pr['head_ref']}\n"
+        sha = self.git.commit_tree(tree, [pr["head_sha"], pr["base_sha"]], message,
+                                   Person(merger.name, merger.email, when), Person("GitHub", "noreply@github.com", when))
+        self.git.update_ref(f"refs/heads/{pr['head_ref']}", sha, pr["head_sha"])
+        self._touch_pulls_for(f"refs/heads/{pr['head_ref']}")
+        if self.after_update is not None:
+            hook, self.after_update = self.after_update, None
+            hook(pr["number"], sha)
+        return 202, {"message": "Updating pull request branch.",
+                     "url": f"https://github.com/{self.full_name}/pull/{pr['number']}"}, {}
+
+    def h_merges(self, caller: Caller, params: dict, query: dict, data: Any):
+        """"Merge a branch": ``head`` (a branch or sha) merged into branch ``base``, a merge commit by the
+        caller (committed by GitHub); 204 when there is nothing to merge, 409 on a conflict. No
+        expected-head guard: the caller checks what it got."""
+        self._require(caller, params, "write")
+        base, head = (data or {}).get("base"), (data or {}).get("head")
+        if not isinstance(base, str) or not isinstance(head, str):
+            raise HTTPError(422, "Invalid request.\n\n\"base\", \"head\" are required.")
+        ref = f"refs/heads/{base}"
+        tip = self.git.ref_sha(ref)
+        if tip is None:
+            raise HTTPError(404, "Base does not exist")
+        other = self._commit_sha(head)
+        if self.git.is_ancestor(other, tip):
+            return 204, None, {}
+        tree = self.git.merge_tree(tip, other)
+        if tree is None:
+            raise HTTPError(409, "Merge conflict")
+        when = now_iso()
+        message = (data.get("commit_message") or f"Merge {head} into {base}").rstrip() + "\n"
+        sha = self.git.commit_tree(tree, [tip, other], message, Person(caller.account.name, caller.account.email, when),
+                                   Person("GitHub", "noreply@github.com", when))
+        self.git.update_ref(ref, sha, tip)
+        self._touch_pulls_for(ref)
+        if self.after_update is not None:
+            hook, self.after_update = self.after_update, None
+            pr = next((p["number"] for p in self.pulls.values() if p["head_ref"] == base and p["state"] == "open"), None)
+            hook(pr, sha)
+        return 201, self._commit_obj(sha), {}
 
     def h_merge(self, caller: Caller, params: dict, query: dict, data: Any):
         pr = self._pull(params)
