@@ -40,10 +40,12 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from .paths import definition_dir, shipped
 from .schema import Solution, SourceFile, load_definition, load_solution
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFINITIONS_DIR = REPO_ROOT / "definitions"
+# None: a definition's folder is looked up in the repository's definitions/, then ours (harness/paths.py);
+# tests point this at a definitions/ tree of their own.
+DEFINITIONS_DIR: Path | None = None
 FOLDER = "baselines"
 TRUST_CANDIDATE, TRUST_BASELINE = "candidate", "baseline"
 TRUST_LEVELS = (TRUST_CANDIDATE, TRUST_BASELINE)
@@ -66,14 +68,18 @@ class DeclaredBaseline:
         return list(self.solution.spec.dependencies or [])
 
 
-def _root(root: Path | None) -> Path:
-    return DEFINITIONS_DIR if root is None else Path(root)
+def _folder(definition: str, root: Path | None) -> Path:
+    """``definitions/<definition>/`` under ``root`` (or DEFINITIONS_DIR), else where harness/paths.py finds it."""
+    base = root if root is not None else DEFINITIONS_DIR
+    if base is not None:
+        return Path(base) / definition
+    return definition_dir(definition) or shipped() / "definitions" / definition
 
 
 def reference_source(definition: str, root: Path | None = None) -> str:
     """The text a baseline's ``reference.py`` stands for: the definition's reference file, else the
     reference code in its JSON."""
-    ddir = _root(root) / definition
+    ddir = _folder(definition, root)
     ref = ddir / SHARED_REFERENCE
     if ref.is_file():
         return ref.read_text()
@@ -109,7 +115,7 @@ def load(folder: Path, definition: str, root: Path | None = None) -> DeclaredBas
 
 def declared(definition: str, root: Path | None = None) -> list[DeclaredBaseline]:
     """Every baseline declared for ``definition`` (by folder name); a broken declaration is an error."""
-    base = _root(root) / definition / FOLDER
+    base = _folder(definition, root) / FOLDER
     if not base.is_dir():
         return []
     return [load(f, definition, root) for f in sorted(base.iterdir()) if f.is_dir() and (f / "solution.json").is_file()]

@@ -11,25 +11,28 @@ Exit codes (other tools depend on them):
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
 from .dataset import click_option
+from .paths import REPO_ENV, PathsError, check_repository, find_file, read_marker, repository, state_dir
 from .sandbox import MODES as SANDBOX_MODES
 from .sandbox import SandboxError
 from .schema import SchemaError, Status
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_HARNESS, EXIT_UNAVAILABLE = 0, 1, 2, 3, 4
-REPO_ROOT = Path(__file__).resolve().parents[1]
 DATASET_OPT = click_option()
-DEFAULT_ARCHIVE = REPO_ROOT / ".kbot" / "runs"
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="kbot")
-def cli() -> None:
+@click.option("--repo", "repo_arg", type=click.Path(file_okay=False), metavar="DIR",
+              help=f"The kbot repository (its definitions/, kernels/, skills/ come before kbot's own). Default: ${REPO_ENV}, "
+                   "else the nearest folder at or above the working directory that holds kbot.toml; none: kbot's own files only.")
+def cli(repo_arg) -> None:
     """kbot: optimize GPU kernels with LLM agents, one pull request per attempt.
 
     \b
@@ -37,7 +40,16 @@ def cli() -> None:
       kbot definitions list                 what can be optimized
       kbot eval SOLUTION.json -d DEF.json   build, check and time one solution
       kbot eval --help                      every option, with the protocol explained
+      kbot init                             make this git repository a kbot repository
     """
+    try:
+        if repo_arg:  # through the environment, so worker processes and the bot's commands see it too
+            os.environ[REPO_ENV] = str(check_repository(Path(repo_arg), "--repo"))
+        repo = repository()  # a bad KBOT_REPO or kbot.toml is bad input, said once here
+        if repo is not None:
+            read_marker(repo)
+    except PathsError as e:
+        _bad_input(str(e))
 
 
 def _bad_input(msg: str) -> None:
@@ -94,8 +106,10 @@ def resolve_definition(value: str, dataset_arg: str | None = None, workloads: st
     from .dataset import dataset_root, resolve
 
     try:
+        if workloads:  # like a solution: found here, else in the repository, else in kbot's own files
+            workloads = str(find_file(workloads, "workloads"))
         return resolve(value, dataset=dataset_root(dataset_arg), workloads=workloads)
-    except SchemaError as e:
+    except (SchemaError, PathsError) as e:
         _bad_input(str(e))
         raise  # unreachable: _bad_input exits
 
@@ -244,7 +258,7 @@ def eval_cmd(
             _bad_input("--resume needs --out (the run folder to continue)")
         import uuid
 
-        out = DEFAULT_ARCHIVE / definition.name / solution.content_hash()[:16] / uuid.uuid4().hex[:12]
+        out = state_dir() / "runs" / definition.name / solution.content_hash()[:16] / uuid.uuid4().hex[:12]
     else:
         out = Path(out_dir)
     try:
@@ -286,7 +300,11 @@ def _solution_arg(arg: str, definition_name: str):
             return find(definition_name, arg[len(BASELINE_ARG):]).solution, "baseline"
         except BaselineError as e:
             _bad_input(str(e))
-    return load_solution(arg), "candidate"
+    try:  # a relative path not found here is tried in the repository, then in kbot's own files
+        path = find_file(arg, "solution")
+    except PathsError as e:
+        _bad_input(str(e))
+    return load_solution(path), "candidate"
 
 
 def _declared_baselines(definition_name: str, arg: str) -> list:
@@ -439,7 +457,7 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
             upcoming = Spares.started_for(cfg) if i + 1 < len(solutions) else Spares()
             sol, trust = sol
             spares = ready
-            run_dir = out / f"{i + 1:02d}-{_safe_name(sol.name)}"
+            run_dir = _many_dir(out, i, sol)
             t0 = time.monotonic()
             try:
                 report = _run_with_progress(
@@ -481,6 +499,11 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
     sys.exit(EXIT_OK if ran and all(r["all_passed"] for r in ran) else EXIT_UNAVAILABLE if not ran else EXIT_FAILED)
 
 
+def _many_dir(out: Path, i: int, sol) -> Path:
+    """The run folder of the ``i``-th solution of an ``eval-many``: OUT/<n>-<name>/."""
+    return out / f"{i + 1:02d}-{_safe_name(sol.name)}"
+
+
 def _many_row(sol, trust: str, run_dir: Path, report, wall: float) -> dict:
     timed_s = sum(w.latency_ms.n * w.latency_ms.mean for w in report.workloads if w.latency_ms) / 1e3
     return {"solution": sol.name, "out": str(run_dir), "passed": sum(w.status is Status.PASSED for w in report.workloads),
@@ -505,12 +528,12 @@ def _eval_many_on_gpus(spec: str, definition, dpath, workloads, solutions, out: 
     click.echo(f"on {len(pool.gpus)} GPUs: " + ", ".join(f"{g.index} ({g.name})" for g in pool.gpus), err=True)
     t0 = time.monotonic()
     placed = evaluate_many(definition, solutions, workloads, cfg, pool, definition_path=dpath,
-                           run_dir=lambda i, sol: out / f"{i + 1:02d}-{_safe_name(sol.name)}", echo=lambda m: click.echo(m, err=True))
+                           run_dir=lambda i, sol: _many_dir(out, i, sol), echo=lambda m: click.echo(m, err=True))
     wall = time.monotonic() - t0
     rows, failed, bad = [], [], []
     for p in placed:
         sol, trust = solutions[p.index]
-        run_dir = out / f"{p.index + 1:02d}-{_safe_name(sol.name)}"
+        run_dir = _many_dir(out, p.index, sol)
         where = {"gpu": p.gpu.index if p.gpu else None, "attempts": [a.__dict__ for a in p.attempts]}
         if p.error is not None:
             (bad if isinstance(p.exc, SchemaError) else failed).append(f"{sol.name}: {p.error}")
@@ -653,16 +676,18 @@ def definitions_group() -> None:
 @definitions_group.command("list")
 @click.option("--json", "as_json", is_flag=True)
 def definitions_list(as_json):
-    """Our definitions, with their workload counts."""
+    """The repository's definitions and kbot's own, with their workload counts (a name in both: the repository's)."""
+    from .paths import definition_dir, definition_names, shipped
     from .schema import load_definition, load_workloads
 
     rows = []
-    for p in sorted((REPO_ROOT / "definitions").glob("*/definition.json")):
+    ours = shipped().resolve()
+    for name in definition_names():
+        p = definition_dir(name) / "definition.json"
         d = load_definition(p)
         wp = p.parent / "workloads.jsonl"
-        rows.append(
-            {"name": d.name, "op_type": d.op_type, "workloads": len(load_workloads(wp, d)) if wp.exists() else 0, "path": str(p.relative_to(REPO_ROOT))}
-        )
+        rows.append({"name": d.name, "op_type": d.op_type, "workloads": len(load_workloads(wp, d)) if wp.exists() else 0,
+                     "from": "kbot" if ours in p.resolve().parents else "repository", "path": _shown(p)})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -670,9 +695,17 @@ def definitions_list(as_json):
 
     from .report_table import print_rows
 
-    # the path is definitions/<name>/definition.json for every row (--json has it): not a column
-    print_rows(Console(), ["name", "op_type", "workloads"], [[r["name"], r["op_type"], str(r["workloads"])] for r in rows],
-               right=["workloads"])
+    # the path is in --json; "from" says whether the repository or kbot ships the definition
+    print_rows(Console(), ["name", "op_type", "workloads", "from"],
+               [[r["name"], r["op_type"], str(r["workloads"]), r["from"]] for r in rows], right=["workloads"])
+
+
+def _shown(p: Path) -> str:
+    """A path for a table: relative to the working directory when it is below it."""
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
 
 
 @definitions_group.command("show")
@@ -774,20 +807,23 @@ def baselines_list(definition, dataset_arg, device, as_json):
 @click.argument("definition")
 def baselines_pack(definition):
     """Refresh each declared baseline's solution.json from the source files beside it."""
-    from .baselines import DEFINITIONS_DIR, FOLDER, BaselineError, pack
+    from .baselines import FOLDER, BaselineError, pack
+    from .paths import definition_dir
 
-    folders = sorted(p.parent for p in (DEFINITIONS_DIR / definition / FOLDER).glob("*/solution.json"))
+    home = definition_dir(definition)
+    folders = sorted(p.parent for p in (home / FOLDER).glob("*/solution.json")) if home is not None else []
     if not folders:
         from .dataset import did_you_mean
+        from .paths import definition_names
 
-        known = sorted(p.name for p in DEFINITIONS_DIR.iterdir() if (p / FOLDER).is_dir()) if DEFINITIONS_DIR.is_dir() else []
+        known = [n for n in definition_names() if (definition_dir(n) / FOLDER).is_dir()]
         _bad_input(f"no baselines declared under definitions/{definition}/{FOLDER}/{did_you_mean(definition, known)}")
     for f in folders:
         try:
             sol = pack(f, definition)
         except (SchemaError, BaselineError) as e:
             _bad_input(str(e))
-        click.echo(f"packed {f.relative_to(REPO_ROOT)} ({sol.name}, {len(sol.sources)} sources)")
+        click.echo(f"packed {_shown(f)} ({sol.name}, {len(sol.sources)} sources)")
 
 
 # ------------------------------------------------------------------------------------ export

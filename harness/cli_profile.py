@@ -18,7 +18,6 @@ from .dataset import click_option as dataset_click_option
 from .profile.pipeline import profile_report  # noqa: F401  (re-exported for harness/cli.py)
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 2, 3
-REPO = Path(__file__).resolve().parents[1]
 DATASET_OPT = dataset_click_option()
 
 

@@ -39,10 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .paths import definition_dir, definition_names, definitions_dirs
 from .schema import Definition, SchemaError, Workload, load_definition, load_workloads
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-KBOT_DEFINITIONS = REPO_ROOT / "definitions"
 DATASET_ENV = "FIB_DATASET_PATH"
 
 
@@ -124,7 +123,11 @@ def dataset_workloads(root: Path, definition: Definition) -> Path | None:
 
 
 def kbot_definition_path(name: str, root: Path | None = None) -> Path | None:
-    p = (root or KBOT_DEFINITIONS) / name / "definition.json"
+    """``<root>/<name>/definition.json``; without ``root``, the repository's definition of that name, else ours."""
+    if root is None:
+        folder = definition_dir(name)
+        return folder / "definition.json" if folder is not None else None
+    p = root / name / "definition.json"
     return p if p.is_file() else None
 
 
@@ -175,7 +178,7 @@ def resolve(value: str, *, dataset: Path | None = None, workloads: str | Path | 
             kbot_root: Path | None = None, require_workloads: bool = True) -> Resolved:
     """The definition ``value`` (a path or a name) and its workloads, by the rules of the module doc.
     ``require_workloads=False``: a definition without workloads is not an error (``definitions show``)."""
-    kroot = kbot_root or KBOT_DEFINITIONS
+    kroot = kbot_root  # None: the repository's definitions/, then ours (harness/paths.py)
     dataset = Path(dataset).resolve() if dataset is not None else None
     need = require_workloads and workloads is None
     p = Path(value)
@@ -232,9 +235,14 @@ def resolve(value: str, *, dataset: Path | None = None, workloads: str | Path | 
                                   f"or drop --dataset/{DATASET_ENV} to use kbot's own definition and workloads")
             return _with_given(Resolved(d, found, "dataset", wl, "the official dataset's" if wl else "none", dataset), workloads)
     if ours is None:
-        known = sorted(x.name for x in kroot.iterdir() if (x / "definition.json").is_file()) if kroot.is_dir() else []
+        if kroot is None:
+            known, looked = definition_names(), definitions_dirs()
+        else:
+            known = sorted(x.name for x in kroot.iterdir() if (x / "definition.json").is_file()) if kroot.is_dir() else []
+            looked = [kroot]
         where = f" nor in the dataset {dataset}" if dataset is not None else ""
-        raise SchemaError(f"no definition '{value}' in kbot's definitions/{where}{did_you_mean(value, known)}; "
+        raise SchemaError(f"no definition '{value}' in {' or '.join(str(x) for x in looked) or 'definitions/'}{where}"
+                          f"{did_you_mean(value, known)}; "
                           f"known: {', '.join(known)}")
     d = load_definition(ours)
     beside = ours.parent / "workloads.jsonl"

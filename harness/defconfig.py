@@ -28,10 +28,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .paths import definition_dir
 from .schema import SchemaError
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFINITIONS_DIR = REPO_ROOT / "definitions"
 
 
 class Tolerance(BaseModel):
@@ -78,7 +76,9 @@ def find_sidecar(definition_name: str, definition_path: Path | None = None) -> P
     candidates = []
     if definition_path is not None:
         candidates.append(Path(definition_path).resolve().parent / "kbot.yaml")
-    candidates.append(DEFINITIONS_DIR / definition_name / "kbot.yaml")
+    ours = definition_dir(definition_name)  # the repository's definition of that name, else ours
+    if ours is not None:
+        candidates.append(ours / "kbot.yaml")
     for c in candidates:
         if c.is_file():
             return c

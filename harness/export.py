@@ -36,9 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .paths import definition_dir, definitions_dirs
 from .schema import Definition, SchemaError, Solution, Status, Trace, load_definition, load_solution
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -91,10 +90,13 @@ def _run_definition(run: Path, sol: Solution, definition_arg: str | None) -> Def
         d = load_definition(recorded)
         if d.name == sol.definition:
             return d
-    path = REPO_ROOT / "definitions" / (definition_arg or sol.definition) / "definition.json"
-    if not path.exists():
-        raise SchemaError(f"{run}: definition '{sol.definition}' not found; pass --definition")
-    return load_definition(path)
+    if definition_arg and Path(definition_arg).is_file():
+        return load_definition(definition_arg)
+    folder = definition_dir(definition_arg or sol.definition)
+    if folder is None:
+        looked = " or ".join(str(d) for d in definitions_dirs())
+        raise SchemaError(f"{run}: definition '{definition_arg or sol.definition}' not found in {looked}; pass --definition")
+    return load_definition(folder / "definition.json")
 
 
 def _run_id(run: Path) -> str:

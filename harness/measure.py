@@ -136,6 +136,10 @@ class Samples:
     gpu_over: int = 0  # kept calls whose GPU work outlasted their window or their event interval
     gpu_error: str = ""  # the tracer failed, was not there, or its records did not add up
     cupti_s: float = 0.0  # host seconds spent starting, reading and stopping CUPTI for this run
+    # NVML energy per call, measured back to back after the timed loop (Timer.run(energy=True)); the
+    # reason when there is none (no counter on a CPU, no pynvml, a counter that did not advance).
+    energy_j_per_call: float | None = None
+    energy_missing: str = ""
 
     def kernel_time(self) -> tuple[list[float] | None, str]:
         """The per-call GPU times, or None and why they are withheld."""
@@ -248,11 +252,13 @@ class Timer:
         min_iters: int | None = None,
         recheck: int | None = None,
         warmup: int | None = None,
+        energy: bool = False,
     ) -> list[Samples]:
         """Time each ``fns[k]`` (a closure calling the solution on ``inputs``/``outputs[k]``).
 
         With several callables the order alternates every iteration (ABBA), so drift and ordering
-        effects cancel in the paired ratio.
+        effects cancel in the paired ratio. ``energy``: also measure each one's NVML energy per call
+        (``TimingConfig.energy_s`` seconds each, after the timing; see ``_energy``).
         """
         cfg = self.cfg
         budget = cfg.budget_s if budget_s is None else budget_s
@@ -265,6 +271,8 @@ class Timer:
             self._run(fns, rot, samples, budget, min_n, n_recheck, warmup)
         finally:
             rot.restore()
+        if energy:
+            self._energy(fns, samples)
         samples[0].input_sets = rot.in_sets
         samples[0].sets = rot.k
         return samples
@@ -309,6 +317,32 @@ class Timer:
                 fns[j]()
             self._sync()
             samples[j].wall_ms_per_call = (_perf_counter_ns() - t0) / 1e6 / reps
+
+    def _energy(self, fns: list[Callable[[], dict[str, Any]]], samples: list[Samples]) -> None:
+        """Energy per call of each callable: run back to back (no flush, no hold: the steady state a
+        caller sees) for ``energy_s`` between two reads of the board's total-energy counter. The idle
+        power of the board is included, which is what a tie-breaker between equally fast kernels
+        compares (harness/profile/nvml.py). A missing figure is a note, never a failure."""
+        if self.cfg.energy_s <= 0:
+            for smp in samples:
+                smp.energy_missing = "not measured (timing setting energy_s=0)"
+            return
+        if not self.cuda:
+            for smp in samples:
+                smp.energy_missing = "no energy counter on the CPU (NVML is a GPU board's)"
+            return
+        from .profile.nvml import energy_per_call
+
+        for fn, smp in zip(fns, samples):
+            try:
+                got = energy_per_call(fn, device_index=self.device.index or 0, min_seconds=self.cfg.energy_s, synchronize=self._sync)
+            except Exception as e:  # noqa: BLE001 — the figure's failure, not the candidate's
+                smp.energy_missing = f"energy run failed: {type(e).__name__}: {e}"[:300]
+                continue
+            if got.ok and got.evidence.get("energy_j_per_call", 0) > 0:
+                smp.energy_j_per_call = float(got.evidence["energy_j_per_call"])
+            else:
+                smp.energy_missing = str(got.missing or "energy counter gave nothing")[:300]
 
     def _start_tracer(self, samples: list[Samples]) -> Any:
         """Start CUPTI tracing for a timed run (None: no kernel time; the samples say why). The first

@@ -64,9 +64,10 @@ class Roofline(_M):
     bytes: float
     flops: float
     intensity: float  # FLOP per byte
-    floor_ms: float  # max(bytes/bandwidth, flops/peak) on the measured ceilings
+    floor_ms: float  # launch floor + max(bytes/bandwidth, flops/peak) on the measured ceilings (harness/roofline.py)
     fraction: float | None = None  # floor_ms / measured median (1.0 = at the floor)
-    bound: Literal["memory", "compute", "latency"] | None = None
+    # the largest term of the floor (launch / memory / compute), or latency: measured 20x the floor or more
+    bound: Literal["memory", "compute", "launch", "latency"] | None = None
     ceilings: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -206,7 +207,10 @@ class WorkloadResult(_M):
     speedup_vs_baseline: PairedRatio | None = None
     kernel_time: KernelTime | None = None  # GPU runs only
     roofline: Roofline | None = None
+    # NVML energy per call of the candidate and of its paired baseline, measured in the same worker right
+    # after the timing (TimingConfig.energy_s); None where no counter exists (profile.energy_missing says why).
     energy_j_per_call: float | None = None
+    baseline_energy_j_per_call: float | None = None
     findings: list[Finding] = Field(default_factory=list)
     feedback: list[FeedbackItem] = Field(default_factory=list)
     profile: dict[str, Any] | None = None

@@ -1,5 +1,16 @@
 """Roofline model: minimum bytes, FLOPs, floor time and bottleneck class for one workload.
 
+The floor is ``launch + max(bytes / bandwidth, flops / peak)``: the device's launch floor (the least
+time an empty call takes as the harness times it, ``Ceilings.launch_floor``: measured once per runner
+by ``kbot ceilings``, documented for the H200) plus the time the work needs at the bandwidth or at the
+compute rate the algorithm can use. The rate is the spec's ``compute``: ``tensor`` (the tensor-core
+matmul peak of ``compute_dtype``: matmuls, attention, MoE GEMMs) or ``simt`` (the fp32 CUDA-core peak:
+norms, element-wise, scans); a variant or a definition entry may say otherwise for one definition.
+The bound class is the largest of the three terms (``launch``, ``memory``, ``compute``), or
+``latency`` when the measured time is 20x the floor or more (neither bandwidth nor math used). The
+guard's impossibility checks use the work floor alone (``work_floor_ms``), so a launch floor read on a
+slow day never rejects a kernel.
+
 Defaults come from the definition alone: bytes = every input and output tensor read or written once
 (fp8 = 1 byte, float4 = 0.5), FLOPs = one per output element on the CUDA cores. Where that is wrong
 (matmuls, attention, norms, paged caches that are larger than what a call touches...) a formula in
@@ -47,6 +58,7 @@ import yaml
 
 from .ceilings import Ceilings, peak_key_for_dtype
 from .feedback.expr import ExprError, compile_expr
+from .paths import shipped, skill
 from .report import Roofline
 from .schema import Definition
 
@@ -58,13 +70,13 @@ __all__ = [
     "counts",
     "given_counts",
     "input_counts",
+    "physical_floor_ms",
     "load_spec",
     "roofline",
     "workload_roofline",
 ]
 
-REPO = Path(__file__).resolve().parents[1]
-SPEC_DIR = REPO / "skills" / "roofline"
+SPEC_DIR = shipped() / "skills" / "roofline"  # ours; a repository's skills/roofline/<op_type>.yaml replaces one
 
 DTYPE_BYTES: dict[str, float] = {
     "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1,
@@ -162,8 +174,8 @@ def _parse_spec_file(path: str, _mtime: int, _size: int) -> _SpecFile:
 
 def load_spec(definition: Definition, spec_dir: Path | str | None = None) -> RooflineSpec:
     """The formulas for a definition: op_type file, then name variant, then exact-name override."""
-    d = Path(spec_dir) if spec_dir else SPEC_DIR
-    sf = _read_spec_file(str(d / f"{definition.op_type}.yaml"))
+    name = f"{definition.op_type}.yaml"
+    sf = _read_spec_file(str(Path(spec_dir) / name if spec_dir else skill(f"roofline/{name}")))
     if sf is None:
         return RooflineSpec(op_type=definition.op_type, source="default (no skills/roofline file)")
     spec = sf.base
@@ -240,6 +252,15 @@ def counts(definition: Definition, axes: dict[str, int], spec_dir: Path | str | 
                                                                    "lower bounds (the timed inputs were not counted)")}
 
 
+def physical_floor_ms(roof: Roofline | None) -> float | None:
+    """The floor of the work alone (no launch term): below it a time is impossible. Reports written
+    before the launch term existed have only ``floor_ms``, which was this."""
+    if roof is None:
+        return None
+    work = (roof.model_extra or {}).get("work_floor_ms")
+    return float(work) if isinstance(work, (int, float)) else roof.floor_ms
+
+
 COUNTED = "the timed inputs"  # a roofline's input_counts_from when its counts are the timed inputs' own
 
 
@@ -281,16 +302,21 @@ def roofline(
     latency_fraction: float = LATENCY_FRACTION,
     absent: frozenset[str] = frozenset(),
     given: Mapping[str, float] | None = None,
+    launch: bool = True,
 ) -> Roofline:
     """The report's Roofline for one workload; ``axes`` as from ``definition.resolve_axes(...)``;
     ``absent``: the optional inputs the workload leaves out (``Workload.absent_inputs()``); ``given``:
-    the spec's input counts for the timed inputs (:mod:`harness.input_counts`)."""
+    the spec's input counts for the timed inputs (:mod:`harness.input_counts`); ``launch``: add the
+    device's launch floor (True for a time measured as the harness does, between events or host
+    clock reads; False for a GPU-side kernel duration such as ncu's, which has no launch in it)."""
     c = counts(definition, axes, spec_dir, absent, given)
     bw = ceilings.bandwidth_bytes_per_s
     peak, peak_used = ceilings.peak_flops(c["peak_key"])
     mem_ms = c["bytes"] / bw * 1e3
     comp_ms = c["flops"] / peak * 1e3
-    floor_ms = max(mem_ms, comp_ms)
+    work_ms = max(mem_ms, comp_ms)
+    launch_ms, launch_source = ceilings.launch_floor() if launch else (None, "not added: a GPU-side kernel duration has no launch in it")
+    floor_ms = work_ms + (launch_ms or 0.0)
     intrinsic = "compute" if comp_ms > mem_ms else "memory"
     fraction = None
     mem_frac = comp_frac = None
@@ -299,11 +325,15 @@ def roofline(
             raise ValueError(f"measured time must be positive, got {measured_ms}")
         fraction = floor_ms / measured_ms
         mem_frac, comp_frac = mem_ms / measured_ms, comp_ms / measured_ms
-    bound = intrinsic
+    bound: str = intrinsic
     why = f"{intrinsic}-bound by intensity"
-    if floor_ms < latency_floor_ms:
-        bound, why = "latency", f"floor {floor_ms * 1e3:.2f} us < {latency_floor_ms * 1e3:.0f} us: launch overhead dominates"
-    elif fraction is not None and fraction < latency_fraction:
+    if launch_ms is not None and launch_ms >= work_ms:
+        bound, why = "launch", (f"launch floor {launch_ms * 1e3:.2f} us >= the work's {work_ms * 1e3:.2f} us "
+                                f"({'memory' if intrinsic == 'memory' else 'compute'}): launching dominates")
+    elif launch_ms is None and work_ms < latency_floor_ms:
+        # No launch floor for this device: the fixed threshold stands in for it.
+        bound, why = "launch", f"floor {work_ms * 1e3:.2f} us < {latency_floor_ms * 1e3:.0f} us: launch overhead dominates"
+    if fraction is not None and fraction < latency_fraction:
         bound = "latency"
         why = (f"measured {measured_ms * 1e3:.1f} us is {1 / fraction:.0f}x the floor; memory ({mem_frac:.1%}) and "
                f"compute ({comp_frac:.1%}) fractions both low")
@@ -318,6 +348,9 @@ def roofline(
         # Extras (Roofline allows them): the two floors, the class by intensity alone, and why.
         memory_floor_ms=mem_ms,
         compute_floor_ms=comp_ms,
+        work_floor_ms=work_ms,  # max(memory, compute): what the guard's impossibility checks use
+        launch_floor_ms=launch_ms,
+        launch_floor_source=launch_source,
         memory_fraction=mem_frac,
         compute_fraction=comp_frac,
         intrinsic_bound=intrinsic,

@@ -12,6 +12,7 @@ what an interrupted run already measured.
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import signal
@@ -28,11 +29,13 @@ from typing import Any, Callable
 from . import runfolder, sandbox
 from .baselines import TRUST_BASELINE, TRUST_CANDIDATE
 from .gpu_pool import ENV_GPU, GPU
+from .paths import CODE_ROOT, REPO_ENV, definitions_dirs, repository
 from .report import BaselineRun, BuildResult, DeviceInfo, Finding, Report, WorkloadResult
+from .roofline import physical_floor_ms
 from .schema import Definition, Evaluation, Solution, Status, Trace, Workload
 from .timed_counts import TimedCounts
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = CODE_ROOT  # the folder harness/ is imported from (a checkout, or site-packages): the workers' cwd and PYTHONPATH
 LOG_HEAD = 16 * 1024
 LOG_TAIL = 16 * 1024
 
@@ -331,6 +334,9 @@ def worker_env(device: str, sandbox_mode: str = "auto", read: list[str] | tuple[
     env = {k: v for k, v in os.environ.items() if not _secret(k)}
     env["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    repo = repository()
+    if repo is not None:  # the worker's cwd is CODE_ROOT: it finds the same repository (its skills/guard) by name
+        env[REPO_ENV] = str(repo)
     env[sandbox.ENV_MODE] = sandbox.check_mode(sandbox_mode)
     env.pop(sandbox.ENV_READ, None)
     if read:
@@ -352,12 +358,13 @@ def worker_env(device: str, sandbox_mode: str = "auto", read: list[str] | tuple[
 def sandbox_reads(dataset_root: str | None, definition: Definition | None = None, definition_path: Path | None = None) -> list[str]:
     """Folders a worker must read beyond the standard ones: the dataset root, and the folder of a
     definition's sidecar (trusted builders and references) when it is not one of ours."""
-    from .defconfig import DEFINITIONS_DIR, find_sidecar
+    from .defconfig import find_sidecar
 
     out = [str(Path(dataset_root).resolve())] if dataset_root else []
     if definition is not None:
         side = find_sidecar(definition.name, definition_path)
-        if side is not None and DEFINITIONS_DIR.resolve() not in side.resolve().parents:
+        ours = [d.resolve() for d in definitions_dirs()]  # readable by every worker (harness/sandbox.py)
+        if side is not None and not any(d in side.resolve().parents for d in ours):
             out.append(str(side.resolve().parent))
     return out
 
@@ -854,6 +861,7 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
         doc = documented_ceilings(report.device.name) if report.device.kind == "cuda" else None
         if doc is None:
             check_kernel_time(r)
+            check_energy(r)
             return
         c = doc.model_dump(mode="json")
     given, why = counts.get(workload.uuid) if counts is not None else (None, "")
@@ -861,7 +869,8 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
                           absent=workload.absent_inputs(), given=given)
     if given is None and why and getattr(r.roofline, "input_counts_from", None):
         r.roofline.input_counts_from = f"lower bounds ({why})"
-    finding = roofline_floor_check(r.latency_ms.median, r.roofline.floor_ms) if report.device.kind == "cuda" else None
+    # The work's floor alone: the launch term is a device figure, not a physical law a time must obey.
+    finding = roofline_floor_check(r.latency_ms.median, physical_floor_ms(r.roofline)) if report.device.kind == "cuda" else None
     if finding is not None:
         r.findings.append(finding)
         r.status = Status.REJECTED
@@ -870,6 +879,33 @@ def apply_roofline(r: WorkloadResult, report: Report, definition: Definition, wo
         r.kernel_time = None
         return
     check_kernel_time(r)
+    check_energy(r)
+
+
+# A board's power while a kernel runs back to back: more than this (or a non-positive figure) is not a
+# measurement (an H200 is rated 700 W; the margin leaves room for boards to come).
+_MAX_BOARD_W = 3000.0
+
+
+def check_energy(r: WorkloadResult) -> None:
+    """The energy figures come from the worker the candidate ran in: here in the parent each must be a
+    positive, finite number whose implied power (energy per call over the synchronized wall time per
+    call) a board can draw, or both are withheld with the reason (never a rejection: energy only
+    breaks speed ties)."""
+    prof = dict(r.profile or {})
+    wall = prof.get("wall_ms_per_call")
+    for name in ("energy_j_per_call", "baseline_energy_j_per_call"):
+        e = getattr(r, name)
+        if e is None:
+            continue
+        ok = isinstance(e, (int, float)) and math.isfinite(e) and e > 0
+        if ok and isinstance(wall, (int, float)) and wall > 0:
+            ok = e / (wall / 1e3) <= _MAX_BOARD_W
+        if not ok:
+            r.energy_j_per_call = r.baseline_energy_j_per_call = None
+            prof["energy_missing"] = f"withheld: {name} {e!r} J is not possible beside {wall!r} ms per call"
+            r.profile = prof
+            return
 
 
 def check_kernel_time(r: WorkloadResult) -> None:
@@ -891,8 +927,8 @@ def check_kernel_time(r: WorkloadResult) -> None:
         why = f"kernel time {k:.6g} ms is not possible beside the event time {e:.6g} ms"
     elif not host_bound and e - k > max(_LAUNCH_GAP_MS, 0.2 * e):
         why = f"kernel time {k:.6g} ms is {e - k:.6g} ms short of the event time {e:.6g} ms: more than launch overhead"
-    elif r.roofline is not None and r.roofline.floor_ms and roofline_floor_check(k, r.roofline.floor_ms) is not None:
-        why = f"kernel time {k:.6g} ms is below the physical floor {r.roofline.floor_ms:.6g} ms"
+    elif r.roofline is not None and physical_floor_ms(r.roofline) and roofline_floor_check(k, physical_floor_ms(r.roofline)) is not None:
+        why = f"kernel time {k:.6g} ms is below the physical floor {physical_floor_ms(r.roofline):.6g} ms"
     if why:
         r.kernel_time = type(kt)(withheld=why)
         return
@@ -961,7 +997,6 @@ def check_baselines(r: WorkloadResult, report: Report) -> None:
     """The declared baselines' figures come from the candidate's process, so they are checked here in the
     parent: only for a passing candidate, only baselines that built, a median above the physical floor
     (below it is a broken measurement, never a win for anyone), a GPU time inside the event time."""
-    import math
 
     from .guard.floor import roofline_floor_check
 
@@ -978,7 +1013,7 @@ def check_baselines(r: WorkloadResult, report: Report) -> None:
             b.latency_ms = b.speedup = b.kernel_speedup = b.kernel_time_ms = None
             continue
         med = b.latency_ms.median if b.latency_ms else None
-        floor = r.roofline.floor_ms if r.roofline is not None and report.device.kind == "cuda" else None
+        floor = physical_floor_ms(r.roofline) if r.roofline is not None and report.device.kind == "cuda" else None
         if med is None or not med > 0 or b.speedup is None or not (math.isfinite(b.speedup.median) and b.speedup.median > 0) or (floor and roofline_floor_check(med, floor) is not None):
             b.status, b.message = Status.REJECTED, f"impossible measurement (median {med} ms{f', floor {floor:.4g} ms' if floor else ''})"
             b.latency_ms = b.speedup = b.kernel_speedup = b.kernel_time_ms = None

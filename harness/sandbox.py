@@ -50,13 +50,24 @@ import sysconfig
 from pathlib import Path
 from typing import Any, Iterable
 
+from .paths import PathsError, definitions_dirs, repository, skill_dirs, source_checkout
+
 MODES = ("required", "auto", "off")
 ENV_MODE = "KBOT_SANDBOX"
 ENV_SCRATCH = "KBOT_SCRATCH"
 ENV_READ = "KBOT_SANDBOX_READ"
 
 HARNESS_DIR = Path(__file__).resolve().parent
-REPO_ROOT = HARNESS_DIR.parent
+
+
+def _repositories() -> list[Path]:
+    """The kbot checkout the harness runs from (none for an installed wheel) and the repository kbot runs in
+    (harness/paths.py): never opened whole, since run folders, kernels/ and .git live there."""
+    try:
+        repo = repository()
+    except PathsError:  # a bad KBOT_REPO was refused by the parent already; nothing of it is opened here
+        repo = None
+    return [p.resolve() for p in (source_checkout(), repo) if p is not None]
 
 # ---- Landlock (include/uapi/linux/landlock.h)
 _SYS_CREATE, _SYS_ADD_RULE, _SYS_RESTRICT = 444, 445, 446  # the same on every architecture
@@ -315,7 +326,7 @@ def _never_whole(path: Path, scratch: Path | None = None) -> bool:
         p = path.resolve()
     except OSError:
         return True
-    if p == Path("/") or p == REPO_ROOT or p in REPO_ROOT.parents or p == Path.home().resolve():
+    if p == Path("/") or p == Path.home().resolve() or any(p == r or p in r.parents for r in _repositories()):
         return True
     if scratch is not None:
         base = Path(scratch).resolve().parent
@@ -341,8 +352,10 @@ def rules(scratch: Path, extra_read: Iterable[str | Path] = ()) -> list[tuple[st
         if p and os.path.isabs(p) and not _never_whole(Path(p), scratch):
             out.append((p, READ_EXEC))
     out.append((str(HARNESS_DIR), READ))
-    out.append((str(REPO_ROOT / "definitions"), READ))
-    out.append((str(REPO_ROOT / "skills" / "guard"), READ))  # the rule catalogue the runtime guard cites
+    for d in definitions_dirs():  # trusted references and input builders, the repository's and ours
+        out.append((str(d), READ))
+    for d in skill_dirs("guard"):  # the rule catalogue the runtime guard cites
+        out.append((str(d), READ))
     for p in extra_read:
         if p and not _never_whole(Path(p), scratch):
             out.append((str(p), READ))

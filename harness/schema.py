@@ -458,9 +458,11 @@ def find_definition(value: str, root: Path | None = None) -> tuple[Definition, P
     """A definition given as a path, or as the name of one of ours (``definitions/NAME/definition.json``)."""
     p = Path(value)
     if not p.exists():
-        ours = (root or Path(__file__).resolve().parents[1]) / "definitions" / value / "definition.json"
-        if ours.exists():
-            p = ours
+        from .paths import definition_dir  # the repository's definitions/, then ours
+
+        folder = (root / "definitions" / value) if root is not None else definition_dir(value)
+        if folder is not None and (folder / "definition.json").exists():
+            p = folder / "definition.json"
     return load_definition(p), p
 
 

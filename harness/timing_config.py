@@ -38,6 +38,11 @@ class TimingConfig:
     # report it beside the event latency: it leaves out the per-process launch floor that spreads
     # few-µs kernels' event medians between processes.
     kernel_time: bool = True
+    # After the timed loop, each timed callable (the candidate and its paired baseline) runs back to
+    # back for this many seconds between two reads of the board's NVML energy counter: energy per call
+    # on every GPU evaluation, what promotion breaks a speed tie with. 0: not measured. On a CPU there
+    # is no counter and the report says so.
+    energy_s: float = 0.2
 
 
 def parse_timing_overrides(pairs: list[str] | tuple[str, ...]) -> dict[str, int | float | bool]:

@@ -334,7 +334,7 @@ class Evaluator:
         # them afterwards: a kernel may not preprocess or cache into its inputs while being timed.
         frozen = {n: v.clone() for n, v in inputs.items() if isinstance(v, torch.Tensor) and n not in refresher.names}
         try:
-            samples = timer.run(fns, inputs, outs)
+            samples = timer.run(fns, inputs, outs, energy=True)
         except Exception as e:  # noqa: BLE001
             return self._fail(res, Status.RUNTIME_ERROR, f"during timing: {type(e).__name__}: {e}", t0, log=traceback.format_exc()[-6000:])
         changed = next((c for c in (inputs_unchanged(frozen, {n: s[n] for n in frozen}) for s in samples[0].input_sets or [inputs]) if c), None)
@@ -356,6 +356,9 @@ class Evaluator:
         if len(samples) > 1:
             res.baseline_latency_ms = summarize(samples[1].times_ms)
             res.speedup_vs_baseline = paired_ratio(samples[1].times_ms, samples[0].times_ms)
+        res.energy_j_per_call = samples[0].energy_j_per_call
+        if len(samples) > 1:
+            res.baseline_energy_j_per_call = samples[1].energy_j_per_call
 
         # ---- the reference, timed the same way (fewer iterations: references can take seconds)
         ref_inputs = mk(TIMED_TRIAL)
@@ -389,6 +392,7 @@ class Evaluator:
                        "sm_clock_mhz": samples[0].sm_clock_mhz(), "hold_cycles": samples[0].hold_cycles,
                        "late_dropped": samples[0].late_dropped, "late_kept": samples[0].late_kept,
                        "cupti_s": round(samples[0].cupti_s + (rs[0].cupti_s if rs else 0.0), 4),
+                       "energy_missing": samples[0].energy_missing or None,
                        "phase_s": {k: round(v, 4) for k, v in phases.items()}}
         return res
 

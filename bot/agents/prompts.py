@@ -15,24 +15,25 @@ from typing import Any
 
 import jinja2
 
+from harness.paths import shipped, skill_dirs
 from harness.schema import Definition
 
 from .base import AgentContext, Mode
 
-REPO = Path(__file__).resolve().parents[2]
-PROMPTS_DIR = REPO / "skills" / "prompts"
-OPERATORS_DIR = REPO / "skills" / "operators"
+PROMPTS_DIR = shipped() / "skills" / "prompts"  # ours; a repository's skills/prompts/<file> replaces one
+OPERATORS_DIR = shipped() / "skills" / "operators"
 # Keys the templates may read from a node summary (bot.controller.summary); absent ones are None.
 SUMMARY_DEFAULTS = {k: None for k in ("status", "statuses", "speedup_vs_reference", "speedup_vs_baseline",
                                        "roofline_fraction_min", "energy_j_per_call", "noise", "error")}
 
 
 class PromptBuilder:
-    def __init__(self, prompts_dir: str | Path = PROMPTS_DIR, operators_dir: str | Path = OPERATORS_DIR) -> None:
-        self.prompts_dir = Path(prompts_dir)
-        self.operators_dir = Path(operators_dir)
+    def __init__(self, prompts_dir: str | Path | None = None, operators_dir: str | Path | None = None) -> None:
+        # None: the repository's skills/prompts (skills/operators) first, then ours (harness/paths.py)
+        self.prompts_dirs = [Path(prompts_dir)] if prompts_dir else skill_dirs("prompts") or [PROMPTS_DIR]
+        self.operators_dirs = [Path(operators_dir)] if operators_dir else skill_dirs("operators") or [OPERATORS_DIR]
         self.env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(str(self.prompts_dir)),
+            loader=jinja2.FileSystemLoader([str(d) for d in self.prompts_dirs]),
             undefined=jinja2.StrictUndefined,  # a template naming a missing field is a bug, not silence
             keep_trailing_newline=True,
             trim_blocks=True,
@@ -47,14 +48,17 @@ class PromptBuilder:
         parts: list[str] = []
         segs = definition.name.split("_")
         for i in range(len(segs), 0, -1):
-            p = self.operators_dir / ("_".join(segs[:i]) + ".md")
-            if p.exists():
+            p = self._note("_".join(segs[:i]) + ".md")
+            if p is not None:
                 parts.append(p.read_text().strip())
                 break
-        p = self.operators_dir / f"{definition.op_type}.md"
-        if p.exists() and p.read_text().strip() not in parts:
+        p = self._note(f"{definition.op_type}.md")
+        if p is not None and p.read_text().strip() not in parts:
             parts.append(p.read_text().strip())
         return "\n\n".join(parts)
+
+    def _note(self, name: str) -> Path | None:
+        return next((d / name for d in self.operators_dirs if (d / name).is_file()), None)
 
     def variables(self, ctx: AgentContext, index: int = 0, n: int = 1, previous: list[str] | None = None) -> dict[str, Any]:
         d = ctx.definition

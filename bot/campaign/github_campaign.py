@@ -66,6 +66,7 @@ from bot.forge.trusted_meta import read_meta
 from bot.names import CALLS_ARTIFACT_PREFIX, STOPPED_LABEL, attempt_branch, definition_branch_prefix
 from bot.policy_file import PolicyError
 from bot.promotion.champion import champion_lineage, read_champion
+from bot.promotion.execute import load_promotion_policy
 from bot.review.evidence import Evidence, find_evidence
 from bot.review.markdown import escape_inline
 from harness.geomean import geomean
@@ -86,8 +87,8 @@ CALLS_DIR_ENV = "KBOT_CALLS_DIR"  # where the bot keeps every model call (see ``
 def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
     """The tree's compact node summary (``bot.controller.summary.summarize`` shape) from the evidence
     block of our review: statuses, paired ratios vs the champion it was measured against, speedup vs
-    the reference, and the review's top feedback items (what the next prompt shows). Roofline fractions
-    live in the run's artifact, not here."""
+    the reference, roofline fractions and energy where the block has them, and the review's top feedback
+    items (what the next prompt shows)."""
     ws = ev.workloads
     statuses: dict[str, int] = {}
     for w in ws:
@@ -113,6 +114,8 @@ def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
         else:
             msg = f"{ev.findings} guard finding(s)" if ev.findings else "no workloads were evaluated"
         error = {"status": status, "file": None, "line": None, "message": msg}
+    roofs = [w.roofline for w in ws if w.roofline is not None and w.roofline[0] > 0]
+    largest = max(roofs, key=lambda r: r[1]) if roofs and len(roofs) == len(ws) else None
     return {
         "passed": passed,
         "status": status,
@@ -123,8 +126,13 @@ def summary_from_evidence(ev: Evidence) -> dict[str, Any]:
         "baseline_hash": ev.baseline_hash,  # the champion it was paired against: the tree chains from it
         "solution_hash": ev.solution_hash,
         "noise": max(noise) if noise else None,
-        "roofline_fraction_min": None,
-        "energy_j_per_call": None,
+        # From the review's evidence block (absent in blocks written before it carried them): the
+        # speed-of-light stop rule judges the PRs by these.
+        "roofline_fraction_min": min(r[0] for r in roofs) if largest else None,
+        "roofline_fraction_largest": largest[0] if largest else None,
+        "roofline_bound_largest": largest[2] if largest else None,
+        "roofline_fraction_geomean": geomean([r[0] for r in roofs]) if largest else None,
+        "energy_j_per_call": geomean([w.energy[0] for w in ws]) if ws and all(w.energy for w in ws) else None,  # type: ignore[index]
         "eval_seconds": 0.0,
         "error": error,
         "feedback": [f.model_dump(mode="json") for f in ev.feedback],
@@ -372,8 +380,14 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
             raise CampaignRefused(f"#{request.parent_pr} has no evaluation yet: wait for its review or run `/evaluate`")
 
     seed = int(hashlib.sha256(f"{cid}:{round_no}".encode()).hexdigest()[:8], 16)
+    # The stop rules (speed of light, plateau) from the promotion policy on the default branch; the
+    # plateau is judged over the tree's nodes, so the PRs alone say whether it was reached.
+    try:
+        stop = load_promotion_policy(forge).budget()
+    except PolicyError as e:
+        raise CampaignRefused(f"the promotion policy is invalid: {escape_inline(e, 300)}") from None
     config = {"proposals_per_step": need, "seed": seed, "fsync": False,
-              "budget": {"max_candidates": None, "patience": None, "roofline_target": None}}
+              "budget": {"max_candidates": None, **stop}}
     agent = agent or _make_agent(request.agent, request.agent_config)
     opened: list[PullRequest] = []
     # The same record path as a local resume, in memory: GitHub is the database, nothing is cached.
@@ -389,6 +403,10 @@ def campaign(request: OptimizeRequest, *, forge: Any, agent: Any = None, round_n
         step = camp.propose_next(at=forced)
         if step.stopped:
             log.info("campaign %s: %s", cid, step.reason)
+            if round_no == 1 and not opened and not mine:
+                # Said in the reply to /optimize; a later round just ends (continue_after_results).
+                raise CampaignRefused(f"no candidate opened: {escape_inline(step.reason, 300)} "
+                                      "(the stop rules are `stop:` in skills/promotion.yaml)")
             break
         for nid in step.new_nodes:
             node = camp.tree.nodes[nid]

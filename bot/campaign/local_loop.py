@@ -51,10 +51,10 @@ from bot.promotion.champion import (
 )
 from bot.review.markdown import escape_inline
 from bot.review.publish import publish_results
+from harness.paths import definition_dir, roots, skill
 from harness.report import Report
 from harness.schema import Definition, SchemaError, Solution, load_solution, load_workloads
 
-REPO = Path(__file__).resolve().parents[2]
 DEFAULT_WORKSPACE = Path(".kbot") / "workspace"
 Event = Callable[[str, dict[str, Any]], None]
 
@@ -86,9 +86,9 @@ class Workspace:
     # What the workspace's main starts with: the definitions, the shipped kernels, the policy.
     SEED_PATHS = ("definitions", "kernels", "skills/promotion.yaml")
 
-    def __init__(self, root: str | Path = DEFAULT_WORKSPACE, source: Path = REPO):
+    def __init__(self, root: str | Path = DEFAULT_WORKSPACE, source: Path | None = None):
         self.root = Path(root).resolve()
-        self.source = source
+        self.source = source  # None: kbot's own files with the repository's over them (harness/paths.py)
         self.forge = LocalForge(self.root / "forge")
         self.runs = self.root / "runs"
         self.campaigns = self.root / "campaigns"
@@ -97,17 +97,20 @@ class Workspace:
 
     def _init_main(self) -> None:
         files: dict[str, bytes] = {}
-        for rel in self.SEED_PATHS:
-            p = self.source / rel
-            paths = [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else []
-            for f in paths:
-                if "__pycache__" in f.parts or f.suffix == ".pyc":
-                    continue
-                files[str(f.relative_to(self.source))] = f.read_bytes()
+        bases = [self.source] if self.source is not None else list(reversed(roots()))  # later ones win
+        for base in bases:
+            for rel in self.SEED_PATHS:
+                p = base / rel
+                paths = [p] if p.is_file() else sorted(x for x in p.rglob("*") if x.is_file()) if p.is_dir() else []
+                for f in paths:
+                    if "__pycache__" in f.parts or f.suffix == ".pyc":
+                        continue
+                    files[str(f.relative_to(base))] = f.read_bytes()
+        where = " and ".join(str(b) for b in bases)
         if not files:
-            raise LoopError(f"{self.source}: none of {self.SEED_PATHS} found to start the workspace from")
+            raise LoopError(f"{where}: none of {self.SEED_PATHS} found to start the workspace from")
         try:
-            self.forge.commit_files("main", None, files, f"kbot workspace: definitions, kernels and policy from {self.source}")
+            self.forge.commit_files("main", None, files, f"kbot workspace: definitions, kernels and policy from {where}")
         except Exception:
             if self.forge.branch_head("main") is None:  # not a lost race with another process
                 raise
@@ -118,7 +121,7 @@ class Workspace:
         from harness.dataset import resolve
 
         try:
-            return resolve(name, dataset=dataset, workloads=workloads, kbot_root=self.source / "definitions",
+            return resolve(name, dataset=dataset, workloads=workloads, kbot_root=self.source / "definitions" if self.source else None,
                            require_workloads=require_workloads)
         except SchemaError as e:
             raise LoopError(str(e)) from None
@@ -176,7 +179,8 @@ def starting_point(definition: Definition, def_path: Path, seeds_dir: Path | Non
     as a plain-torch solution."""
     ref = def_path.parent / "reference_solution.json"
     if not ref.is_file():
-        ref = REPO / "definitions" / definition.name / "reference_solution.json"
+        ours = definition_dir(definition.name)  # the repository's definition of that name, else ours
+        ref = (ours or def_path.parent) / "reference_solution.json"
     if ref.is_file():
         try:
             sol = load_solution(ref)
@@ -185,9 +189,9 @@ def starting_point(definition: Definition, def_path: Path, seeds_dir: Path | Non
         if sol.definition != definition.name:
             raise LoopError(f"{ref} is a solution of {sol.definition}, not of {definition.name}")
         return sol.model_copy(update={"description": f"starting point: the definition's reference ({sol.name})"})
-    from bot.agents.providers.offline import DEFAULT_SEEDS_DIR, load_seeds
+    from bot.agents.providers.offline import load_seeds
 
-    if load_seeds(definition.name, seeds_dir or DEFAULT_SEEDS_DIR):
+    if load_seeds(definition.name, seeds_dir):
         return weak_start(definition.name, seeds_dir)
     return reference_start(definition)
 
@@ -206,10 +210,10 @@ def reference_start(definition: Definition) -> Solution:
 
 def weak_start(definition: str, seeds_dir: Path | None = None) -> Solution:
     """The first seed with every tunable at its first listed value (see the module docstring)."""
-    from bot.agents.providers.offline import DEFAULT_SEEDS_DIR, load_seeds
+    from bot.agents.providers.offline import load_seeds
     from bot.agents.tunables import apply, solution_tunables
 
-    seeds = load_seeds(definition, seeds_dir or DEFAULT_SEEDS_DIR)
+    seeds = load_seeds(definition, seeds_dir)
     if not seeds:
         raise LoopError(f"no seed kernels in skills/seeds/{definition}/ to start from")
     seed = seeds[0]
@@ -368,7 +372,7 @@ def default_agent(env: dict[str, str] | None = None) -> str:
     return "offline"
 
 
-def agent_setup(opts: OptimizeOptions, source: Path = REPO) -> tuple[str, dict[str, Any]]:
+def agent_setup(opts: OptimizeOptions, source: Path | None = None) -> tuple[str, dict[str, Any]]:
     """(agent name, its config section) for a local campaign: see ``OptimizeOptions.agent_settings``.
     The command line is the owner's: any URL it gives is used, the policy's limits are for comments."""
     from bot.agents.base import AgentError
@@ -383,7 +387,8 @@ def agent_setup(opts: OptimizeOptions, source: Path = REPO) -> tuple[str, dict[s
             section = dict(data["agent"]) if isinstance(data.get("agent"), dict) else dict(data)
         file_agent = section.pop("name", None)
         name = opts.agent or (str(file_agent) if file_agent else None) or default_agent()
-        policy_file = source / POLICY_PATH
+        # skills/bot-policy.yaml of ``source``, else the repository's, else kbot's (harness/paths.py)
+        policy_file = source / POLICY_PATH if source is not None else skill(POLICY_PATH.removeprefix("skills/"))
         try:
             policy = load_policy_text(policy_file.read_text() if policy_file.is_file() else None, str(policy_file))
         except PolicyError as e:
@@ -489,12 +494,20 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
         # when the budget is used up: their PRs may already be open.
         campaign = Campaign.resume(store, agent, evaluator, evaluate_pending=True, lineage=lineage)
     else:
+        from bot.policy_file import PolicyError
+        from bot.promotion.execute import load_promotion_policy
+
+        try:
+            policy = load_promotion_policy(ws.forge)  # the workspace's main, as promotion reads it
+        except PolicyError as e:
+            raise LoopError(str(e)) from None
         config = CampaignConfig.from_dict({
             "proposals_per_step": opts.candidates,
             "memory_path": str(workspace_memory(ws, definition.name)),
-            # one step evaluates the starting champion, then one step per round
+            # one step evaluates the starting champion, then one step per round; the stop rules
+            # (speed of light, plateau) from the promotion policy's `stop:`
             "budget": {"max_steps": opts.rounds + 1, "max_candidates": 1 + opts.rounds * opts.candidates,
-                       "patience": None, "roofline_target": None},
+                       **policy.budget()},
         })
         campaign = Campaign.start(definition, [champion], agent, evaluator, config, store, workloads=workloads,
                                   lineage=lineage)
@@ -539,6 +552,9 @@ def summarize_campaign(ws: Workspace, campaign: Campaign, evaluator: PullRequest
             "speedup_vs_champion": s.get("speedup_vs_baseline"), "speedup_vs_start": h["speedup"],
             "speedup_vs_reference": s.get("speedup_vs_reference"), "speedup_vs_best_baseline": vs_best,
             "roofline_fraction": s.get("roofline_fraction_min"),
+            "roofline_fraction_largest": s.get("roofline_fraction_largest"),
+            "roofline_bound_largest": s.get("roofline_bound_largest"),
+            "roofline_fraction_geomean": s.get("roofline_fraction_geomean"),
             "decision": o.get("decision"), "headline": o.get("headline"), "rationale": h["rationale"],
             **({"gpu": gpu} if gpu is not None else {}),
         })

@@ -83,7 +83,23 @@ def _github_forge(repo: str | None, installation_id: int | None = None):
         _fail(str(e))
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+LOG_LEVEL_ENV = "KBOT_LOG_LEVEL"
+LOG_LEVEL = click.option(
+    "--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO", envvar=LOG_LEVEL_ENV, show_default=True,
+    help=f"The least severe log records the bot writes to stderr (also ${LOG_LEVEL_ENV}).")
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        force=True)
+
+
 def register(cli: click.Group) -> None:
+    from bot.cli import init
+
+    init.register(cli)  # `kbot init`: this repository's workflows call the ones kbot publishes
+
     @cli.command("serve")
     @click.option("--state-dir", type=click.Path(file_okay=False), default=".kbot-state", show_default=True,
                   help="sqlite queue, deliveries and rate limits live here")
@@ -94,15 +110,16 @@ def register(cli: click.Group) -> None:
                   f"(default {DEFAULT_CAMPAIGN}; a `forge` keyword gets the event's forge)")
     @click.option("--fetch-results", default="bot.intake.artifacts:github_results_fetcher", show_default=True,
                   help="module:function(forge, workflow_run, dest) -> bool that downloads the bench artifacts")
+    @LOG_LEVEL
     def serve_cmd(state_dir: str, host: str, port: int, repo: str | None, campaign: str | None,
-                  fetch_results: str | None) -> None:
+                  fetch_results: str | None, log_level: str) -> None:
         """Run the GitHub App webhook receiver (secrets from KBOT_WEBHOOK_SECRET[_OLD])."""
         from bot.commands.auth import RateLimiter
         from bot.commands.services import ForgeServices
         from bot.intake.events import EventRouter
         from bot.intake.server import secrets_from_env, serve
 
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        _configure_logging(log_level)
         secrets = secrets_from_env()
         from bot.forge.trusted_meta import META_KEY_ENV, MetaKeyError, meta_key
 
@@ -137,8 +154,10 @@ def register(cli: click.Group) -> None:
         serve(state_dir, router.handle, host=host, port=port, secrets=secrets)
 
     @cli.group("bot")
-    def bot_group() -> None:
+    @LOG_LEVEL
+    def bot_group(log_level: str) -> None:
         """GitHub bot: command handling, reports, promotion (Actions and local tools)."""
+        _configure_logging(log_level)
 
     @bot_group.command("command")
     @click.option("--event-path", type=click.Path(exists=True, dir_okay=False), envvar="GITHUB_EVENT_PATH",
@@ -242,20 +261,20 @@ def register(cli: click.Group) -> None:
     @bot_group.command("decide")
     @click.argument("report_path", type=click.Path(exists=True, dir_okay=False))
     @click.option("--policy", "policy_path", type=click.Path(exists=True, dir_okay=False),
-                  default=None, help="promotion policy (default: skills/promotion.yaml of this checkout)")
+                  default=None, help="promotion policy (default: skills/promotion.yaml of the repository, else kbot's)")
     @click.option("--champion-hash", default=None, help="solution_hash of the current champion (none: first)")
     @click.option("--head-sha", default=None)
     @click.option("--behind", is_flag=True, help="the measured head is behind the default branch")
     def decide_cmd(report_path: str, policy_path: str | None, champion_hash: str | None, head_sha: str | None,
                    behind: bool) -> None:
         """Print the promotion decision for a report (no forge, no merge)."""
-        from bot.commands.bot_policy import REPO_ROOT
         from bot.policy_file import PolicyError
         from bot.promotion.decision import PROMOTION_PATH, PromotionPolicy, decide
         from bot.review.evidence import Evidence
+        from harness.paths import skill
         from harness.report import load_report
 
-        path = Path(policy_path) if policy_path else REPO_ROOT / PROMOTION_PATH
+        path = Path(policy_path) if policy_path else skill(PROMOTION_PATH.removeprefix("skills/"))
         try:
             policy = PromotionPolicy.from_yaml(path.read_text(), str(path))
         except PolicyError as e:

@@ -100,11 +100,14 @@ def _print_summary(console: Any, s: dict[str, Any]) -> None:
     with_baselines = any(r.get("speedup_vs_best_baseline") is not None for r in s["candidates"])
     on_gpus = any("gpu" in r for r in s["candidates"])
     cols = ["node", "PR", "status", "mean ms", "vs champion", "vs start", "vs reference"] + (["vs best baseline"] if with_baselines else [])
-    cols += (["GPU"] if on_gpus else []) + ["roofline", "decision"]
+    cols += (["GPU"] if on_gpus else []) + ["roofline largest / geomean", "decision"]
     rows = []
     for r in s["candidates"]:
         lat = f"{r['mean_latency_ms']:.3f}" if r["mean_latency_ms"] is not None else "—"
-        roof = _pct(r["roofline_fraction"])
+        # At the largest workload (with its bound class) / the geometric mean over workloads.
+        roof = (f"{_pct(r['roofline_fraction_largest'])}" + (f" ({r['roofline_bound_largest']})" if r.get("roofline_bound_largest") else "")
+                + f" / {_pct(r['roofline_fraction_geomean'])}"
+                if r.get("roofline_fraction_largest") is not None and r.get("roofline_fraction_geomean") is not None else "—")
         dec = r["decision"] or "—"
         style = {"promote": "green", "reject": "red", "champion": "cyan"}.get(dec, "white")
         rows.append([r["node"], f"#{r['pr']}" if r["pr"] else "—", r["status"] or "—", lat, _x(r["speedup_vs_champion"]),
@@ -112,7 +115,7 @@ def _print_summary(console: Any, s: dict[str, Any]) -> None:
                      *((_x(r.get("speedup_vs_best_baseline")),) if with_baselines else ()),
                      *((str(r.get("gpu", "—")),) if on_gpus else ()), roof, f"[{style}]{dec}[/{style}]"])
     print_rows(console, cols, rows, title=f"{s['campaign']} — {s['timing']}",
-               right=["PR", "mean ms", "vs champion", "vs start", "vs reference", "vs best baseline", "roofline"])
+               right=["PR", "mean ms", "vs champion", "vs start", "vs reference", "vs best baseline", "roofline largest / geomean"])
 
 
 def _pct(v: Any) -> str:
@@ -364,8 +367,14 @@ def register(cli: click.Group) -> None:
         if as_json:
             click.echo(json.dumps(rows, indent=1))
             return
-        for r in rows:
-            click.echo(f"#{r['number']:<4} {r['state']:<7} {str(r['status']):<8} {r['branch']}  {r['status_description'] or ''}")
+        from rich.console import Console
+        from rich.markup import escape
+
+        from harness.report_table import print_rows
+
+        print_rows(Console(), ["PR", "state", "status", "branch", "summary"],
+                   [[f"#{r['number']}", r["state"], str(r["status"] or "—"), escape(r["branch"]), escape(r["status_description"] or "")]
+                    for r in rows], right=["PR"], wrap=["summary"])
 
     @pr_group.command("show")
     @click.argument("number", type=int)

@@ -12,7 +12,6 @@ included). Handlers that are not commands (events, results, later rounds) ask ``
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -26,7 +25,6 @@ from bot.names import KILL_SWITCH_LABEL
 from bot.policy_file import PolicyError, parse_policy
 
 POLICY_PATH = "skills/bot-policy.yaml"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # The agents /optimize may name when the policy file does not say (the example file lists the same).
 DEFAULT_AGENTS = ("offline", "anthropic", "openai")
 DEFAULT_AGENT = "offline"

@@ -1,15 +1,21 @@
 """Budgets and stop rules of a campaign.
 
-A limit of ``None`` means unlimited. Stop rules: the best node is within ``roofline_target`` of the
-roofline floor on every workload (``Roofline.fraction``), or the best reward has not improved by more
-than noise over ``patience`` consecutive steps that evaluated something.
+A limit of ``None`` means unlimited. Stop rules (both product paths take their settings from the
+promotion policy, ``skills/promotion.yaml``'s ``stop:``; see ``bot.promotion.decision.StopRules``):
+
+- speed of light: the best node is within ``roofline_target`` of the roofline floor on every workload
+  (``Roofline.fraction``, whose floor includes the device's launch floor);
+- plateau: the last ``patience`` finished candidates (in creation order, failures included) brought no
+  gain beyond ``min_gain`` over the best reward before them. Counted over the tree's nodes, not over
+  steps, so a campaign rebuilt from records (GitHub: from the PRs, with no step history) judges the
+  same plateau as the process that ran it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 
 @dataclass
@@ -20,7 +26,7 @@ class Budget:
     max_eval_seconds: float | None = None  # evaluation wall time (GPU time) summed over reports
     max_steps: int | None = None
     roofline_target: float | None = 0.95
-    patience: int | None = 8  # steps without gain beyond noise before stopping
+    patience: int | None = 8  # finished candidates without gain beyond noise before stopping
     min_gain: float = 0.02  # relative gain that counts as progress (noise)
 
     @classmethod
@@ -70,12 +76,20 @@ def exceeded(b: Budget, u: Usage) -> str | None:
     return None
 
 
-def converged(b: Budget, u: Usage, best_roofline_fraction: float | None) -> str | None:
+def converged(b: Budget, rewards: Sequence[float], best_roofline_fraction: float | None) -> str | None:
+    """The stop rule that fires, as a sentence, or None. ``rewards``: each finished node's reward in
+    creation order (``Tree.reward``; the start included)."""
     if b.roofline_target is not None and best_roofline_fraction is not None and best_roofline_fraction >= b.roofline_target:
-        return f"best node is at {best_roofline_fraction:.1%} of the roofline floor (target {b.roofline_target:.0%})"
-    h = u.best_history
-    if b.patience and len(h) > b.patience:
-        before, now = h[-b.patience - 1], h[-1]
-        if math.isfinite(before) and now - before <= math.log1p(b.min_gain):
-            return f"no gain beyond {b.min_gain:.0%} over the last {b.patience} steps"
+        return f"speed of light: the best node is at {best_roofline_fraction:.1%} of the roofline floor on its worst workload (target {b.roofline_target:.0%})"
+    return plateau(rewards, b.patience, b.min_gain)
+
+
+def plateau(rewards: Sequence[float], patience: int | None, min_gain: float) -> str | None:
+    """Whether the last ``patience`` rewards improved on the best before them by more than ``min_gain``."""
+    if not patience or len(rewards) <= patience:
+        return None
+    before, now = max(rewards[:-patience]), max(rewards)
+    if math.isfinite(before) and now - before <= math.log1p(min_gain):
+        return (f"plateau: the last {patience} candidates brought no gain beyond {min_gain:.0%} "
+                f"over the best before them ({math.exp(now - before):.3f}x)")
     return None

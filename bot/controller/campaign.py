@@ -400,7 +400,8 @@ class Campaign:
             return self.stopped_reason
         best = self.tree.best()
         frac = (best.summary or {}).get("roofline_fraction_min") if best else None
-        return exceeded(self.config.budget, self.usage) or converged(self.config.budget, self.usage, frac)
+        finished = sorted((n for n in self.tree.nodes.values() if n.id != ROOT and n.status != PENDING), key=lambda n: n.seq)
+        return exceeded(self.config.budget, self.usage) or converged(self.config.budget, [self.tree.reward(n) for n in finished], frac)
 
     # -- pieces ------------------------------------------------------------------------------------
     def _mode(self, node: Node) -> Mode:
@@ -582,6 +583,9 @@ class Campaign:
                 "speedup_vs_baseline": self.tree.speedup(best),
                 "speedup_vs_reference": (best.summary or {}).get("speedup_vs_reference"),
                 "roofline_fraction_min": (best.summary or {}).get("roofline_fraction_min"),
+                "roofline_fraction_largest": (best.summary or {}).get("roofline_fraction_largest"),
+                "roofline_bound_largest": (best.summary or {}).get("roofline_bound_largest"),
+                "roofline_fraction_geomean": (best.summary or {}).get("roofline_fraction_geomean"),
                 "energy_j_per_call": (best.summary or {}).get("energy_j_per_call"),
                 "path": [p.id for p in self.tree.path(best.id)],
             },

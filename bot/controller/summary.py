@@ -30,6 +30,10 @@ def summarize(report: Report) -> dict[str, Any]:
         if w.speedup_vs_baseline and w.speedup_vs_baseline.median > 0
     ]
     fractions = [w.roofline.fraction for w in ws if w.roofline and w.roofline.fraction is not None]
+    # The headline roofline figures: at the largest workload (the largest floor, where the fraction
+    # says most about the kernel and least about launching it) and the geometric mean over workloads.
+    placed = [w for w in ws if w.roofline and w.roofline.fraction is not None and w.roofline.fraction > 0]
+    largest = max(placed, key=lambda w: w.roofline.floor_ms) if placed and len(placed) == len(ws) else None
     energy = [w.energy_j_per_call for w in ws if w.energy_j_per_call is not None]
     feedback = top_feedback(ws, MAX_FEEDBACK)
     return {
@@ -43,6 +47,9 @@ def summarize(report: Report) -> dict[str, Any]:
         "solution_hash": report.solution_hash,
         "noise": max(noise) if noise else None,
         "roofline_fraction_min": min(fractions) if fractions and len(fractions) == len(ws) else None,
+        "roofline_fraction_largest": largest.roofline.fraction if largest else None,
+        "roofline_bound_largest": largest.roofline.bound if largest else None,
+        "roofline_fraction_geomean": geomean([w.roofline.fraction for w in placed]) if largest else None,
         "energy_j_per_call": geomean(energy) if energy and len(energy) == len(ws) else None,
         "eval_seconds": float(sum(w.seconds for w in ws)),
         "error": None if passed else first_error(report),

@@ -28,6 +28,21 @@ from harness.schema import Status
 PROMOTION_PATH = "skills/promotion.yaml"
 
 
+class StopRules(BaseModel):
+    """When a campaign stops on its own (``bot.controller.budget.converged``), for ``kbot optimize`` and
+    the GitHub campaign alike. A plateau's gain threshold is ``min_speedup``: a candidate that could not
+    be promoted over the best is no progress."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Speed of light: stop once the best node is at this fraction of its roofline floor (launch floor
+    # included) on every workload. None: never.
+    roofline_target: float | None = Field(0.9, gt=0.0, le=1.0)
+    # Plateau: stop after this many finished candidates without a gain beyond min_speedup over the best
+    # before them. None: never.
+    patience: int | None = Field(6, ge=1, le=1000)
+
+
 class PromotionPolicy(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -44,6 +59,16 @@ class PromotionPolicy(BaseModel):
     # A person's PR (not opened by the bot) is merged only with an approving review of the measured head
     # by an account with at least this role (checked by API; "none": no approval needed).
     people_approval: Literal["none", "write", "maintain", "admin"] = "maintain"
+    # Energy breaks a speed tie: a candidate within noise of the champion (its paired geomean's 95%
+    # interval contains 1, no workload regresses) is promoted when its energy per call, paired in the
+    # same job, is lower by at least this fraction (geomean over workloads). None: speed only.
+    energy_tie_break: float | None = Field(0.05, gt=0.0, lt=1.0)
+    stop: StopRules = StopRules()
+
+    def budget(self) -> dict[str, Any]:
+        """The stop rules as ``bot.controller.budget.Budget`` settings."""
+        return {"roofline_target": self.stop.roofline_target, "patience": self.stop.patience,
+                "min_gain": self.min_speedup - 1.0}
 
     @classmethod
     def from_yaml(cls, text: str, where: str = PROMOTION_PATH) -> "PromotionPolicy":
@@ -65,6 +90,7 @@ class Decision:
     geomean: float | None = None
     ci95: tuple[float, float] | None = None
     first_champion: bool = False
+    energy_ratio: float | None = None  # candidate / champion energy per call, when energy broke a speed tie
 
     @property
     def headline(self) -> str:
@@ -72,12 +98,15 @@ class Decision:
         if self.action == "promote":
             if self.first_champion:
                 return "first champion of this definition"
-            return f"{self.geomean:.3f}x over the champion, 95% CI [{self.ci95[0]:.3f}, {self.ci95[1]:.3f}]"
+            text = f"{self.geomean:.3f}x over the champion, 95% CI [{self.ci95[0]:.3f}, {self.ci95[1]:.3f}]"
+            if self.energy_ratio is not None:
+                text += f": a speed tie, broken by {1 - self.energy_ratio:.1%} less energy per call"
+            return text
         return "; ".join(r.detail for r in bad[:3])
 
     def to_dict(self) -> dict[str, Any]:
         return {"action": self.action, "geomean": self.geomean, "ci95": self.ci95,
-                "first_champion": self.first_champion,
+                "first_champion": self.first_champion, "energy_ratio": self.energy_ratio,
                 "reasons": [{"rule": r.rule, "ok": r.ok, "detail": r.detail} for r in self.reasons]}
 
 
@@ -160,15 +189,47 @@ def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, 
         return finish()
     ratios = [w.ratio for w in ev.workloads]  # type: ignore[misc]
     g, (lo, hi) = geomean_ci(ratios)  # type: ignore[arg-type]
-    rule("speedup", g >= policy.min_speedup, f"geomean {g:.3f}x vs champion (needs ≥ {policy.min_speedup:g})")
-    rule("confidence", lo > policy.min_ci_lower,
-         f"95% CI lower bound {lo:.3f} (needs > {policy.min_ci_lower:g})")
     floor = 1.0 - policy.max_regression
     slow = [w for w in ev.workloads if w.ratio[0] < floor]  # type: ignore[index]
+    faster = g >= policy.min_speedup and lo > policy.min_ci_lower
+    tie = energy_tie(ev, policy, g, lo, hi) if not faster and not slow else None
+    if tie is not None and tie[0]:
+        # Lexicographic: speed decided nothing (a tie within noise), so energy decides.
+        rule("speedup", True, f"geomean {g:.3f}x vs champion, 95% CI [{lo:.3f}, {hi:.3f}] contains 1: a speed tie")
+        rule("energy tie-break", True, tie[1])
+    else:
+        rule("speedup", g >= policy.min_speedup, f"geomean {g:.3f}x vs champion (needs ≥ {policy.min_speedup:g})")
+        rule("confidence", lo > policy.min_ci_lower,
+             f"95% CI lower bound {lo:.3f} (needs > {policy.min_ci_lower:g})")
+        if tie is not None:
+            rule("energy tie-break", True, f"not applied: {tie[1]}")  # informative: speed alone decided
     rule("no regression", not slow,
          f"no workload slower than {floor:.3f}x" if not slow
          else f"{len(slow)} workload(s) slower than the champion beyond {policy.max_regression:.0%} "
               f"(worst {min(w.ratio[0] for w in slow):.3f}x)")  # type: ignore[index]
-    return finish(g, (lo, hi))
+    d = finish(g, (lo, hi))
+    if d.action == "promote" and tie is not None and tie[0]:
+        d = Decision(d.action, d.reasons, d.geomean, d.ci95, d.first_champion, energy_ratio=tie[2])
+    return d
+
+
+def energy_tie(ev: Evidence, policy: PromotionPolicy, g: float, lo: float, hi: float) -> tuple[bool, str, float | None] | None:
+    """Whether energy breaks a speed tie: (promote on energy?, why, candidate/champion energy ratio).
+    None when the speeds are not tied (the paired interval excludes 1) or the policy has no tie-break.
+    A tie needs every workload's energy, candidate and champion measured in the same job; on a runner
+    without an energy counter (a CPU) the answer says so and speed alone decides."""
+    if policy.energy_tie_break is None or not (lo <= 1.0 <= hi):
+        return None
+    pairs = [w.energy for w in ev.workloads]
+    if not pairs or any(p is None or not all(math.isfinite(x) and x > 0 for x in p) for p in pairs):
+        n = sum(1 for p in pairs if p is not None)
+        return False, (f"a speed tie (geomean {g:.3f}x), but energy per call was measured on {n} of "
+                       f"{len(pairs)} workloads (no NVML counter on this runner?)"), None
+    ratio = geomean([c / b for c, b in pairs])  # type: ignore[misc]
+    assert ratio is not None  # every value was checked positive and finite just above
+    need = 1.0 - policy.energy_tie_break
+    ok = ratio <= need
+    return ok, (f"energy per call {ratio:.3f}x the champion's, geomean over {len(pairs)} workloads "
+                f"(needs ≤ {need:.3f})"), ratio
 
 

@@ -81,8 +81,24 @@ def evidence(report: Report, head_sha: str | None) -> dict[str, Any]:
              w.speedup_vs_reference, list(failed_checks(w))]
             for w in report.workloads
         ],
+        # Per workload, aligned with "w": [candidate, paired baseline] NVML energy per call in joules
+        # (null where either is missing); the promotion's energy tie-break reads it. Absent: none at all.
+        **({"energy": [energy_pair(w) for w in report.workloads]} if any(energy_pair(w) for w in report.workloads) else {}),
+        # Per workload, aligned with "w": [fraction of the roofline floor, floor ms, bound class] (null
+        # where there is none): the speed-of-light stop rule and the summaries read it back on GitHub.
+        **({"roofline": [roofline_row(w) for w in report.workloads]} if any(roofline_row(w) for w in report.workloads) else {}),
         "fb": feedback_rows(report),
     }
+
+
+def roofline_row(w: WorkloadResult) -> list[Any] | None:
+    r = w.roofline
+    return [r.fraction, r.floor_ms, r.bound] if r is not None and r.fraction is not None else None
+
+
+def energy_pair(w: WorkloadResult) -> list[float] | None:
+    c, b = w.energy_j_per_call, getattr(w, "baseline_energy_j_per_call", None)
+    return [c, b] if c is not None and b is not None else None
 
 
 def evidence_block(report: Report, head_sha: str | None) -> str:
@@ -135,6 +151,8 @@ class WorkloadEvidence:
     ratio: tuple[float, float, float] | None  # paired champion/candidate: median, ci low, ci high
     vs_reference: float | None
     failed_checks: tuple[str, ...] = ()  # kbot's extra checks failed (the status stays the official verdict)
+    energy: tuple[float, float] | None = None  # NVML J per call: (candidate, paired champion), same job
+    roofline: tuple[float, float, str | None] | None = None  # (fraction of the floor, floor ms, bound class)
 
 
 @dataclass(frozen=True)
@@ -153,9 +171,11 @@ class Evidence:
         ws = []
         for w in report.workloads:
             r = w.speedup_vs_baseline
+            e, roof = energy_pair(w), roofline_row(w)
             ws.append(WorkloadEvidence(
                 w.uuid, w.status.value, w.correctness.failed_trials if w.correctness else 0,
-                (r.median, r.ci95[0], r.ci95[1]) if r else None, w.speedup_vs_reference, failed_checks(w)))
+                (r.median, r.ci95[0], r.ci95[1]) if r else None, w.speedup_vs_reference, failed_checks(w),
+                (e[0], e[1]) if e else None, (roof[0], roof[1], roof[2]) if roof else None))
         return cls(report.definition, report.solution, report.solution_hash, report.baseline_hash, head_sha,
                    len(report.findings) + sum(len(w.findings) for w in report.workloads), tuple(ws),
                    feedback_from_rows(feedback_rows(report)))
@@ -165,7 +185,11 @@ class Evidence:
         """From ``evidence`` data (a block read back with ``read_evidence``); ValueError if malformed."""
         try:
             ws = []
-            for row in data["w"]:
+            energy, roofs = data.get("energy"), data.get("roofline")
+            for name, extra in (("energy", energy), ("roofline", roofs)):
+                if extra is not None and (not isinstance(extra, list) or len(extra) != len(data["w"])):
+                    raise ValueError(f"the {name} list does not match the workloads")
+            for i, row in enumerate(data["w"]):
                 # 5 fields; a 6th (failed kbot checks) since blocks carry them: older blocks have none
                 uuid, status, failed, ratio, vs_ref = row[:5]
                 checks = row[5] if len(row) == 6 else [] if len(row) == 5 else None
@@ -175,8 +199,16 @@ class Evidence:
                 if ratio is not None:
                     m, lo, hi = (float(x) for x in ratio)
                     rt = (m, lo, hi)
+                en = energy[i] if energy is not None else None
+                if en is not None:
+                    c_j, b_j = (float(x) for x in en)
+                    en = (c_j, b_j)
+                rf = roofs[i] if roofs is not None else None
+                if rf is not None:
+                    frac, floor, bound = rf
+                    rf = (float(frac), float(floor), str(bound)[:16] if bound is not None else None)
                 ws.append(WorkloadEvidence(str(uuid), str(status), int(failed), rt,
-                                           float(vs_ref) if vs_ref is not None else None, tuple(str(c)[:80] for c in checks)))
+                                           float(vs_ref) if vs_ref is not None else None, tuple(str(c)[:80] for c in checks), en, rf))
             return cls(str(data["definition"]), str(data["solution"]), str(data["solution_hash"]),
                        data.get("baseline_hash"), data.get("head_sha"), int(data["findings"]), tuple(ws),
                        feedback_from_rows(data.get("fb", [])))

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
-TEMPLATES = Path(__file__).resolve().parents[2] / "skills" / "reports"
+from harness.paths import shipped, skill_dirs
+
+TEMPLATES = shipped() / "skills" / "reports"  # ours; a repository's skills/reports/<file> replaces one
 ZWSP = "\u200b"
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -130,9 +131,18 @@ def f_sha(value: Any) -> Markup:
 
 
 
+class _ReportsLoader(jinja2.FileSystemLoader):
+    """skills/reports/ of the repository, then ours, looked up when a template is loaded (so --repo,
+    parsed after this module was imported, applies)."""
+
+    def get_source(self, environment, template):
+        self.searchpath = [str(d) for d in skill_dirs("reports")] or [str(TEMPLATES)]
+        return super().get_source(environment, template)
+
+
 # Public: every Markdown template (the review, the leaderboard) renders through this environment.
 TEMPLATE_ENV = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+    loader=_ReportsLoader(str(TEMPLATES)),
     autoescape=False,  # Markdown, not HTML: escaping is done by finalize/filters above
     finalize=_finalize,
     undefined=jinja2.StrictUndefined,

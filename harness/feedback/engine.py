@@ -25,6 +25,7 @@ from typing import Any, Iterable
 
 import yaml
 
+from ..paths import shipped, skill_files
 from ..report import SEVERITIES, FeedbackItem, Roofline
 from .expr import Expr, ExprError, MissingName, compile_expr
 
@@ -43,8 +44,7 @@ __all__ = [
     "source_of",
 ]
 
-REPO = Path(__file__).resolve().parents[2]
-RULES_DIR = REPO / "skills" / "profiling" / "rules"
+RULES_DIR = shipped() / "skills" / "profiling" / "rules"  # ours; a repository's file of the same name replaces one
 CLASSES = ("memory", "compute", "latency")
 _RULE_KEYS = {"name", "title", "applies_to", "requires", "optional", "thresholds", "trigger", "analysis",
               "recommendation", "severity", "impact", "group", "stop", "description"}
@@ -205,8 +205,10 @@ def load_rules(rules_dir: str | Path | None = None) -> list[Rule]:
     d = Path(rules_dir) if rules_dir else RULES_DIR
     if not d.is_dir():
         raise RuleError(f"{d}: no such rules directory")
+    # Without a folder: skills/profiling/rules/ of the repository and ours, one file per name (harness/paths.py).
+    files = sorted(d.glob("*.yaml")) if rules_dir else skill_files("profiling/rules", "*.yaml")
     rules: list[Rule] = []
-    for path in sorted(d.glob("*.yaml")):
+    for path in files:
         try:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as e:
@@ -256,7 +258,8 @@ def derived_evidence(evidence: dict[str, Any], roofline: Roofline | None) -> dic
         l2, bw = c.get("l2_bytes"), c.get("copy_bandwidth_gbs")
         if l2 and bw and extra.get("memory_floor_ms") is not None:
             mem_l2_ms = max(0.0, extra["memory_floor_ms"] - l2 / (bw * 1e9) * 1e3)
-            ev.setdefault("floor_l2_us", max(mem_l2_ms, extra.get("compute_floor_ms") or 0.0) * 1e3)
+            launch_ms = extra.get("launch_floor_ms") or 0.0  # floor_us includes it: so does this one
+            ev.setdefault("floor_l2_us", (max(mem_l2_ms, extra.get("compute_floor_ms") or 0.0) + launch_ms) * 1e3)
         ev.setdefault("roofline_flops", roofline.flops)
         if roofline.fraction is not None:
             ev.setdefault("roofline_fraction", roofline.fraction)
@@ -318,6 +321,8 @@ def bottleneck_classes(roofline: Roofline | None) -> set[str] | None:
     if roofline is None or roofline.bound is None:
         return None
     c = {roofline.bound}
+    if roofline.bound == "launch":
+        c.add("latency")  # launch-bound: the latency rules (grid size, launch overhead) are the ones that apply
     intrinsic = (roofline.model_extra or {}).get("intrinsic_bound")
     if intrinsic:
         c.add(intrinsic)

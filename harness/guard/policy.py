@@ -18,7 +18,11 @@ from typing import Any
 
 import yaml
 
-DEFAULT_POLICY_DIR = Path(__file__).resolve().parents[2] / "skills" / "guard"
+from ..paths import skill_dirs, shipped
+
+# The shipped policies. Without an explicit policy folder each file is looked up in the repository's
+# skills/guard/ first, then here (harness/paths.py): a repository replaces a policy file by adding its own.
+DEFAULT_POLICY_DIR = shipped() / "skills" / "guard"
 LANGUAGES = ("python", "triton", "cuda")
 
 
@@ -61,10 +65,30 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-@lru_cache(maxsize=16)
-def load_rules(policy_dir: Path = DEFAULT_POLICY_DIR) -> dict[str, str]:
+def _dirs(policy_dir: Path | str | None) -> tuple[Path, ...]:
+    """Where policy files are looked up: ``policy_dir`` alone, or the repository's skills/guard then ours."""
+    if policy_dir is not None:
+        return (Path(policy_dir),)
+    return tuple(skill_dirs("guard")) or (DEFAULT_POLICY_DIR,)
+
+
+def _find(dirs: tuple[Path, ...], name: str, required: bool = True) -> Path | None:
+    for d in dirs:
+        if (d / name).is_file():
+            return d / name
+    if required:
+        raise PolicyError(f"{name}: no such policy file (looked in {', '.join(str(d) for d in dirs)})")
+    return None
+
+
+def load_rules(policy_dir: Path | str | None = None) -> dict[str, str]:
     """Rule id -> why-it-matters sentence, static and runtime rules together."""
-    data = _read_yaml(Path(policy_dir) / "rules.yaml")
+    return _load_rules_cached(_dirs(policy_dir))
+
+
+@lru_cache(maxsize=16)
+def _load_rules_cached(dirs: tuple[Path, ...]) -> dict[str, str]:
+    data = _read_yaml(_find(dirs, "rules.yaml"))
     rules: dict[str, str] = {}
     for section in ("static", "runtime"):
         for rid, why in (data.get(section) or {}).items():
@@ -75,7 +99,7 @@ def load_rules(policy_dir: Path = DEFAULT_POLICY_DIR) -> dict[str, str]:
 
 
 def why(rule: str, policy_dir: Path | None = None) -> str:
-    return load_rules(Path(policy_dir or DEFAULT_POLICY_DIR)).get(rule, "")
+    return load_rules(policy_dir).get(rule, "")
 
 
 def _rule_refs(policy: dict[str, Any]) -> list[tuple[str, str]]:
@@ -106,22 +130,21 @@ def load_policy(language: str, definition: str | None = None, policy_dir: Path |
     language = str(getattr(language, "value", language)).lower()
     if language not in LANGUAGES:
         raise PolicyError(f"no guard policy for language '{language}' (known: {', '.join(LANGUAGES)})")
-    pdir = Path(policy_dir or DEFAULT_POLICY_DIR)
-    return _load_policy_cached(language, definition, pdir)
+    return _load_policy_cached(language, definition, _dirs(policy_dir))
 
 
 @lru_cache(maxsize=64)
-def _load_policy_cached(language: str, definition: str | None, pdir: Path) -> dict[str, Any]:
-    policy = merge(_read_yaml(pdir / "common.yaml"), _read_yaml(pdir / f"{language}.yaml"))
+def _load_policy_cached(language: str, definition: str | None, dirs: tuple[Path, ...]) -> dict[str, Any]:
+    policy = merge(_read_yaml(_find(dirs, "common.yaml")), _read_yaml(_find(dirs, f"{language}.yaml")))
     if definition:
-        opath = pdir / "overrides" / f"{definition}.yaml"
-        if opath.exists():
+        opath = _find(dirs, f"overrides/{definition}.yaml", required=False)
+        if opath is not None:
             over = _read_yaml(opath)
             sections = {k: over.pop(k) for k in LANGUAGES if k in over}
             policy = merge(policy, over)
             if sections.get(language):
                 policy = merge(policy, sections[language])
-    rules = load_rules(pdir)
+    rules = _load_rules_cached(dirs)
     for where, rule in _rule_refs(policy):
         if rule not in rules:
             raise PolicyError(f"policy {language}/{definition or '-'}: {where} names unknown rule '{rule}'")
@@ -131,5 +154,5 @@ def _load_policy_cached(language: str, definition: str | None, pdir: Path) -> di
 
 def clear_caches() -> None:
     """Forget loaded files (tests that write policies to a temporary folder call this)."""
-    load_rules.cache_clear()
+    _load_rules_cached.cache_clear()
     _load_policy_cached.cache_clear()

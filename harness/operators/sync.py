@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..defconfig import DEFINITIONS_DIR
+from ..paths import shipped
 from . import CONTEST_DEFINITIONS
 
 
@@ -39,9 +39,9 @@ def _baseline_source(here: Path, definition_folder: Path, path: str) -> Path:
     raise FileNotFoundError(f"{here / 'solution.json'} lists {path}, which is neither beside it nor in {definition_folder}")
 
 
-def sync(name: str, root: Path = DEFINITIONS_DIR, write: bool = True) -> list[str]:
-    """Files that differ from ``reference.py`` (rewritten when ``write``)."""
-    folder = root / name
+def sync(name: str, root: Path | None = None, write: bool = True) -> list[str]:
+    """Files that differ from ``reference.py`` (rewritten when ``write``); ``root``: our definitions/."""
+    folder = (root or shipped() / "definitions") / name
     source = (folder / "reference.py").read_text()
     drift = []
     dpath = folder / "definition.json"

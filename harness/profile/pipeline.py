@@ -73,9 +73,10 @@ def analyze(definition: Definition, axes: dict[str, int], collected: Iterable[Co
                 evidence.setdefault(k, v)
     roof = None
     if ceilings is not None:
+        event_timed = True  # a caller's measured time is the harness's event median: the launch is in it
         if measured_ms is None and evidence.get("kernel_time_us"):
-            measured_ms = evidence["kernel_time_us"] / 1e3
-        roof = compute_roofline(definition, axes, ceilings, measured_ms, absent=absent, given=given)
+            measured_ms, event_timed = evidence["kernel_time_us"] / 1e3, False  # ncu's GPU duration: no launch
+        roof = compute_roofline(definition, axes, ceilings, measured_ms, absent=absent, given=given, launch=event_timed)
     missing = {c.source: c.missing for c in collected if c.missing}
     if ceilings is None:
         missing["roofline"] = "no device ceilings (run `kbot ceilings` on the runner)"
@@ -317,7 +318,9 @@ def _fold(wr: WorkloadResult, outcome: ProfileOutcome) -> None:
     prof.update(outcome.profile_dict())
     wr.profile = prof
     nvml = next((c for c in outcome.collected if c.source == "nvml" and c.ok), None)
-    if nvml is not None:
+    if nvml is not None and wr.energy_j_per_call is None:
+        # The timing worker's figure, when there is one, stays: it was measured beside the paired
+        # baseline's (baseline_energy_j_per_call) with the same protocol, and promotion compares the two.
         wr.energy_j_per_call = nvml.evidence.get("energy_j_per_call")
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from bot.agents.base import AgentContext, Mode, StructuredError
 from bot.agents.calllog import prompt_hash
-from bot.agents.prompts import PromptBuilder
+from bot.agents.prompts import OPERATORS_DIR, PROMPTS_DIR, PromptBuilder
 from bot.agents.providers.offline import load_seeds
 from bot.controller.memory import SearchMemory
 from harness.report import FeedbackItem
@@ -68,7 +68,7 @@ def test_rendering_is_deterministic_and_strict(ctx, tmp_path):
     b = PromptBuilder().render(ctx)
     assert prompt_hash(*a) == prompt_hash(*b)
     for name in ("system", "initial", "debug", "optimize", "repair", "_context", "_parent"):
-        src = (PromptBuilder().prompts_dir / f"{name}.md.j2").read_text()
+        src = (PROMPTS_DIR / f"{name}.md.j2").read_text()
         (tmp_path / f"{name}.md.j2").write_text(src)
     (tmp_path / "optimize.md.j2").write_text("{{ no_such_field }}")
     with pytest.raises(jinja2.UndefinedError):
@@ -76,7 +76,7 @@ def test_rendering_is_deterministic_and_strict(ctx, tmp_path):
 
 
 def test_operator_notes_exist_for_the_contest_families():
-    notes = PromptBuilder().operators_dir
+    notes = OPERATORS_DIR
     for stem in ("rmsnorm", "fused_add_rmsnorm", "gemm", "moe", "dsa_paged", "gdn"):
         assert (notes / f"{stem}.md").read_text().strip()
 

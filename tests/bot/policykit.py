@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from bot.commands.bot_policy import POLICY_PATH, REPO_ROOT, BotPolicy
+from bot.commands.bot_policy import POLICY_PATH, BotPolicy
+from harness.paths import shipped
 
 
 def example_policy() -> BotPolicy:
-    return BotPolicy.from_yaml((REPO_ROOT / POLICY_PATH).read_text(), str(POLICY_PATH))
+    return BotPolicy.from_yaml((shipped() / POLICY_PATH).read_text(), str(POLICY_PATH))

@@ -172,6 +172,54 @@ def test_a_failed_kbot_check_rejects_and_says_which_also_through_the_evidence_bl
     assert all(w.failed_checks == () for w in Evidence.from_block(old).workloads)
 
 
+# -- energy breaks a speed tie (lexicographic: speed first) ---------------------------------------------
+
+
+def with_energy(rep, cand, champ):
+    for w in rep.workloads:
+        w.energy_j_per_call, w.baseline_energy_j_per_call = cand, champ
+    return rep
+
+
+def test_energy_breaks_a_speed_tie():
+    rep = with_energy(good(ratio=(1.00, 0.98, 1.02)), 0.90e-3, 1.00e-3)  # same speed, 10% less energy
+    d = run(rep)
+    assert d.action == "promote", d.reasons
+    assert d.energy_ratio == pytest.approx(0.90) and "less energy per call" in d.headline
+    assert "energy tie-break" in {r.rule for r in d.reasons if r.ok} and not failed_rules(d)
+    # the evidence block carries the pairs, so a decision read back from the review is the same
+    ev = Evidence.from_block(read_evidence(evidence_block(rep, HEAD)))
+    assert ev.workloads[0].energy == (0.90e-3, 1.00e-3)
+    assert decide(ev, P, champion_hash=CH, pr_head_sha=HEAD, up_to_date=True).action == "promote"
+
+
+def test_energy_does_not_decide_when_the_speeds_differ_or_the_saving_is_small():
+    # clearly slower (the interval excludes 1): speed decides, whatever the energy
+    assert run(with_energy(good(ratio=(0.97, 0.96, 0.98)), 0.5e-3, 1.0e-3)).action == "reject"
+    # clearly faster: promoted on speed, energy not consulted
+    d = run(with_energy(good(ratio=(1.10, 1.08, 1.12)), 2.0e-3, 1.0e-3))
+    assert d.action == "promote" and d.energy_ratio is None
+    # a tie, but only 2% less energy (the policy asks 5%)
+    d = run(with_energy(good(ratio=(1.00, 0.98, 1.02)), 0.98e-3, 1.00e-3))
+    assert d.action == "reject" and any("not applied" in r.detail for r in d.reasons if r.rule == "energy tie-break")
+    # a tie with a regressing workload: the regression rule still rejects
+    rep = with_energy(report([workload(0, (1.05, 0.99, 1.10)), workload(1, (0.95, 0.90, 1.01))]), 0.5e-3, 1.0e-3)
+    assert run(rep).action == "reject"
+    # the policy switch
+    off = PromotionPolicy(energy_tie_break=None)
+    assert run(with_energy(good(ratio=(1.00, 0.98, 1.02)), 0.5e-3, 1.0e-3), policy=off).action == "reject"
+
+
+def test_without_an_energy_counter_a_tie_says_so_and_speed_decides():
+    d = run(good(ratio=(1.00, 0.98, 1.02)))  # CPU runner: no energy anywhere
+    assert d.action == "reject"
+    why = [r.detail for r in d.reasons if r.rule == "energy tie-break"]
+    assert why and "measured on 0 of 4 workloads" in why[0]
+    rep = good(ratio=(1.00, 0.98, 1.02))
+    rep.workloads[0].energy_j_per_call, rep.workloads[0].baseline_energy_j_per_call = 0.5e-3, 1e-3  # one of four
+    assert run(rep).action == "reject"
+
+
 def test_evidence_block_carries_the_top_feedback_items():
     """What a later /optimize shows the agent comes back from the block: the most severe items, one per
     (rule, title), texts cut, only small evidence values; blocks written before it carry none."""

@@ -205,6 +205,13 @@ def test_committed_leaderboards_render_as_they_are(repo):
         assert render_leaderboard(json.loads(champ.read_text())) == (champ.parent / "LEADERBOARD.md").read_text(), champ
 
 
+def test_the_roofline_cell_shows_the_bound_class_beside_the_fraction():
+    rep = good()  # reportkit: fraction 0.4, memory-bound on every workload
+    rep.workloads[1].roofline.bound = "launch"
+    md = render_review(rep)
+    assert "| 40% (memory) |" in md and "| 40% (launch) |" in md
+
+
 def _decided(rep, **kw):
     return decide(Evidence.from_report(rep, HEAD), PromotionPolicy(), champion_hash="b" * 64, pr_head_sha=HEAD,
                   up_to_date=kw.pop("up_to_date", True))
@@ -213,12 +220,17 @@ def _decided(rep, **kw):
 def test_review_says_how_to_reproduce_its_measurement_and_names_the_gpu():
     rep = good()
     md = render_review(rep, None, _decided(rep), head_sha=HEAD, policy=PromotionPolicy(),
-                       solution_path="kernels/gdn_decode_qk4_v8_d128_k_last/cand_v2/solution.json")
+                       solution_path="kernels/gdn_decode_qk4_v8_d128_k_last/cand_v2/solution.json",
+                       champion_path="kernels/gdn_decode_qk4_v8_d128_k_last/champ_v1/solution.json")
     repro = md.split("### Reproduce", 1)[1].split("```sh\n", 1)[1].split("\n```", 1)[0]
     assert repro.splitlines() == [
         f"git checkout {HEAD}",
         "kbot eval kernels/gdn_decode_qk4_v8_d128_k_last/cand_v2/solution.json --definition gdn_decode_qk4_v8_d128_k_last "
         "--baseline kernels/gdn_decode_qk4_v8_d128_k_last/champ_v1/solution.json --device cuda"]
+    # a champion whose file the review does not know: where to find it, not a guessed path
+    unknown = render_review(rep, head_sha=HEAD).split("```sh\n", 1)[1].split("\n```", 1)[0].splitlines()
+    assert unknown[1].startswith("git show main:kernels/gdn_decode_qk4_v8_d128_k_last/champion.json")
+    assert unknown[2].endswith("--baseline CHAMPION.json --device cuda")
     assert "| measured on | GPU NVIDIA H200 (timer cuda\\_events): every figure below is from this GPU |" in md
     cpu = good().model_copy(update={"device": rep.device.model_copy(update={"kind": "cpu", "name": "CPU x86 64", "timer": "cpu_monotonic"})})
     assert "**CPU timing** on CPU x86 64" in render_review(cpu)

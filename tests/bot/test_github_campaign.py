@@ -324,3 +324,68 @@ def load_definition_for(name):
     from pathlib import Path
 
     return load_definition(Path(__file__).resolve().parents[2] / "definitions" / name / "definition.json")
+
+
+def test_optimize_on_github_stops_on_a_plateau_read_from_the_prs(repo):
+    """The plateau stop rule on the GitHub path, judged from the PRs alone: after `patience` evaluated
+    candidates at 1.0x over the start, `/optimize` opens nothing and says why; with `stop.patience: null`
+    in the policy on the default branch it opens a candidate again."""
+    from candkit import bot_candidate
+    from memforge import MemForge
+    from reportkit import good, stand_in
+
+    from bot.campaign.request import CampaignRefused, OptimizeRequest
+    from bot.forge.markers import REVIEW_MARKER as MARKER
+    from bot.promotion.decision import PromotionPolicy
+    from bot.review.evidence import evidence_block
+
+    files, start = seed_files(repo)
+    files["skills/promotion.yaml"] = (repo / "skills/promotion.yaml").read_text()
+    forge = MemForge(files=files)
+    for i in range(PromotionPolicy().stop.patience):
+        sol = stand_in(f"flat_{i}", DEF, variant=str(i))
+        pr = bot_candidate(forge, DEF, node=sol.content_hash()[:12], solution=sol.name, solution_hash=sol.content_hash())
+        rep = good(ratio=(1.0, 0.99, 1.01), solution=sol.name, solution_hash=sol.content_hash(), baseline=start.name,
+                   baseline_hash=start.content_hash(), definition=DEF)
+        forge.upsert_review(pr.number, MARKER, f"{MARKER}\n{evidence_block(rep, pr.head_sha)}", commit_sha=pr.head_sha)
+    request = OptimizeRequest(definition=DEF, candidates=1, agent="offline", rounds=1, requested_by="alice", thread=1)
+    before = len(list(forge.list_prs(state="all")))
+    with pytest.raises(CampaignRefused, match="plateau"):
+        bind(forge)(request)
+    assert len(list(forge.list_prs(state="all"))) == before
+    _, head = forge.default_head()
+    off = files["skills/promotion.yaml"].replace("  patience: 6\n", "  patience: null\n")
+    assert off != files["skills/promotion.yaml"]
+    forge.commit_files("main", head, {"skills/promotion.yaml": off}, "no plateau rule")
+    assert len(bind(forge)(request)) == 1
+
+
+def test_optimize_on_github_stops_at_the_speed_of_light_read_from_the_reviews(repo):
+    """The review's evidence block carries each workload's roofline fraction, so the speed-of-light
+    rule judges the PRs too: a best candidate at >= 90% of its floor everywhere stops `/optimize`."""
+    from candkit import bot_candidate
+    from memforge import MemForge
+    from reportkit import good, stand_in
+
+    from bot.campaign.request import CampaignRefused, OptimizeRequest
+    from bot.forge.markers import REVIEW_MARKER as MARKER
+    from bot.review.evidence import evidence_block, read_evidence
+
+    files, start = seed_files(repo)
+    files["skills/promotion.yaml"] = (repo / "skills/promotion.yaml").read_text()
+    forge = MemForge(files=files)
+    sol = stand_in("fast", DEF, variant="fast")
+    pr = bot_candidate(forge, DEF, node=sol.content_hash()[:12], solution=sol.name, solution_hash=sol.content_hash())
+    rep = good(ratio=(1.2, 1.18, 1.22), solution=sol.name, solution_hash=sol.content_hash(), baseline=start.name,
+               baseline_hash=start.content_hash(), definition=DEF)
+    for i, w in enumerate(rep.workloads):
+        w.roofline.fraction, w.roofline.floor_ms, w.roofline.bound = 0.95 - 0.01 * i, 0.01 * (i + 1), "memory"
+    block = evidence_block(rep, pr.head_sha)
+    ev = Evidence.from_block(read_evidence(block))
+    assert ev.workloads[3].roofline == pytest.approx((0.92, 0.04, "memory"))
+    s = summary_from_evidence(ev)
+    assert s["roofline_fraction_largest"] == pytest.approx(0.92) and s["roofline_fraction_min"] == pytest.approx(0.92)
+    forge.upsert_review(pr.number, MARKER, f"{MARKER}\n{block}", commit_sha=pr.head_sha)
+    request = OptimizeRequest(definition=DEF, candidates=1, agent="offline", rounds=1, requested_by="alice", thread=1)
+    with pytest.raises(CampaignRefused, match="speed of light"):
+        bind(forge)(request)

@@ -86,17 +86,20 @@ def test_roofline_stop(tmp_path):
 def test_patience_stop_when_nothing_improves(tmp_path):
     camp = start(tmp_path, speedup=lambda s: 1.0, budget={"max_candidates": 100, "patience": 4})
     r = camp.run()[-1]
-    assert "no gain" in r.reason and len(camp.tree) <= 7
+    assert "plateau" in r.reason and len(camp.tree) <= 7
 
 
 def test_budget_rules_directly():
     b = Budget(max_candidates=None, patience=3, min_gain=0.05, roofline_target=0.9)
-    u = Usage(best_history=[0.0, 0.01, 0.02, 0.03])
-    assert exceeded(b, u) is None
-    assert "no gain" in converged(b, u, None)
-    u.best_history.append(0.2)
-    assert converged(b, u, None) is None
-    assert "roofline" in converged(b, u, 0.91)
+    assert exceeded(b, Usage()) is None
+    rewards = [0.0, 0.01, -1.0, 0.03]  # three candidates after the start, best 1.03x over it: no gain beyond 5%
+    assert "plateau" in converged(b, rewards, None)
+    assert converged(b, rewards[:3], None) is None  # not yet `patience` candidates after a first one
+    assert converged(b, rewards + [0.2], None) is None  # 1.22x over the best before the last three
+    assert converged(b, [0.0, 0.3, -1.0, -1.0, 0.31], None) is not None  # failures count as candidates
+    assert converged(b, [-1.0, 0.0, 0.3, 0.3], None) is None  # 0.3 came within the last three
+    assert "speed of light" in converged(b, rewards + [0.2], 0.91)
+    assert converged(b, rewards + [0.2], 0.89) is None
     with pytest.raises(ValueError, match="unknown budget settings"):
         Budget.from_dict({"max_dollars": 3})
     with pytest.raises(ValueError, match="unknown search settings"):

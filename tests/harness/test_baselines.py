@@ -125,7 +125,7 @@ def test_why_a_baseline_cannot_run_here(monkeypatch):
 def test_a_declared_baseline_runs_under_the_baseline_trust_level(defs, tmp_path):
     b = find("rmsnorm_h4096", "trusted_torch")
     rep = run(b.solution, tmp_path, trust="baseline")
-    assert rep.trust == "baseline" and rep.all_passed and not rep.findings, [w.message for w in rep.workloads]
+    assert rep.trust == "baseline" and rep.all_passed and not rep.findings, [w.message + w.log for w in rep.workloads]
     # The very same code as a candidate: the candidate policy refuses it before it runs.
     rep = run(b.solution, tmp_path, name="as-candidate")
     assert {w.status for w in rep.workloads} == {Status.REJECTED} and any(f.rule == "file-io" for f in rep.findings)

@@ -167,3 +167,44 @@ def test_html_report_in_a_headless_browser(campaign, tmp_path):
             assert_rendered(page, timing="CPU")
             assert '<figure class="chart"><svg' in page  # the review's chart, drawn
             assert ("merged" if r["decision"] == "promote" else "closed") in page
+
+
+def test_recorded_rewards_are_the_chained_paired_ratios_of_the_reports(campaign):
+    """The real campaign's rewards against its own reports: each node's speedup over the start, as the
+    node records give it back (and as the summary shows it), is its report's paired geomean against the
+    champion it was measured with, times that champion's own chained speedup; the start is 1."""
+    import math
+
+    from bot.controller.tree import Tree
+    from harness.geomean import geomean
+    from harness.report import load_report
+
+    store = campaign["ws"] / "campaigns" / "rmsnorm_h4096" / "001"
+    reports = {p.stem: load_report(p) for p in (store / "reports").glob("*.json")}
+    tree = Tree.from_records(json.loads(p.read_text()) for p in (store / "nodes").glob("*.json"))
+    start = tree.baseline
+    by_hash = {r.solution_hash: nid for nid, r in reports.items()}
+
+    def chained(nid: str) -> float:
+        rep = reports[nid]
+        if nid == start.id:
+            return 1.0
+        paired = geomean([w.speedup_vs_baseline.median for w in rep.workloads])
+        return paired * chained(by_hash[rep.baseline_hash])
+
+    rows = {r["node"]: r for r in campaign["summary"]["candidates"]}
+    paired_later = 0
+    for nid, rep in reports.items():
+        node = tree.nodes[nid]
+        if not node.passed:
+            continue
+        want = chained(nid)
+        assert math.isclose(tree.speedup(node), want, rel_tol=1e-9), (nid, tree.speedup(node), want)
+        assert math.isclose(tree.reward(node), math.log(want), rel_tol=1e-9, abs_tol=1e-12)
+        assert math.isclose(rows[nid]["speedup_vs_start"], want, rel_tol=1e-9)
+        paired_later += rep.baseline_hash not in (None, start.solution.content_hash())
+    promoted = [r for r in rows.values() if r["decision"] == "promote"]
+    # With a promotion before the second candidate, that candidate was paired with the new champion:
+    # its reward is a two-link chain (the case the old code got wrong).
+    if len(promoted) >= 1 and promoted[0]["node"] != list(rows)[-1]:
+        assert paired_later >= 1

@@ -29,20 +29,67 @@ def test_gemm_counts_and_compute_bound():
     assert c["bytes"] == 3 * 4096 * 4096 * 2
     assert c["peak_key"] == "fp16"
     r = roofline(GEMM, axes, H200, measured_ms=0.25)
-    assert r.floor_ms == pytest.approx(2 * 4096**3 / 800e12 * 1e3)
+    # the tensor-core fp16 rate, plus the H200's documented launch floor (these ceilings measured none)
+    assert r.floor_ms == pytest.approx(2 * 4096**3 / 800e12 * 1e3 + 3.33e-3)
+    assert r.model_extra["launch_floor_ms"] == pytest.approx(3.33e-3) and "documented" in r.model_extra["launch_floor_source"]
     assert r.bound == "compute"
     assert r.fraction == pytest.approx(r.floor_ms / 0.25)
     assert r.model_extra["compute_unit"] == "tensor"
     assert r.ceilings["gpu_name"] == "NVIDIA H200"
 
 
-def test_small_gemm_is_latency_bound():
-    tiny = d("gemm_n256_k256", "gemm", {"M": {"type": "var"}, "N": {"type": "const", "value": 256}, "K": {"type": "const", "value": 256}},
-             {"A": {"shape": ["M", "K"], "dtype": "float16"}, "B": {"shape": ["N", "K"], "dtype": "float16"}},
-             {"C": {"shape": ["M", "N"], "dtype": "float16"}})
-    r = roofline(tiny, tiny.resolve_axes({"M": 1}), H200)
-    assert r.bound == "latency" and r.model_extra["intrinsic_bound"] == "memory"
-    assert "launch overhead" in r.model_extra["bound_reason"]
+TINY = d("gemm_n256_k256", "gemm", {"M": {"type": "var"}, "N": {"type": "const", "value": 256}, "K": {"type": "const", "value": 256}},
+         {"A": {"shape": ["M", "K"], "dtype": "float16"}, "B": {"shape": ["N", "K"], "dtype": "float16"}},
+         {"C": {"shape": ["M", "N"], "dtype": "float16"}})
+
+
+def test_small_gemm_is_launch_bound():
+    r = roofline(TINY, TINY.resolve_axes({"M": 1}), H200, measured_ms=0.004)
+    assert r.bound == "launch" and r.model_extra["intrinsic_bound"] == "memory"
+    assert "launch floor" in r.model_extra["bound_reason"]
+    # the floor is the launch plus the work, so a 4 µs call of a few-ns workload is near its floor (83%),
+    # where the work's floor alone said 0.1%
+    work = r.model_extra["work_floor_ms"]
+    assert r.floor_ms == pytest.approx(3.33e-3 + work) and r.fraction == pytest.approx((3.33e-3 + work) / 0.004)
+    assert work / 0.004 < 0.01
+
+
+def test_a_measured_launch_floor_wins_and_a_device_without_one_says_so():
+    measured = H200.model_copy(update={"launch_floor_us": 2.5})
+    r = roofline(TINY, TINY.resolve_axes({"M": 1}), measured)
+    assert r.model_extra["launch_floor_ms"] == pytest.approx(2.5e-3) and r.model_extra["launch_floor_source"] == "measured"
+    unknown = H200.model_copy(update={"gpu_name": "Some GPU"})
+    r = roofline(TINY, TINY.resolve_axes({"M": 1}), unknown)
+    assert r.model_extra["launch_floor_ms"] is None and "no launch floor" in r.model_extra["launch_floor_source"]
+    assert r.floor_ms == r.model_extra["work_floor_ms"]
+    assert r.bound == "launch" and "launch overhead dominates" in r.model_extra["bound_reason"]  # the 5 µs rule stands in
+    # a GPU-side kernel duration (ncu) has no launch in it: the floor does not add one
+    r = roofline(TINY, TINY.resolve_axes({"M": 1}), H200, launch=False)
+    assert r.floor_ms == r.model_extra["work_floor_ms"] and r.model_extra["launch_floor_ms"] is None
+
+
+def test_the_ceilings_report_and_describe_the_launch_floor():
+    from harness.ceilings import describe, documented_ceilings, measure_launch_floor_cpu
+
+    doc = documented_ceilings("NVIDIA H200")
+    assert doc.to_report()["launch_floor_us"] == pytest.approx(3.33)
+    assert "launch floor" in describe(doc) and "3.33" in describe(doc)
+    us = measure_launch_floor_cpu(200)
+    assert 0 < us < 1000  # an empty Python call between two clock reads
+
+
+def test_the_spec_says_which_compute_rate_applies(tmp_path):
+    """`compute: tensor` puts matrix work on the tensor-core peak of its dtype, `simt` on the fp32 CUDA
+    cores; a variant can change it for the definitions it matches."""
+    (tmp_path / "gemm.yaml").write_text(
+        'op_type: gemm\ncompute: tensor\nflops: "2 * M * N * K"\n'
+        'variants:\n  - match: "gemm_n256_*"\n    compute: simt\n')
+    axes = GEMM.resolve_axes({"M": 4096})
+    big = roofline(GEMM, axes, H200, spec_dir=tmp_path)
+    assert big.ceilings["peak_used"] == "fp16" and big.model_extra["compute_unit"] == "tensor"
+    small = roofline(TINY, TINY.resolve_axes({"M": 4096}), H200, spec_dir=tmp_path)
+    assert small.ceilings["peak_used"] == "fp32" and small.model_extra["compute_unit"] == "simt"
+    assert small.model_extra["compute_floor_ms"] == pytest.approx(2 * 4096 * 256 * 256 / 50e12 * 1e3)
 
 
 def test_measured_far_above_floor_is_latency_bound():

@@ -20,6 +20,7 @@ import random
 from pathlib import Path
 from typing import Any, Iterator
 
+from harness.paths import shipped, skill_dirs
 from harness.schema import Solution
 
 from .. import hints
@@ -28,14 +29,18 @@ from ..catalog import register
 from ..extract import DEFAULT_SPEC
 from ..tunables import Tunable, TunableError, apply, configuration, solution_tunables, structure_hash
 
-REPO = Path(__file__).resolve().parents[3]
-DEFAULT_SEEDS_DIR = REPO / "skills" / "seeds"
+DEFAULT_SEEDS_DIR = shipped() / "skills" / "seeds"  # ours
 
 
-def load_seeds(definition: str, seeds_dir: str | Path = DEFAULT_SEEDS_DIR, spec: dict | None = None) -> list[Solution]:
+def load_seeds(definition: str, seeds_dir: str | Path | None = None, spec: dict | None = None) -> list[Solution]:
     """Seed kernels for a definition: each ``<seeds_dir>/<definition>/<stem>.py`` becomes a one-file
-    solution (``main.py``, entry ``run``)."""
-    folder = Path(seeds_dir) / definition
+    solution (``main.py``, entry ``run``). Without ``seeds_dir``: the repository's
+    ``skills/seeds/<definition>/`` when it has one (it replaces ours), else ours."""
+    if seeds_dir is None:
+        found = skill_dirs(f"seeds/{definition}")
+        folder = found[0] if found else DEFAULT_SEEDS_DIR / definition
+    else:
+        folder = Path(seeds_dir) / definition
     out = []
     for f in sorted(folder.glob("*.py")) if folder.is_dir() else []:
         if f.name.startswith("_"):
@@ -63,7 +68,7 @@ class OfflineAgent(Agent):
 
     def __init__(self, config: dict[str, Any] | None = None, **kw: Any) -> None:
         cfg = {**(config or {}), **kw}
-        self.seeds_dir = Path(cfg.get("seeds_dir", DEFAULT_SEEDS_DIR))
+        self.seeds_dir = Path(cfg["seeds_dir"]) if cfg.get("seeds_dir") else None  # None: load_seeds' lookup
         self.max_pair_moves = int(cfg.get("max_pair_moves", 64))
         self.random_tries = int(cfg.get("random_tries", 256))
         self.use_seeds = bool(cfg.get("use_seeds", True))
