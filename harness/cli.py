@@ -457,7 +457,7 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
             upcoming = Spares.started_for(cfg) if i + 1 < len(solutions) else Spares()
             sol, trust = sol
             spares = ready
-            run_dir = out / f"{i + 1:02d}-{_safe_name(sol.name)}"
+            run_dir = _many_dir(out, i, sol)
             t0 = time.monotonic()
             try:
                 report = _run_with_progress(
@@ -499,6 +499,11 @@ def eval_many_cmd(solution_jsons, definition_arg, workloads_path, dataset_arg, d
     sys.exit(EXIT_OK if ran and all(r["all_passed"] for r in ran) else EXIT_UNAVAILABLE if not ran else EXIT_FAILED)
 
 
+def _many_dir(out: Path, i: int, sol) -> Path:
+    """The run folder of the ``i``-th solution of an ``eval-many``: OUT/<n>-<name>/."""
+    return out / f"{i + 1:02d}-{_safe_name(sol.name)}"
+
+
 def _many_row(sol, trust: str, run_dir: Path, report, wall: float) -> dict:
     timed_s = sum(w.latency_ms.n * w.latency_ms.mean for w in report.workloads if w.latency_ms) / 1e3
     return {"solution": sol.name, "out": str(run_dir), "passed": sum(w.status is Status.PASSED for w in report.workloads),
@@ -523,12 +528,12 @@ def _eval_many_on_gpus(spec: str, definition, dpath, workloads, solutions, out: 
     click.echo(f"on {len(pool.gpus)} GPUs: " + ", ".join(f"{g.index} ({g.name})" for g in pool.gpus), err=True)
     t0 = time.monotonic()
     placed = evaluate_many(definition, solutions, workloads, cfg, pool, definition_path=dpath,
-                           run_dir=lambda i, sol: out / f"{i + 1:02d}-{_safe_name(sol.name)}", echo=lambda m: click.echo(m, err=True))
+                           run_dir=lambda i, sol: _many_dir(out, i, sol), echo=lambda m: click.echo(m, err=True))
     wall = time.monotonic() - t0
     rows, failed, bad = [], [], []
     for p in placed:
         sol, trust = solutions[p.index]
-        run_dir = out / f"{p.index + 1:02d}-{_safe_name(sol.name)}"
+        run_dir = _many_dir(out, p.index, sol)
         where = {"gpu": p.gpu.index if p.gpu else None, "attempts": [a.__dict__ for a in p.attempts]}
         if p.error is not None:
             (bad if isinstance(p.exc, SchemaError) else failed).append(f"{sol.name}: {p.error}")

@@ -185,7 +185,9 @@ class Attempt:
     gpu: int
     seconds: float
     lost: str | None = None  # why the GPU was found lost after (or before) this attempt
-    occupants: list[int] = field(default_factory=list)  # foreign processes seen on the GPU at the lease
+    occupants: list[int] = field(default_factory=list)  # processes found on the GPU at the lease
+    waited_s: float = 0.0  # how long the lease waited for them to leave
+    shared: bool = False  # they had not left when the job started: its timing shared the GPU
 
 
 @dataclass
@@ -209,7 +211,7 @@ class Pool:
     """One job per GPU at a time over ``gpus`` (see the module docstring). Not reentrant: one ``map``
     at a time. The GPUs found lost stay out of the pool for its lifetime (``lost``)."""
 
-    def __init__(self, gpus: list[GPU], provider: DeviceProvider, *, max_attempts: int = 2):
+    def __init__(self, gpus: list[GPU], provider: DeviceProvider, *, max_attempts: int = 2, busy_wait_s: float = 60.0):
         if not gpus:
             raise GPUSelectionError("a pool needs at least one GPU")
         if len({g.index for g in gpus}) != len(gpus):
@@ -219,6 +221,7 @@ class Pool:
         self.gpus = list(gpus)
         self.provider = provider
         self.max_attempts = max_attempts
+        self.busy_wait_s = busy_wait_s  # how long a lease waits for processes found on its GPU to leave
         self.lost: dict[int, str] = {}  # GPU index -> why it left the pool
         self._lock = threading.Lock()
 
@@ -270,9 +273,28 @@ class Pool:
                 left[0] -= 1
                 cv.notify_all()
 
+        def tell(kind: str, p: Placed) -> None:
+            if progress is not None:
+                try:
+                    progress(kind, p)
+                except Exception:  # noqa: BLE001 — a progress line must not stop a lane (its jobs would never finish)
+                    pass
+
+        def asked_lost(gpu: GPU) -> str | None:
+            try:
+                return self.provider.lost(gpu)
+            except Exception as e:  # noqa: BLE001 — a GPU that cannot be asked about is not trusted with a job
+                return f"could not ask whether GPU {gpu.index} works ({type(e).__name__}: {e})"
+
+        def asked_occupants(gpu: GPU) -> list[int]:
+            try:
+                return self.provider.occupants(gpu)
+            except Exception:  # noqa: BLE001 — unknown occupants: the check after the job still decides
+                return []
+
         def lane(gpu: GPU) -> None:
             while True:
-                why = self.lost.get(gpu.index) or self.provider.lost(gpu)
+                why = self.lost.get(gpu.index) or asked_lost(gpu)
                 if why:
                     self._retire(gpu, why)
                     return
@@ -280,10 +302,14 @@ class Pool:
                 if i is None:
                     return
                 p = placed[i]
-                attempt = Attempt(gpu=gpu.index, seconds=0.0, occupants=self.provider.occupants(gpu))
+                attempt = Attempt(gpu=gpu.index, seconds=0.0, occupants=asked_occupants(gpu))
                 p.attempts.append(attempt)
-                if progress:
-                    progress("start", p)
+                if attempt.occupants:  # something else is on the GPU (a straggler, another user): let it leave
+                    w0 = time.monotonic()
+                    while (still := asked_occupants(gpu)) and time.monotonic() - w0 < self.busy_wait_s:
+                        time.sleep(0.5)
+                    attempt.waited_s, attempt.shared = round(time.monotonic() - w0, 3), bool(still)
+                tell("start", p)
                 t0 = time.monotonic()
                 result: R | None = None
                 error: str | None = None
@@ -293,23 +319,29 @@ class Pool:
                 except Exception as e:  # noqa: BLE001 — the harness failed on this GPU: judged below
                     error, exc = f"{type(e).__name__}: {e}", e
                 attempt.seconds = round(time.monotonic() - t0, 3)
-                why = self.provider.lost(gpu)
+                why = asked_lost(gpu)
                 if why is None:
                     p.result, p.gpu, p.exc = result, gpu, exc
                     p.error = f"harness failure on GPU {gpu.index}: {error}" if error else None
-                    if progress:
-                        progress("done", p)
+                    tell("done", p)
                     finish(i)
                     continue
                 # The GPU went under this job: whatever it produced is no verdict on the candidate.
                 attempt.lost = why
                 self._retire(gpu, why)
+                unclean = None
                 if lost is not None:
-                    lost(p.job, gpu, result)
-                if progress:
-                    progress("lost", p)
+                    try:
+                        lost(p.job, gpu, result)
+                    except Exception as e:  # noqa: BLE001 — what it left could be read back as a result: no retry
+                        unclean = f"its results on the lost GPU could not be set aside ({type(e).__name__}: {e})"
+                tell("lost", p)
                 with cv:
-                    if len(p.attempts) < self.max_attempts and any(g.index not in self.lost for g in self.gpus):
+                    if unclean is not None:
+                        p.error = f"harness failure: GPU {gpu.index} was lost under it ({why}) and {unclean}"
+                        left[0] -= 1
+                        cv.notify_all()
+                    elif len(p.attempts) < self.max_attempts and any(g.index not in self.lost for g in self.gpus):
                         retry.append(i)
                         cv.notify_all()
                     else:

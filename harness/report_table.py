@@ -20,16 +20,17 @@ from .schema import Status
 
 
 def print_rows(console: Console, columns: Sequence[str], rows: Sequence[Sequence[str]], *, title: str | None = None,
-               right: Sequence[str] = ()) -> None:
-    """``rows`` (cells may carry rich markup) as a table when its natural width fits ``console``, else
-    as one block per row. ``right``: columns aligned to the right in the table (numbers)."""
+               right: Sequence[str] = (), wrap: Sequence[str] = ()) -> None:
+    """``rows`` (cells may carry rich markup) as a table when it fits ``console``, else as one block per
+    row. ``right``: columns aligned to the right in the table (numbers); ``wrap``: prose columns that
+    may wrap at spaces inside the table (every other cell stays whole on its line)."""
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False, collapse_padding=True,
               padding=(0, 1))
     for col in columns:
-        t.add_column(col, justify="right" if col in right else "left", no_wrap=True)
+        t.add_column(col, justify="right" if col in right else "left", no_wrap=col not in wrap)
     for r in rows:
         t.add_row(*r)
-    if Measurement.get(console, console.options.update_width(10_000), t).maximum <= console.width:
+    if Measurement.get(console, console.options.update_width(10_000), t).minimum <= console.width:
         console.print(t)
         return
     # soft_wrap: a value longer than the console stays one line (the terminal wraps it), never split by us

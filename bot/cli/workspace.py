@@ -367,8 +367,14 @@ def register(cli: click.Group) -> None:
         if as_json:
             click.echo(json.dumps(rows, indent=1))
             return
-        for r in rows:
-            click.echo(f"#{r['number']:<4} {r['state']:<7} {str(r['status']):<8} {r['branch']}  {r['status_description'] or ''}")
+        from rich.console import Console
+        from rich.markup import escape
+
+        from harness.report_table import print_rows
+
+        print_rows(Console(), ["PR", "state", "status", "branch", "summary"],
+                   [[f"#{r['number']}", r["state"], str(r["status"] or "—"), escape(r["branch"]), escape(r["status_description"] or "")]
+                    for r in rows], right=["PR"], wrap=["summary"])
 
     @pr_group.command("show")
     @click.argument("number", type=int)

@@ -53,7 +53,9 @@ class CommandSpec:
         for p in self.positionals:
             parts.append(f"<{p.name}>" if p.required else f"[{p.name}]")
         for f in self.flags.values():
-            if f.kind in ("int", "number"):
+            if f.kind == "int":
+                parts.append(f"[--{f.name} {int(f.lo)}..{int(f.hi)}]")
+            elif f.kind == "number":
                 parts.append(f"[--{f.name} {f.lo:g}..{f.hi:g}]")
             elif f.kind == "text":
                 parts.append(f"[--{f.name} NAME]")

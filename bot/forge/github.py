@@ -551,6 +551,10 @@ class GitHubForge:
 
         def refused(exc: GithubException) -> bool | None:
             msg = self._message(exc).lower()
+            if exc.status == 403 and "not accessible by integration" in msg:
+                # GitHub describes update-branch as not enabled for Apps: merge through "Merge a
+                # branch" instead (no expected-head guard there; update_attempt checks the result).
+                return self._merge_default_into(pr)
             if exc.status == 422 and "no new commits" in msg:
                 return True
             if exc.status == 422 and "expected head sha" in msg:
@@ -562,9 +566,15 @@ class GitHubForge:
         def landed() -> bool | None:
             return True if self.get_pr(number).head_sha != pr.head_sha else None
 
-        self._write(f"update branch of PR #{number}",
-                    lambda: self.lazy.get_pull(number).update_branch(expected_head_sha=pr.head_sha),
-                    recover=landed, on_error=refused)
+        def update() -> bool:
+            # PyGithub's PullRequest.update_branch only returns whether the status was 202 and drops
+            # GitHub's reason; the requester's checked call raises with it (moved head, conflict).
+            pull = self.lazy.get_pull(number)
+            pull._requester.requestJsonAndCheck("PUT", f"{pull.url}/update-branch",
+                                                input={"expected_head_sha": pr.head_sha})
+            return True
+
+        self._write(f"update branch of PR #{number}", update, recover=landed, on_error=refused)
         deadline, delay = time.monotonic() + timeout, 0.5
         while True:
             head = self.get_pr(number).head_sha
@@ -574,6 +584,23 @@ class GitHubForge:
                 raise ForgeError(f"PR #{number}: GitHub accepted the update but the head did not move in {timeout:.0f}s")
             self._sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 8.0)
+
+    def _merge_default_into(self, pr: PullRequest) -> bool:
+        """``POST /merges``: the base branch's head merged into the PR's head branch, if that branch is
+        still at the PR's head (checked just before; the caller checks the result by content)."""
+        if self.branch_head(pr.head_branch) != pr.head_sha:
+            raise BranchMovedError(f"{pr.head_branch} moved before the update")
+        main = self.branch_head(pr.base_branch)
+
+        def conflict(exc: GithubException) -> bool | None:
+            if exc.status == 409:
+                raise NotMergeableError(f"PR #{pr.number}: {self._message(exc)}") from exc
+            return None
+
+        self._write(f"merge {pr.base_branch} into {pr.head_branch}",
+                    lambda: self._repo().merge(pr.head_branch, main, f"Merge {pr.base_branch} into {pr.head_branch}"),
+                    recover=lambda: True if self.branch_head(pr.head_branch) != pr.head_sha else None, on_error=conflict)
+        return True
 
     def close_pr(self, number: int, comment: str | None = None) -> PullRequest:
         if comment:

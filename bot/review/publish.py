@@ -14,6 +14,7 @@ from bot.forge.markers import REVIEW_MARKER, sticky_marker
 from bot.forge.trusted_meta import META_KEY_ENV, read_meta, record_fields
 from bot.names import STATUS_CONTEXT, is_candidate_pr
 from bot.promotion.candidate_gate import NO_KEY, solution_folder
+from bot.promotion.champion import read_champion
 from bot.promotion.execute import Refresh, bring_up_to_date, current_decision, execute, find_losers, resume_pointer
 from bot.review.evidence import Evidence, find_bot_review, read_evidence
 from bot.review.markdown import escape_inline
@@ -125,7 +126,12 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
     paused = bot_paused(forge, current.labels) if promote and decision.action in ("promote", "rebenchmark") else None
     sol_path = (meta or {}).get("solution_path")
     sol_path = sol_path if isinstance(sol_path, str) else None
-    body = render_review(report, champion, decision, head_sha=head_sha, run_url=run_url, policy=policy, solution_path=sol_path)
+    champ_doc = read_champion(forge, report.definition) or {}
+    # the champion's file for the reproduction command, when it is the champion this run was paired with
+    champ_path = champ_doc.get("solution_path") if champ_doc.get("solution_hash") == report.baseline_hash else None
+    champ_path = champ_path if isinstance(champ_path, str) else None
+    body = render_review(report, champion, decision, head_sha=head_sha, run_url=run_url, policy=policy, solution_path=sol_path,
+                         champion_path=champ_path)
     refresh = Refresh()
     if paused:
         body = with_note(body, f"**Promotion paused:** {escape_inline(paused, 300)}. Nothing was merged; "
@@ -162,6 +168,6 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
             out.decision = result.decision
             forge.upsert_review(pr_number, REVIEW_MARKER,
                                 render_review(report, champion, result.decision, head_sha=head_sha, run_url=run_url,
-                                              policy=policy, solution_path=sol_path),
+                                              policy=policy, solution_path=sol_path, champion_path=champ_path),
                                 commit_sha=head_sha)
     return out

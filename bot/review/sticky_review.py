@@ -72,7 +72,8 @@ def _word(value: Any, placeholder: str) -> str:
     return s if _SAFE_WORD.fullmatch(s) and ".." not in s else placeholder
 
 
-def repro_command(report: Report, solution_path: str | None = None, head_sha: str | None = None) -> str:
+def repro_command(report: Report, solution_path: str | None = None, head_sha: str | None = None,
+                  champion_path: str | None = None) -> str:
     """The commands that repeat this measurement from a checkout: the measured head, then ``kbot eval``
     with the same definition, champion pairing, declared baselines, device and timing budget. Every
     word is checked against a plain-word pattern (a name that is not one becomes a placeholder), so the
@@ -84,7 +85,11 @@ def repro_command(report: Report, solution_path: str | None = None, head_sha: st
         lines.append(f"git checkout {_word(head_sha, 'HEAD_SHA')}")
     cmd = f"kbot eval {sol} --definition {d}"
     if report.baseline:
-        cmd += f" --baseline kernels/{d}/{_word(report.baseline, 'CHAMPION')}/solution.json"
+        if champion_path and _word(champion_path, "") == champion_path:
+            cmd += f" --baseline {champion_path}"
+        else:  # measured against a champion whose file this review does not know: say where it is
+            lines.append(f"git show main:kernels/{d}/champion.json   # its solution_path is CHAMPION.json below")
+            cmd += " --baseline CHAMPION.json"
     if report.baselines:
         cmd += " --baselines all"
     inputs = report.config.get("inputs") if isinstance(report.config, dict) else None
@@ -133,10 +138,11 @@ def chart_threshold(report: Report, policy: Any) -> float | None:
 
 def render_review(report: Report, champion: Report | None = None, decision: Any = None, *,
                   head_sha: str | None = None, run_url: str | None = None, policy: Any = None,
-                  solution_path: str | None = None) -> str:
+                  solution_path: str | None = None, champion_path: str | None = None) -> str:
     """Markdown body of the sticky review (starts with the review marker, ends with the evidence block).
     ``policy`` (the promotion policy the decision used) puts its threshold in the chart;
-    ``solution_path`` (the solution's file in the PR) goes into the reproduction command."""
+    ``solution_path`` (the solution's file in the PR) and ``champion_path`` (the champion's file on the
+    default branch, when it is the one measured against) go into the reproduction command."""
     champ_by_uuid = {w.uuid: w for w in (champion.workloads if champion else [])}
     rows = []
     for i, w in enumerate(report.workloads, start=1):
@@ -161,7 +167,7 @@ def render_review(report: Report, champion: Report | None = None, decision: Any 
         chart_max=Markup(f"{max(values + [1.0, threshold or 0.0]) * 1.15:.2f}"),
         chart_threshold=Markup(", ".join(f"{threshold:g}" for _ in values)) if threshold is not None else None,
         threshold=Markup(f"{threshold:g}") if threshold is not None else None,
-        repro=Markup(repro_command(report, solution_path, head_sha)),
+        repro=Markup(repro_command(report, solution_path, head_sha, champion_path)),
         next_steps=[Markup(s) for s in next_steps(report, decision)],
         gpu_kind=report.device.kind,
         chart_title=Markup("Paired speedup vs champion" if has_baseline else "Speedup vs reference"),

@@ -128,7 +128,8 @@ def bar_chart(labels: list[str], values: list[float], *, title: str = "", y_labe
               width: int = 640, height: int = 240) -> str:
     """Vertical bars, one per label; bars at or over ``threshold`` green, others grey, zero (a failed
     workload) drawn as a red tick; the threshold as a dashed line with its value."""
-    pad_l, pad_r, pad_t, pad_b = 52, 12, 30 if title else 14, 30
+    pad_l, pad_r, pad_b = 52, 12, 30
+    pad_t = (30 if title else 14) + (14 if threshold is not None else 0)  # room for the threshold's legend
     finite = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
     top = ymax if ymax is not None and ymax > 0 else _nice_top(max(finite + [1.0, threshold or 0.0]) * 1.1)
     n = max(len(values), 1)
@@ -166,7 +167,10 @@ def bar_chart(labels: list[str], values: list[float], *, title: str = "", y_labe
     if threshold is not None and math.isfinite(threshold) and 0 < threshold <= top:
         out.append(f'<line class="threshold" x1="{pad_l}" y1="{py(threshold):.1f}" x2="{pad_l + w}" y2="{py(threshold):.1f}" '
                    f'stroke="{BLUE}" stroke-width="1.5" stroke-dasharray="6 3"/>')
-        out.append(f'<text x="{pad_l + w - 2}" y="{py(threshold) - 4:.1f}" font-size="10" text-anchor="end" fill="{BLUE}">'
+        # the label as a legend above the plot, so it never sits on a bar
+        ly = pad_t - 8
+        out.append(f'<line x1="{pad_l + w - 150}" y1="{ly - 4}" x2="{pad_l + w - 128}" y2="{ly - 4}" stroke="{BLUE}" stroke-width="1.5" '
+                   f'stroke-dasharray="6 3"/><text x="{pad_l + w - 124}" y="{ly}" font-size="10" fill="{BLUE}">'
                    f'{_esc(threshold_label)} {threshold:g}</text>')
     out.append("</svg>")
     return "\n".join(out)
@@ -188,7 +192,7 @@ def floor_chart(rows: list[tuple[str, float | None, float | None, str | None]], 
         return "\n".join(out)
     lo = min(min(m, f) for _, m, f, _ in drawn)
     hi = max(max(m, f) for _, m, f, _ in drawn)
-    d_lo, d_hi = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    d_lo, d_hi = math.floor(math.log10(lo) - 0.5), math.ceil(math.log10(hi))  # a floor bar is never a sliver
     if d_hi == d_lo:
         d_hi += 1
     w, h = width - pad_l - pad_r, height - pad_t - pad_b

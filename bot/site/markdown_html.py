@@ -8,7 +8,8 @@ Bodies are data (a review quotes model-written names and logs; a comment can be 
 HTML in them is not trusted: only a short list of tags without attributes passes (the folds and
 preformatted blocks our review template writes); any other tag is shown as text and HTML comments
 (the bot's hidden ``<!-- kbot:... -->`` blocks) are dropped. Links go through markdown-it's own URL
-check (no ``javascript:``), and open with ``rel="nofollow noopener"``.
+check (no ``javascript:``), and open with ``rel="nofollow noopener"``; images are not loaded (their alt
+text is shown), so opening a page fetches nothing.
 """
 
 from __future__ import annotations
@@ -72,7 +73,13 @@ def _make() -> MarkdownIt:
         tokens[idx].attrSet("rel", "nofollow noopener")
         return default_link_open(tokens, idx, options, env) if default_link_open else md.renderer.renderToken(tokens, idx, options, env)
 
+    def image(tokens: Any, idx: int, options: Any, env: Any) -> str:
+        # an image would be fetched when the page opens (a tracker, a dead link offline): its alt text instead
+        alt = md.renderer.renderInlineAsText(tokens[idx].children or [], options, env)
+        return f'<span class="note">[image: {html.escape(alt)}]</span>'
+
     md.renderer.rules["fence"] = fence
+    md.renderer.rules["image"] = image
     md.renderer.rules["html_block"] = _html_rule
     md.renderer.rules["html_inline"] = _html_rule
     md.renderer.rules["link_open"] = link_open

@@ -27,7 +27,7 @@ from . import Collected
 from .ncu import METRICS, command_text, find_ncu, ncu_evidence, run_ncu
 from .sass import facts_evidence, find_tool, parse_sass, pick_function
 
-__all__ = ["ProfileOutcome", "analyze", "explain_csv", "profile_report", "profile_workload", "sass_from_dirs"]
+__all__ = ["ProfileOutcome", "analyze", "dominant_static", "explain_csv", "profile_report", "profile_workload", "sass_from_dirs"]
 
 
 
@@ -280,7 +280,8 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
         measured = wr.latency_ms.median if wr.latency_ms else None
         # Order matters: analyze() keeps the first value of a name, so the SASS of the kernels this run
         # really compiled (runtime) wins over the static compile's guess at the same names.
-        outcome = analyze(definition, axes, [*collected, *static_ev], ceilings=ceilings, measured_ms=measured,
+        dominant = next((c.evidence.get("kernel_name") for c in collected if c.source == "ncu" and c.ok), None)
+        outcome = analyze(definition, axes, [*collected, *dominant_static(static_ev, dominant)], ceilings=ceilings, measured_ms=measured,
                           rules_dir=rules_dir, absent=w.absent_inputs(), given=given_counts(wr.roofline))
         outcome.files = files
         _fold(wr, outcome)
@@ -295,6 +296,18 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
               "items": sum(len(wr.feedback) for wr in passing), "workloads": len(passing)}
     report.profiling = record
     return record
+
+
+def dominant_static(static_ev: list[Collected], kernel: str | None) -> list[Collected]:
+    """The static compile's evidence for ``kernel`` (the one ncu found taking the most time) when the
+    compile has statistics of that kernel; else as compiled (its largest kernel)."""
+    if not static_ev or not kernel or not static_ev[0].ok:
+        return static_ev
+    c = static_ev[0]
+    details = (c.raw.get("kernels") or {}).get(kernel)
+    if not isinstance(details, dict) or not isinstance(details.get("evidence"), dict) or c.evidence.get("triton_kernel") == kernel:
+        return static_ev
+    return [Collected(source=c.source, evidence=details["evidence"], raw={**c.raw, "chosen_for": kernel})]
 
 
 def _fold(wr: WorkloadResult, outcome: ProfileOutcome) -> None:

@@ -220,12 +220,17 @@ def _decided(rep, **kw):
 def test_review_says_how_to_reproduce_its_measurement_and_names_the_gpu():
     rep = good()
     md = render_review(rep, None, _decided(rep), head_sha=HEAD, policy=PromotionPolicy(),
-                       solution_path="kernels/gdn_decode_qk4_v8_d128_k_last/cand_v2/solution.json")
+                       solution_path="kernels/gdn_decode_qk4_v8_d128_k_last/cand_v2/solution.json",
+                       champion_path="kernels/gdn_decode_qk4_v8_d128_k_last/champ_v1/solution.json")
     repro = md.split("### Reproduce", 1)[1].split("```sh\n", 1)[1].split("\n```", 1)[0]
     assert repro.splitlines() == [
         f"git checkout {HEAD}",
         "kbot eval kernels/gdn_decode_qk4_v8_d128_k_last/cand_v2/solution.json --definition gdn_decode_qk4_v8_d128_k_last "
         "--baseline kernels/gdn_decode_qk4_v8_d128_k_last/champ_v1/solution.json --device cuda"]
+    # a champion whose file the review does not know: where to find it, not a guessed path
+    unknown = render_review(rep, head_sha=HEAD).split("```sh\n", 1)[1].split("\n```", 1)[0].splitlines()
+    assert unknown[1].startswith("git show main:kernels/gdn_decode_qk4_v8_d128_k_last/champion.json")
+    assert unknown[2].endswith("--baseline CHAMPION.json --device cuda")
     assert "| measured on | GPU NVIDIA H200 (timer cuda\\_events): every figure below is from this GPU |" in md
     cpu = good().model_copy(update={"device": rep.device.model_copy(update={"kind": "cpu", "name": "CPU x86 64", "timer": "cpu_monotonic"})})
     assert "**CPU timing** on CPU x86 64" in render_review(cpu)

@@ -17,8 +17,10 @@ import json
 
 import pytest
 from e2ekit import CHAMP_HASH, CHAMPION, DEF, Env
-from reportkit import bench_for_pr, good
+from reportkit import bench_for_pr, good, stand_in
 
+from bot.campaign.attempts import ensure_attempt, update_attempt
+from bot.forge.github import GitHubForge
 from bot.forge.markers import REVIEW_MARKER, decode_meta
 from bot.forge.trusted_meta import bot_merges, pushed_head
 from tests.fakes.github.gitstore import TreeEntry
@@ -148,3 +150,56 @@ def test_a_persons_commits_cannot_ride_in_on_the_update(env, attack):
     assert "Decision: REJECT" in body and "not the commit the bot pushed" in body
     assert not env.forge.get_pr(b).merged
     assert json.loads(env.forge.read_file(f"kernels/{DEF}/champion.json"))["pr"] == a
+
+
+def test_promote_on_a_stale_candidate_brings_it_up_to_date(env):
+    env.server.set_permission("maint2", "maintain")
+    a, b, meta = two_candidates(env)
+    env.bench_done(a, rep(meta[a], 1.10))
+    from bot.review.publish import publish_results
+
+    old_b = env.forge.get_pr(b).head_sha
+    publish_results(env.forge, b, old_b, report=rep(meta[b], 1.2), promote=False)  # a review, no decision acted on
+    assert env.forge.get_pr(b).head_sha == old_b
+    c, p = env.comment(b, "/promote", author="maint2")
+    env.deliver("issue_comment", p)
+    reply = [x for x in env.bot_comments(b) if f"kbot:reply:{c['id']}" in x["body"]][0]["body"]
+    pr = env.forge.get_pr(b)
+    assert "rebenchmark" in reply and "Brought up to date" in reply and not pr.merged
+    assert pr.head_sha != old_b and bot_merges(decode_meta(pr.body)) == [pr.head_sha]
+
+
+def test_update_branch_refuses_a_moved_head_and_a_conflict(env):
+    from bot.forge.base import BranchMovedError, NotMergeableError
+
+    a, b, meta = two_candidates(env)
+    pr = env.forge.get_pr(b)
+    with pytest.raises(BranchMovedError):
+        env.forge.update_branch(b, expected_head="0" * 40)
+    assert env.forge.update_branch(b, expected_head=pr.head_sha) == pr.head_sha  # nothing new on main
+    folder = meta[b]["solution_path"].rsplit("/", 1)[0]
+    env.server.push_commit("main", {f"{folder}/solution.json": "{}"}, author=env.server.maintainer)
+    with pytest.raises(NotMergeableError):
+        env.forge.update_branch(b, expected_head=pr.head_sha)
+    assert env.forge.get_pr(b).head_sha == pr.head_sha
+
+
+def test_as_an_app_the_update_goes_through_merge_a_branch(env, github_app_key):
+    """GitHub's description says update-branch is not enabled for Apps; as an App installation the bot
+    gets 403 there and merges through POST /merges, checked by content all the same."""
+    private, public = github_app_key
+    bot = env.server.register_app(4711, public, slug="kbot", installation_id=99)
+    app = GitHubForge(env.server.full_name, app_id=4711, private_key=private, base_url=env.server.base_url,
+                      seconds_between_requests=None, seconds_between_writes=None, backoff=0.0, sleep=lambda s: None)
+    assert app.info.bot_login == bot.login
+    sol = stand_in("cand_app", DEF, variant="app")
+    att = ensure_attempt(app, sol, node="napp", meta={"definition": DEF, "node": "napp", "solution": sol.name,
+                                                      "solution_hash": sol.content_hash()}, body="x", labels=())
+    old = att.pr.head_sha
+    env.server.push_commit("main", {"README.md": "main moved"}, author=env.server.maintainer)
+    head = update_attempt(app, att.pr.number)
+    assert head != old and app.get_pr(att.pr.number).head_sha == head
+    paths = [(m, path, st) for m, path, st in env.server.requests if "update-branch" in path or path.endswith("/merges")]
+    assert [st for _, _, st in paths] == [403, 201]
+    m = decode_meta(app.get_pr(att.pr.number).body)
+    assert pushed_head(m) == head and bot_merges(m) == [head]

@@ -221,6 +221,45 @@ def test_an_exception_on_a_live_gpu_is_that_jobs_harness_failure_only():
     assert pool.lost == {}
 
 
+def test_a_lease_waits_for_processes_found_on_its_gpu_and_says_when_they_stayed():
+    class Busy(Provider):
+        def __init__(self, gpus, polls):
+            super().__init__(gpus)
+            self.polls = dict(polls)  # GPU -> how many more times it is found occupied
+
+        def occupants(self, gpu):
+            if self.polls.get(gpu.index, 0) > 0:
+                self.polls[gpu.index] -= 1
+                return [4242]
+            return []
+
+    pool = Pool(H200[:2], Busy(H200[:2], {0: 2, 1: 10**6}), busy_wait_s=1.0)
+    placed = pool.map(["a", "b"], Recorder(0.05))
+    by_gpu = {p.attempts[0].gpu: p.attempts[0] for p in placed}
+    assert by_gpu[0].occupants == [4242] and 0.4 <= by_gpu[0].waited_s < 1.0 and not by_gpu[0].shared  # it left
+    assert by_gpu[1].occupants == [4242] and by_gpu[1].waited_s >= 1.0 and by_gpu[1].shared  # it stayed: said
+    assert all(p.error is None for p in placed)
+
+
+def test_a_result_that_cannot_be_set_aside_is_not_retried_and_the_pool_does_not_hang():
+    prov = Provider(H200[:2])
+    pool = Pool(H200[:2], prov)
+
+    def on_start(job, gpu):
+        if job == "x":
+            prov.dead[gpu.index] = "gone"
+
+    def lost(job, gpu, result):
+        raise PermissionError("read-only run folder")
+
+    def progress(kind, p):
+        raise RuntimeError("a broken progress printer")
+
+    placed = pool.map(["x", "y", "z"], Recorder(0.05, on_start), lost=lost, progress=progress)
+    assert "could not be set aside" in placed[0].error and len(placed[0].attempts) == 1  # not retried on top of it
+    assert [p.result is not None for p in placed[1:]] == [True, True]
+
+
 def test_pool_refuses_no_gpus_and_repeats():
     with pytest.raises(GPUSelectionError):
         Pool([], Provider([]))

@@ -32,6 +32,13 @@ def test_cupti_kernel_record_prefix_parser():
     assert r.returncode == 0 and "selftest ok" in r.stdout, r.stderr
 
 
+def test_multi_gpu_round_verdicts():
+    """scripts/gpu/multi_gpu_round.py's pass/fail rules (time within the slack on distinct GPUs, the same
+    decisions in the same order) on made-up figures; the script itself needs several GPUs."""
+    r = subprocess.run([sys.executable, str(GPU / "multi_gpu_round.py"), "--selftest"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "selftest ok" in r.stdout, r.stderr
+
+
 def test_the_baselines_table_says_why_a_baseline_could_not_run(tmp_path):
     """scripts/gpu/baselines.py on the CPU, for one baseline whose library is absent here: the row says
     "could not run here" with the reason, the run exits 0 (said, not failed), three files under $OUT."""

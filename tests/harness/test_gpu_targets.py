@@ -111,3 +111,26 @@ def test_a_measurement_wins_over_the_documented_figures(tmp_path, monkeypatch):
     assert json.loads(path.read_text())["source"] == "measured"
     got = load_ceilings("NVIDIA B200")
     assert got.source == "measured" and got.copy_bandwidth_gbs == 7100.0
+
+
+@pytest.mark.gpu
+def test_on_a_real_gpu_the_extension_carries_the_device_s_sass(tmp_path):
+    """On the runner: the built extension holds SASS for exactly the device's target (cuobjdump lists
+    it), and the solution runs."""
+    import shutil
+    import subprocess
+
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    cuobjdump = shutil.which("cuobjdump")
+    arch = device_arch()
+    fn, result = build_mod.build(load_solution(CUDA_SOLUTION), tmp_path, device="cuda")
+    assert result.ok, result.errors
+    assert callable(fn)
+    (so,) = list((tmp_path / "build").glob("*.so"))
+    if cuobjdump is None:
+        pytest.skip("cuobjdump is not on PATH: the target is not inspected")
+    listed = subprocess.run([cuobjdump, "--list-elf", str(so)], capture_output=True, text=True).stdout
+    assert f".{arch}." in listed, listed

@@ -105,6 +105,7 @@ def test_a_promoted_pr_page_shows_the_review_with_its_chart_and_threshold(site):
     assert "<table>" in review and "<th>axes</th>" in review  # the workload table, as a table
     assert '<figure class="chart"><svg' in review and 'class="threshold"' in review
     assert "<h3>Reproduce</h3>" in review and "kbot eval kernels/rmsnorm_h4096/" in review
+    assert "--baseline kernels/rmsnorm_h4096/" in review and "CHAMPION.json" not in review  # the champion's real file
     assert "Next step" not in review  # promoted: nothing to do
     assert 'aria-label="latency against the roofline floor"' in page and "% " in page
 
@@ -125,6 +126,8 @@ def test_raw_html_in_a_body_is_shown_as_text():
     assert "<script>" not in html and "&lt;script&gt;" in html and "<img" not in html
     assert "<details open><summary>s</summary>" in html and 'href="javascript' not in html and "kbot:meta" not in html
     assert sanitize_html('<pre onclick="x">a &lt; b</pre>') == '&lt;pre onclick="x"&gt;a &lt; b</pre>'
+    img = render_markdown("see ![a <b>chart</b>](https://tracker.example/p.png)")
+    assert "<img" not in img and "tracker.example" not in img and "[image: a &lt;b&gt;chart" in img  # nothing fetched
 
 
 def test_the_review_chart_is_parsed_and_anything_else_is_shown_as_source():

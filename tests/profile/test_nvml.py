@@ -38,3 +38,20 @@ def test_without_pynvml(monkeypatch):
     ok, why = nvml_available()
     assert not ok and "nvidia-ml-py" in why
     assert not energy_per_call(lambda: None).ok
+
+
+def test_a_process_pinned_to_one_gpu_reads_that_gpus_counter(monkeypatch):
+    """NVML ignores CUDA_VISIBLE_DEVICES: a worker pinned by --gpus (its GPU's UUID there) must read its
+    own GPU's counter, not the host's first GPU's."""
+    _fake_pynvml(monkeypatch, [1_000_000, 1_000_500])
+    asked = []
+    sys.modules["pynvml"].nvmlDeviceGetHandleByUUID = lambda u: asked.append(u) or ("uuid", u)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1234abcd")
+    assert energy_per_call(lambda: None, min_seconds=0.0, synchronize=lambda: None).ok
+    assert asked == ["GPU-1234abcd"]
+    from harness.profile.nvml import _handle
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")
+    assert _handle(sys.modules["pynvml"], 0) == ("handle", 3)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1")
+    assert _handle(sys.modules["pynvml"], 0) == ("handle", 0)

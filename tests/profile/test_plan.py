@@ -112,3 +112,15 @@ def test_pointer_dtype_fallback_only_with_one_dtype():
     assert pointer_dtype_fallback(k, {"hidden_states": "bfloat16", "weight": "bfloat16"}) == {"x_ptr": "*bf16", "w_ptr": "*bf16"}
     assert pointer_dtype_fallback(k, {"x": "bfloat16", "scale": "float32"}) == {}
     assert pointer_dtype_fallback(k, {"x": "float32", "w": "float32"}) == {}  # both names match a tensor: nothing to guess
+
+
+def test_static_evidence_of_the_kernel_that_dominates():
+    from harness.profile.pipeline import dominant_static
+
+    big = {"triton_kernel": "big", "triton_registers": 200, "sass_instructions": 900}
+    small = {"triton_kernel": "hot", "triton_registers": 40, "sass_instructions": 100}
+    static = [Collected(source="triton", evidence=big, raw={"kernels": {"big": {"evidence": big}, "hot": {"evidence": small}}})]
+    [hot] = dominant_static(static, "hot")  # ncu found "hot" taking the time: its statistics, not the largest kernel's
+    assert hot.evidence == small and hot.raw["chosen_for"] == "hot"
+    assert dominant_static(static, "big") == static and dominant_static(static, None) == static
+    assert dominant_static(static, "a_library_kernel") == static and dominant_static([], "hot") == []

@@ -1,7 +1,7 @@
 """A small evaluator for the GitHub Actions expressions our workflows use in `if:` and `concurrency`,
 so tests can check what a gate or a group evaluates to for a given event (not just that some text is
 present). Supported: literals ('str', numbers, true/false/null), dotted context lookups (missing →
-null), ==, !=, !, &&, ||, parentheses, startsWith(a, b). `&&`/`||` return an operand, like GitHub."""
+null), ==, !=, !, &&, ||, parentheses, startsWith(a, b), fromJSON(s). `&&`/`||` return an operand, like GitHub."""
 
 from __future__ import annotations
 
@@ -111,6 +111,10 @@ class _Parser:
                 self.take(")")
                 if val == "startsWith":
                     return str(args[0] or "").lower().startswith(str(args[1] or "").lower())
+                if val == "fromJSON":
+                    import json
+
+                    return json.loads(str(args[0]))
                 raise ValueError(f"unsupported function {val}")
             cur: Any = self.ctx
             for part in val.split("."):

@@ -33,6 +33,21 @@ def test_bot_candidate_label_cannot_cancel_the_opened_bench():
     assert _bench_group("labeled", "kbot:profile", run_id=6) == opened
 
 
+def test_a_rounds_prs_bench_concurrently_and_are_decided_one_at_a_time():
+    """A campaign round opens one PR per candidate: each PR's bench is a run of its own group (so the
+    round takes as many runners of the pool at once as there are), while every report (review and
+    promotion) of the repository shares one group that is never cancelled: decisions one at a time."""
+    def group(pr):
+        ctx = {"github": {"run_id": pr, "event": {"action": "opened", "pull_request": {"number": pr}}}}
+        return interpolate(_load("bench.yml")["concurrency"]["group"], ctx)
+
+    assert len({group(pr) for pr in (11, 12, 13, 14)}) == 4
+    report = _load("report.yml")["concurrency"]
+    runs = [{"github": {"repository": "o/r", "event": {"workflow_run": {"id": i, "head_branch": f"kbot/d/n{i}"}}}} for i in range(3)]
+    assert len({interpolate(report["group"], c) for c in runs}) == 1 and report["cancel-in-progress"] is False
+    assert _load("bench.yml")["jobs"]["bench"]["strategy"]["fail-fast"] is False
+
+
 def _report_ctx(**run):
     base = {"path": ".github/workflows/bench.yml", "conclusion": "success", "event": "pull_request",
             "head_branch": "kbot/d/n1", "head_repository": {"full_name": "o/r"}}

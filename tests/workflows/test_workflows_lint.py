@@ -101,6 +101,11 @@ def test_bench_is_gated_read_only_and_secret_free():
     labels = bench["runs-on"]
     assert labels.startswith("${{ fromJSON(vars.KBOT_RUNNER_LABELS || '") and labels.endswith("') }}")
     assert json.loads(labels.split("|| '", 1)[1].rsplit("')", 1)[0]) == ["self-hosted", "linux", "gpu", "h200"]
+    from gh_expr import evaluate
+
+    # an actions-runner-controller scale set is targeted by name: the variable then holds a JSON string
+    assert evaluate(labels.strip()[3:-2], {"vars": {}}) == ["self-hosted", "linux", "gpu", "h200"]
+    assert evaluate(labels.strip()[3:-2], {"vars": {"KBOT_RUNNER_LABELS": '"kbot-h200"'}}) == "kbot-h200"
     assert bench["permissions"] == {"contents": "read"}
     assert "matrix" in bench["strategy"]
     uploads = [s for s in bench["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]

@@ -527,6 +527,7 @@ class FakeGitHub:
             ("PATCH", R + "/pulls/{pull_number}", self.h_update_pull),
             ("PUT", R + "/pulls/{pull_number}/merge", self.h_merge),
             ("PUT", R + "/pulls/{pull_number}/update-branch", self.h_update_branch),
+            ("POST", R + "/merges", self.h_merges),
             ("GET", R + "/pulls/{pull_number}/reviews", self.h_list_reviews),
             ("POST", R + "/pulls/{pull_number}/reviews", self.h_create_review),
             ("PUT", R + "/pulls/{pull_number}/reviews/{review_id}", self.h_update_review),
@@ -1150,6 +1151,9 @@ class FakeGitHub:
         it asynchronously after its 202; here it has happened when the 202 is sent. ``after_update``
         (a test's hook) runs right after, e.g. a person pushing in the window before the bot looks."""
         pr = self._pull(params)
+        if caller.installation is not None:
+            # GitHub's description: this endpoint is not enabled for GitHub Apps (enabledForGitHubApps: false).
+            raise HTTPError(403, "Resource not accessible by integration")
         self._require(caller, params, "write")
         self._refresh(pr)
         if pr["state"] != "open" or pr.get("fork"):
@@ -1175,6 +1179,36 @@ class FakeGitHub:
             hook(pr["number"], sha)
         return 202, {"message": "Updating pull request branch.",
                      "url": f"https://github.com/{self.full_name}/pull/{pr['number']}"}, {}
+
+    def h_merges(self, caller: Caller, params: dict, query: dict, data: Any):
+        """"Merge a branch": ``head`` (a branch or sha) merged into branch ``base``, a merge commit by the
+        caller (committed by GitHub); 204 when there is nothing to merge, 409 on a conflict. No
+        expected-head guard: the caller checks what it got."""
+        self._require(caller, params, "write")
+        base, head = (data or {}).get("base"), (data or {}).get("head")
+        if not isinstance(base, str) or not isinstance(head, str):
+            raise HTTPError(422, "Invalid request.\n\n\"base\", \"head\" are required.")
+        ref = f"refs/heads/{base}"
+        tip = self.git.ref_sha(ref)
+        if tip is None:
+            raise HTTPError(404, "Base does not exist")
+        other = self._commit_sha(head)
+        if self.git.is_ancestor(other, tip):
+            return 204, None, {}
+        tree = self.git.merge_tree(tip, other)
+        if tree is None:
+            raise HTTPError(409, "Merge conflict")
+        when = now_iso()
+        message = (data.get("commit_message") or f"Merge {head} into {base}").rstrip() + "\n"
+        sha = self.git.commit_tree(tree, [tip, other], message, Person(caller.account.name, caller.account.email, when),
+                                   Person("GitHub", "noreply@github.com", when))
+        self.git.update_ref(ref, sha, tip)
+        self._touch_pulls_for(ref)
+        if self.after_update is not None:
+            hook, self.after_update = self.after_update, None
+            pr = next((p["number"] for p in self.pulls.values() if p["head_ref"] == base and p["state"] == "open"), None)
+            hook(pr, sha)
+        return 201, self._commit_obj(sha), {}
 
     def h_merge(self, caller: Caller, params: dict, query: dict, data: Any):
         pr = self._pull(params)
