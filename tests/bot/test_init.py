@@ -15,13 +15,12 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-import yaml
 from click.testing import CliRunner
 
 from bot.cli.init import APP_EVENTS, APP_PERMISSIONS, WORKFLOWS
+from tests.workflows.wfkit import load, tool
 
 REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
 SHA = "0123456789abcdef0123456789abcdef01234567"
 PINNED_CALL = re.compile(r"^(?P<repo>[^/]+/[^/]+)/\.github/workflows/(?P<file>[^@]+)@(?P<sha>[0-9a-f]{40})$")
 
@@ -48,18 +47,6 @@ MANIFEST_SCHEMA = {
     },
 }
 
-
-def tool(name: str) -> str:
-    path = BIN / name
-    if not path.exists():
-        pytest.skip(f"{name} is not installed in {BIN} (pip install -e '.[dev]')")
-    return str(path)
-
-
-def load(path: Path) -> dict:
-    data = yaml.safe_load(path.read_text())
-    data["on"] = data.pop(True, data.get("on"))
-    return data
 
 
 def kbot(*args: str, cwd: Path) -> subprocess.CompletedProcess:

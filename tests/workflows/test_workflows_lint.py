@@ -7,30 +7,17 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.workflows.wfkit import load, tool
 
 REPO = Path(__file__).resolve().parents[2]
 WF = REPO / ".github" / "workflows"
 FILES = sorted(WF.glob("*.yml"))
-BIN = Path(sys.executable).parent
 SHA_PIN = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_./-]+@[0-9a-f]{40}$")
 
-
-def tool(name: str) -> str:
-    path = BIN / name
-    if not path.exists():
-        pytest.skip(f"{name} is not installed in {BIN} (pip install -e '.[dev]')")
-    return str(path)
-
-
-def load(path: Path) -> dict:
-    data = yaml.safe_load(path.read_text())
-    data["on"] = data.pop(True, data.get("on"))  # YAML 1.1 reads the key `on` as True
-    return data
 
 
 def test_expected_workflows_exist():
