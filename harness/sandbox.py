@@ -8,7 +8,8 @@ What a sandboxed worker can do (Linux only, no new dependency: system calls thro
   the guard's rule catalogue (``skills/guard``), ``/sys``, a few ``/proc`` files plus the worker's own
   ``/proc/<pid>``, and whatever the parent names in
   ``KBOT_SANDBOX_READ`` (a dataset root, a definition folder elsewhere). Execute: the same
-  installation and system directories (gcc, ptxas, nvcc, ninja). Write: a private scratch folder the
+  installation and system directories, and the prefix of every build tool on PATH (gcc, ptxas, nvcc,
+  ninja: the H200 image keeps gcc in /opt/gcc). Write: a private scratch folder the
   parent made for this one worker (``KBOT_SCRATCH``; the build, ``TMPDIR``, ``HOME``, the Triton and
   torch-extension caches and the CUDA JIT cache all point into it), ``/dev/null`` and friends, and the
   NVIDIA device nodes (with ioctl). Nothing else: not the run folder, the traces, the report, the
@@ -318,6 +319,29 @@ def _python_dirs() -> list[Path]:
     return sorted(dirs)
 
 
+# The compilers and build tools an honest candidate's build runs: Triton compiles its launcher with
+# $CC or the first gcc/clang on PATH, torch's extensions run c++/ninja/nvcc, Triton and nvcc run ptxas.
+_TOOLS = ("cc", "gcc", "c++", "g++", "clang", "nvcc", "ptxas", "ninja", "as", "ld")
+
+
+def _toolchain_dirs() -> list[Path]:
+    """The installation prefix of every build tool on PATH (and of $CC / $CXX), as found and with links
+    resolved: ``/opt/gcc`` for ``/opt/gcc/bin/gcc`` (its cc1, headers and libraries live beside bin/).
+    On the H200 image gcc lives in /opt/gcc, outside the system directories: without this every Triton
+    candidate failed in the sandbox with PermissionError on /opt/gcc/bin/gcc."""
+    import shutil
+
+    names = [os.environ.get(v, "").split()[0] for v in ("CC", "CXX") if os.environ.get(v, "").strip()]
+    dirs: set[Path] = set()
+    for name in (*names, *_TOOLS):
+        exe = shutil.which(name)
+        if not exe:
+            continue
+        for x in {Path(exe).absolute(), Path(os.path.realpath(exe))}:
+            dirs.add(x.parent.parent if x.parent.name == "bin" else x.parent)
+    return sorted(dirs)
+
+
 def _never_whole(path: Path, scratch: Path | None = None) -> bool:
     """Folders that must never be opened wholesale: the root, the home folder, the repository or anything
     above it (the run folder, kernels/, .git and other runs live there), and the folder the workers'
@@ -348,6 +372,9 @@ def rules(scratch: Path, extra_read: Iterable[str | Path] = ()) -> list[tuple[st
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(var) and not _never_whole(Path(os.environ[var]), scratch):
             out.append((os.environ[var], READ_EXEC))
+    for p in _toolchain_dirs():
+        if not _never_whole(p, scratch):
+            out.append((str(p), READ_EXEC))
     for p in (os.environ.get("LD_LIBRARY_PATH") or "").split(os.pathsep):
         if p and os.path.isabs(p) and not _never_whole(Path(p), scratch):
             out.append((p, READ_EXEC))

@@ -323,6 +323,78 @@ def test_the_cli_exits_3_with_the_reason_and_auto_runs_loudly(tmp_path, monkeypa
     assert "the kernel has no Landlock (simulated)" in rep["isolation"]["warnings"][0]
 
 
+OPT_GCC = r"""
+import json, os, subprocess, sys
+from pathlib import Path
+from harness.sandbox import Sandbox
+sb = Sandbox("required", Path(sys.argv[2]), [])
+sb.enter()
+sb.seal()
+res = {"enforced": sb.enforced}
+def attempt(name, argv):
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        res[name] = p.stdout.strip() if p.returncode == 0 else f"rc={p.returncode} {p.stderr[-300:]}"
+    except Exception as e:
+        res[name] = type(e).__name__
+attempt("gcc_on_path", ["gcc"])
+attempt("tool_off_path", [sys.argv[3]])
+print("RESULT " + json.dumps(res))
+"""
+
+
+def _fake_tool(bin_dir: Path, name: str, helper_out: str) -> Path:
+    """A 'compiler' that runs a helper from its own prefix (as gcc runs libexec/.../cc1)."""
+    libexec = bin_dir.parent / "libexec"
+    libexec.mkdir(parents=True, exist_ok=True)
+    (libexec / "cc1").write_text(f"#!/bin/sh\necho {helper_out}\n")
+    (libexec / "cc1").chmod(0o755)
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    exe = bin_dir / name
+    exe.write_text(f'#!/bin/sh\nexec "$(dirname "$0")/../libexec/cc1"\n')
+    exe.chmod(0o755)
+    return exe
+
+
+def test_the_build_tools_on_path_are_readable_and_executable_where_they_live(tmp_path, monkeypatch):
+    """The H200 image keeps gcc in /opt/gcc: a compiler's prefix (bin/'s parent, links resolved) is in the
+    rules, so Triton's launcher build works; folders not on PATH stay closed."""
+    _fake_tool(tmp_path / "opt" / "gcc" / "bin", "gcc", "x")
+    linked = tmp_path / "links"
+    linked.mkdir()
+    (linked / "nvcc").symlink_to(_fake_tool(tmp_path / "cuda" / "bin", "nvcc", "y"))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'opt' / 'gcc' / 'bin'}{os.pathsep}{linked}{os.pathsep}{os.environ['PATH']}")
+    scratch = Path(tempfile.mkdtemp(prefix="kbot-w-"))
+    try:
+        got = dict(sandbox.rules(scratch))
+    finally:
+        shutil.rmtree(scratch)
+    assert got.get(str(tmp_path / "opt" / "gcc")) == sandbox.READ_EXEC
+    assert got.get(str(tmp_path / "cuda")) == sandbox.READ_EXEC  # the link's target prefix
+    assert str(tmp_path) not in got and str(tmp_path / "opt") not in got
+
+
+@needs_landlock
+def test_a_compiler_outside_the_system_folders_runs_inside_the_sandbox(tmp_path):
+    _fake_tool(tmp_path / "opt" / "gcc" / "bin", "gcc", "compiled")
+    other = _fake_tool(tmp_path / "elsewhere" / "bin", "tool", "escaped")
+    env_path = f"{tmp_path / 'opt' / 'gcc' / 'bin'}{os.pathsep}{os.environ['PATH']}"
+    scratch = Path(tempfile.mkdtemp(prefix="kbot-w-"))
+    script = tmp_path / "script" / "child.py"
+    script.parent.mkdir()
+    script.write_text(OPT_GCC)
+    try:
+        p = subprocess.run([sys.executable, str(script), "required", str(scratch), str(other)], capture_output=True, text=True,
+                           timeout=120, cwd=REPO, env={**os.environ, "PATH": env_path, "PYTHONPATH": str(REPO)})
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    assert line, p.stderr[-3000:]
+    r = json.loads(line[7:])
+    assert r["enforced"] and r["gcc_on_path"] == "compiled", r
+    assert r["tool_off_path"] == "PermissionError", r
+
+
 def test_sandbox_reads_never_open_the_repository_or_the_scratch_parent(tmp_path):
     scratch = Path(tempfile.mkdtemp(prefix="kbot-w-"))
     try:
