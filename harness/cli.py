@@ -866,11 +866,34 @@ def _register_plugins() -> None:
     from . import cli_profile
 
     cli_profile.register(cli)
-    for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+    found = {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
+    for ep in _checkout_entry_points():
+        found.setdefault(ep.name, ep)
+    for ep in sorted(found.values(), key=lambda e: e.name):
         try:
             ep.load()(cli)
         except ImportError as e:  # a plugin whose dependencies are not installed on this machine
             click.echo(f"warning: the {ep.name} commands are unavailable: {e}", err=True)
+
+
+def _checkout_entry_points() -> list:
+    """The ``kbot.commands`` table of the checkout's own pyproject.toml when kbot runs from a source
+    checkout: on a machine where it was never installed (``PYTHONPATH=. python -m harness.cli``, as on
+    the GPU runners) the installed metadata has no entry points, and the bot's commands would vanish."""
+    from importlib.metadata import EntryPoint
+
+    from .paths import source_checkout
+
+    root = source_checkout()
+    if root is None or not (root / "pyproject.toml").is_file():
+        return []
+    import tomllib
+
+    try:
+        table = tomllib.loads((root / "pyproject.toml").read_text())["project"]["entry-points"][COMMANDS_GROUP]
+    except (KeyError, tomllib.TOMLDecodeError, OSError):
+        return []
+    return [EntryPoint(name=name, value=value, group=COMMANDS_GROUP) for name, value in table.items()]
 
 
 def main() -> None:

@@ -7,6 +7,9 @@
 # packed so the champions can be landed on main with their lineage.
 #   usage (repo root, on the device): source scripts/gpu/setup_device.sh
 #          ROUNDS=3 CANDIDATES=2 bash scripts/gpu/contest_campaign.sh DEFINITION [DEFINITION ...]
+#   OPTIMIZE_ARGS: more `kbot optimize` options (e.g. "--profile-budget 20"); OPT_TIMEOUT: seconds per
+#   definition, after which the campaign gets SIGINT (it stops between steps and can be resumed with the
+#   same WORKSPACE); the records and the workspace are written either way.
 # Outputs under $OUT: campaign.log, <definition>.summary.json, records.txt (PRs, reviews, leaderboards),
 # workspace.tar.gz. Exit 0 when every campaign ran (whether or not anything was promoted).
 set -uo pipefail
@@ -20,8 +23,9 @@ DEVICE="${DEVICE:-cuda}"
 rc=0
 for def in "$@"; do
   echo "=== $def ($(date -u +%FT%TZ))" | tee -a "$OUT/campaign.log"
-  "${K[@]}" optimize "$def" --agent offline --device "$DEVICE" --rounds "${ROUNDS:-3}" --candidates "${CANDIDATES:-2}" \
-    ${BUDGET:+--budget "$BUDGET"} --workspace "$WS" --json > "$OUT/$def.summary.json" 2>> "$OUT/campaign.log" || rc=1
+  # shellcheck disable=SC2086  # OPTIMIZE_ARGS is a list of options
+  ${OPT_TIMEOUT:+timeout -s INT -k 30 "$OPT_TIMEOUT"} "${K[@]}" optimize "$def" --agent offline --device "$DEVICE" --rounds "${ROUNDS:-3}" --candidates "${CANDIDATES:-2}" \
+    ${BUDGET:+--budget "$BUDGET"} ${OPTIMIZE_ARGS:-} --workspace "$WS" --json > "$OUT/$def.summary.json" 2>> "$OUT/campaign.log" || rc=1
   "$PY" - "$OUT/$def.summary.json" <<'PYEOF' | tee -a "$OUT/campaign.log"
 import json, sys
 try:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -157,3 +160,17 @@ def test_print_rows_is_a_table_when_it_fits_and_blocks_otherwise():
     print_rows(Console(file=narrow, width=40), ["name", "op_type", "workloads"], rows)
     assert re.search(r"^name\s+op_type\s+workloads$", wide.getvalue(), re.M)
     assert narrow.getvalue().splitlines() == [rows[0][0], "  op_type: moe", "  workloads: 19"]
+
+
+def test_the_bots_commands_are_there_when_kbot_runs_from_a_checkout_it_was_never_installed_from(tmp_path):
+    """As on the GPU runners (PYTHONPATH=. python -m harness.cli): no installed metadata, so no entry points;
+    the checkout's pyproject.toml names the commands instead."""
+    code = ("import importlib.metadata as m, sys\n"
+            "m.entry_points = lambda **kw: []\n"
+            "sys.argv = ['kbot', 'optimize', '--help']\n"
+            "from harness.cli import main\n"
+            "main()\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "Run the optimization loop" in p.stdout
