@@ -28,11 +28,14 @@ class Runtime:
         self.snapshot: rt.IntegritySnapshot | None = None
         self.launches: rt.LaunchCounter | None = None
         self.threads_before: rt.ThreadCount | None = None
+        self.thread_origins: rt.ThreadOrigins | None = None
 
     def before_import(self) -> None:
         # The launch counter wraps Triton's launcher, so it goes in before the snapshot records identities.
         if self.solution.spec.language is Language.TRITON and self.candidate:
             self.launches = rt.LaunchCounter(own_paths=[self.src_root]).install()
+        if self.candidate:  # who starts each thread (the candidate, or the harness/reference/libraries)
+            self.thread_origins = rt.ThreadOrigins(own_paths=[self.src_root]).install()
         self.snapshot = rt.IntegritySnapshot.capture(modules=_OWN_MODULES)
         self.threads_before = rt.thread_count()
 
@@ -90,5 +93,5 @@ class Runtime:
             out += self.snapshot.verify()
         if self.threads_before is not None and self.candidate:
             # OS-level slack: Triton/CUDA start a few helper threads on first compile/launch.
-            out += rt.check_threads(self.threads_before, rt.thread_count(), os_slack=8)
+            out += rt.check_threads(self.threads_before, rt.thread_count(), os_slack=8, origins=self.thread_origins)
         return out

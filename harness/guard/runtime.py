@@ -39,7 +39,6 @@ from .policy import load_rules
 _id, _type, _isinstance, _getattr, _len, _sorted, _vars = id, type, isinstance, getattr, len, sorted, vars
 _Tensor = torch.Tensor
 _TensorBase = torch._C.TensorBase
-_active_count = threading.active_count
 _gettrace, _getprofile = sys.gettrace, sys.getprofile
 _len_tf_stack = getattr(torch._C, "_len_torch_function_stack", None)
 _len_td_stack = getattr(torch._C, "_len_torch_dispatch_stack", None)
@@ -276,14 +275,21 @@ def _describe(obj: Any) -> str:
 
 
 class ThreadCount(NamedTuple):
-    python: int  # threading.active_count()
+    python: int  # threads started through threading (not the main thread's dummies for foreign threads)
     os: int | None  # the process's kernel threads (/proc/self/status), None where /proc is absent
+    threads: tuple[Any, ...] = ()  # those Python threads' objects, to tell which ones are new
+
+
+_Thread, _DummyThread, _enumerate = threading.Thread, getattr(threading, "_DummyThread", ()), threading.enumerate
+_thread_start = _Thread.start
 
 
 def thread_count() -> ThreadCount:
     """Threads now. Take ``before`` after the reference and one warm torch op have run: torch starts its
     intra-op (OpenMP) pool and CUDA its helper threads lazily, on first use, and those are not the
-    candidate's."""
+    candidate's. A thread that was not started through ``threading`` but ran Python code (a CUDA, CUPTI
+    or OpenMP thread calling back into Python shows up as a ``_DummyThread``) is not a Python thread
+    here: the kernel-thread count covers it."""
     n = None
     try:
         with open("/proc/self/status") as f:
@@ -293,14 +299,82 @@ def thread_count() -> ThreadCount:
                     break
     except OSError:
         n = None
-    return ThreadCount(_active_count(), n)
+    threads = tuple(t for t in _enumerate() if not (_DummyThread and _isinstance(t, _DummyThread)))
+    return ThreadCount(_len(threads), n, threads)
 
 
-def check_threads(before: ThreadCount, after: ThreadCount, os_slack: int = 0) -> list[Finding]:
+class ThreadOrigins:
+    """Where each Python thread was started: ``threading.Thread.start`` wrapped (before the candidate is
+    imported) to record whether the candidate's own code (a file under ``own_paths``) was on the stack.
+    A thread the harness, the reference or a library started with no candidate frame on the stack (an
+    energy counter, a compile pool the reference woke) is not the candidate's doing; every other new
+    thread is, including any whose start was not seen."""
+
+    def __init__(self, own_paths: Iterable[str | Path]):
+        self.own_paths = tuple(os.path.realpath(str(p)) + os.sep for p in own_paths)
+        self.sites: dict[int, tuple[bool, str]] = {}  # id(thread) -> (candidate's, where it was started)
+        self._installed: tuple[Callable, Callable] | None = None
+
+    def install(self) -> "ThreadOrigins":
+        if self._installed:
+            return self
+        orig = _vars(_Thread)["start"]
+        origins = self
+
+        def start(thread: Any, *args: Any, **kwargs: Any) -> Any:
+            origins.sites[_id(thread)] = origins._site(sys._getframe(1))
+            return orig(thread, *args, **kwargs)
+
+        _Thread.start = start
+        _OUR_WRAPPERS[_id(start)] = (start, orig)
+        self._installed = (start, orig)
+        return self
+
+    def uninstall(self) -> None:
+        if self._installed:
+            start, orig = self._installed
+            if _vars(_Thread).get("start") is start:
+                _Thread.start = orig
+            _OUR_WRAPPERS.pop(_id(start), None)
+            self._installed = None
+
+    def _site(self, frame: Any) -> tuple[bool, str]:
+        first = ""
+        while frame is not None:
+            f = frame.f_code.co_filename
+            if not first and not f.endswith(("threading.py",)):
+                first = f"{f}:{frame.f_lineno}"
+            if self.own_paths and os.path.realpath(f).startswith(self.own_paths):
+                return True, f"{f}:{frame.f_lineno}"
+            frame = frame.f_back
+        return False, first or "?"
+
+    def candidates(self, threads: Iterable[Any]) -> list[Any]:
+        """Those of ``threads`` the candidate started (or whose start was not seen)."""
+        return [t for t in threads if self.sites.get(_id(t), (True, ""))[0]]
+
+
+def _describe_thread(t: Any, origins: ThreadOrigins | None) -> str:
+    target = _getattr(t, "_target", None)
+    what = f" running {_describe(target)}" if target is not None else ""
+    where = origins.sites.get(_id(t), (True, "an unseen place"))[1] if origins else ""
+    return f"'{_getattr(t, 'name', '?')}'{what}" + (f", started at {where}" if where else "")
+
+
+def check_threads(before: ThreadCount, after: ThreadCount, os_slack: int = 0,
+                  origins: ThreadOrigins | None = None) -> list[Finding]:
     """Findings when the candidate left threads running. ``os_slack`` tolerates that many extra kernel
-    threads (for a runtime known to start helpers lazily); Python threads get no slack."""
+    threads (for a runtime known to start helpers lazily); Python threads get no slack, but with
+    ``origins`` those started with no candidate code on the stack are not counted."""
     out = []
-    if after.python > before.python:
+    new = [t for t in after.threads if not any(t is b for b in before.threads)]
+    if after.threads or before.threads:
+        theirs = origins.candidates(new) if origins is not None else new
+        if theirs:
+            names = "; ".join(_describe_thread(t, origins) for t in theirs[:3])
+            out.append(_finding("runtime-threads", f"Python threads went from {before.python} to {before.python + _len(theirs)}"
+                                                   f" (new: {names})"))
+    elif after.python > before.python:
         out.append(_finding("runtime-threads", f"Python threads went from {before.python} to {after.python}"))
     if before.os is not None and after.os is not None and after.os > before.os + os_slack:
         out.append(_finding("runtime-threads", f"OS threads went from {before.os} to {after.os}"))
@@ -667,7 +741,7 @@ def kernel_launch_check(counter: LaunchCounter | CudaLaunchCounter) -> list[Find
 
 
 __all__ = [
-    "IntegritySnapshot", "ThreadCount", "thread_count", "check_threads", "check_output", "status_for",
+    "IntegritySnapshot", "ThreadCount", "ThreadOrigins", "thread_count", "check_threads", "check_output", "status_for",
     "roofline_floor_check", "LaunchCounter", "CudaLaunchCounter", "Launch", "kernel_names_in",
     "kernel_launch_check", "side_stream_check", "resolve_dotted", "DEFAULT_TARGETS",
 ]

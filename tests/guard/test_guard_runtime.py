@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -157,6 +158,45 @@ def test_thread_count_and_check():
             break
         time.sleep(0.01)
     assert rt.check_threads(before, rt.thread_count()) == []
+
+
+def test_threads_are_the_candidates_only_when_its_code_started_them(tmp_path):
+    """A thread started with no candidate frame on the stack (the harness's energy run, a reference that
+    wakes a library pool) is not the candidate's; one started from the candidate's file is, and the
+    finding says where; a foreign thread that merely ran Python (a _DummyThread) is no Python thread."""
+    import _thread
+
+    own = tmp_path / "sol"
+    own.mkdir()
+    (own / "cand.py").write_text("import threading\n"
+                                 "def spawn(stop):\n"
+                                 "    t = threading.Thread(target=stop.wait, name='cand-worker', daemon=True)\n"
+                                 "    t.start()\n"
+                                 "    return t\n")
+    spec = importlib.util.spec_from_file_location("cand_threads", own / "cand.py")
+    cand = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cand)
+    origins = rt.ThreadOrigins(own_paths=[own]).install()
+    stop = threading.Event()
+    try:
+        before = rt.thread_count()
+        lib = threading.Thread(target=stop.wait, name="library-pool", daemon=True)
+        lib.start()
+        seen = threading.Event()
+        _thread.start_new_thread(lambda: (threading.current_thread(), seen.set(), stop.wait()), ())
+        assert seen.wait(5)
+        assert rt.check_threads(before, rt.thread_count(), os_slack=8, origins=origins) == []
+        assert rules(rt.check_threads(before, rt.thread_count(), os_slack=8)) == {"runtime-threads"}  # without origins: counted
+        mine = cand.spawn(stop)
+        f = rt.check_threads(before, rt.thread_count(), os_slack=8, origins=origins)
+        assert rules(f) == {"runtime-threads"}
+        assert "'cand-worker'" in f[0].message and "cand.py:4" in f[0].message and "library-pool" not in f[0].message
+    finally:
+        stop.set()
+        origins.uninstall()
+    lib.join()
+    mine.join()
+    assert threading.Thread.start is rt._thread_start
 
 
 def test_check_threads_os_slack():
