@@ -17,6 +17,14 @@ from harness.schema import load_solution
 
 REPO = Path(__file__).resolve().parents[2]
 POINTERS = sorted((REPO / "kernels").glob("*/champion.json"))
+
+
+def _small(definition: str, n: int) -> list[dict]:
+    """The first ``n`` of the definition's interpreter-sized workloads (workloads.small.jsonl)."""
+    lines = (REPO / "definitions" / definition / "workloads.small.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()][:n]
+
+
 # Small enough for the interpreter, and each one takes a different path through the kernels: decode
 # with the state in and absent; prefill short (token by token) and chunked, with an empty sequence.
 CPU_WORKLOADS = {
@@ -33,6 +41,8 @@ CPU_WORKLOADS = {
          "inputs": {"cu_seqlens": {"type": "generated", "generator": "gdn_cu_seqlens", "params": {"mix": "skewed", "empty": 1}},
                     "scale": {"type": "scalar", "value": 1.0}}},
     ],
+    # few tokens over a mixed and a long context: the split-KV path with its merge, sm_scale varied
+    "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64": _small("dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64", 2),
 }
 
 

@@ -1,0 +1,163 @@
+"""DSA sparse attention (16 heads, ckv 512 + kpe 64, top 2048, page 64): split-KV flash decode over the
+selected rows, then a merge. No host synchronization: the split count comes from the shapes alone.
+
+``_attend`` — grid (tokens, splits). A program owns one query token and a contiguous slice of its
+2048 indices. The 16 heads of the token share the selected rows, so they are the M dimension of every
+``tl.dot``: per tile of BLOCK_N indices it gathers the rows (``ckv`` 1 KiB and ``kpe`` 128 B each; an
+index is a physical token id ``page * 64 + offset`` = the row of the flattened cache), computes
+``q_nope @ ckv^T + q_pe @ kpe^T`` (bf16 -> fp32), scales by ``sm_scale * log2(e)`` and runs an online
+softmax in base 2, accumulating ``P @ ckv`` (the value is the compressed KV itself). ``-1`` entries are
+masked; a tile without any valid index is skipped without loading rows (the indexer pads at the end,
+so short contexts skip their empty tail). With one split the program normalizes and writes ``output``
+and the base-2 ``lse`` itself; otherwise it writes its unnormalized partial (acc, running max, sum).
+
+``_merge`` — grid (tokens, DC / MERGE_BLOCK_D): rescales the partials to the global max, sums them and
+writes ``output`` and ``lse = max + log2(sum)``; a token with no valid index gets output 0 and lse -inf.
+
+Split count: the smallest power of two that gives at least TARGET_PROGRAMS programs, no more than
+TOPK / MIN_SPLIT_LEN splits (each split must amortize its partial's 32 KiB write). Decode batches of a
+few tokens therefore spread each token over many SMs; batches of TARGET_PROGRAMS tokens or more run
+one split per token and skip the merge (TARGET_PROGRAMS = 1: never split).
+
+On the CPU (Triton interpreter) the dots widen bf16 to fp32 first (see ``_mm``); on the GPU they are
+bf16 x bf16 -> fp32 ``mma.sync`` (M = 16 is under wgmma's 64).
+
+Tunables (first listed = the best guess before any GPU measurement, the offline search's start):
+BLOCK_N, NUM_WARPS, NUM_STAGES, TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+TOPK = 2048
+HEADS = 16
+DC = 512
+DP = 64
+
+BLOCK_N = 32  # kbot: tunable [32, 16, 64] role=block
+NUM_WARPS = 4  # kbot: tunable [4, 8]
+NUM_STAGES = 2  # kbot: tunable [2, 1, 3]
+TARGET_PROGRAMS = 264  # kbot: tunable [264, 132, 528, 1] role=split
+MIN_SPLIT_LEN = 64  # kbot: tunable [64, 128, 256, 512] role=split
+MERGE_BLOCK_D = 128  # kbot: tunable [128, 64, 256, 512] role=block
+
+
+@triton.jit
+def _mm(a, b, WIDEN: tl.constexpr):
+    """``a @ b`` with fp32 accumulation. WIDEN (CPU only): the Triton interpreter multiplies bf16
+    tensors as their raw uint16 bits, so there the operands are widened to fp32 first; the products
+    are the same (a bf16 x bf16 product is exact in fp32)."""
+    if WIDEN:
+        a = a.to(tl.float32)
+        b = b.to(tl.float32)
+    return tl.dot(a, b)
+
+
+@triton.jit
+def _attend(qn_ptr, qp_ptr, ckv_ptr, kpe_ptr, idx_ptr, sm_scale,
+            o_ptr, lse_ptr, po_ptr, pm_ptr, pl_ptr,
+            H: tl.constexpr, DC: tl.constexpr, DP: tl.constexpr, TOPK: tl.constexpr,
+            BLOCK_N: tl.constexpr, SPLIT_LEN: tl.constexpr, NSPLIT: tl.constexpr, NUM_STAGES: tl.constexpr,
+            WIDEN: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    heads = tl.arange(0, H)
+    dc = tl.arange(0, DC)
+    dp = tl.arange(0, DP)
+    cols = tl.arange(0, BLOCK_N)
+    qn = tl.load(qn_ptr + t * (H * DC) + heads[:, None] * DC + dc[None, :])  # bf16 [H, DC]
+    qp = tl.load(qp_ptr + t * (H * DP) + heads[:, None] * DP + dp[None, :])  # bf16 [H, DP]
+    scale = sm_scale * 1.4426950408889634  # logits in log2 units: exp2 instead of exp
+    m = tl.full([H], float("-inf"), tl.float32)
+    l = tl.zeros([H], tl.float32)
+    acc = tl.zeros([H, DC], tl.float32)
+    start = s * SPLIT_LEN
+    for j in tl.range(start, start + SPLIT_LEN, BLOCK_N, num_stages=NUM_STAGES):
+        idx = tl.load(idx_ptr + t * TOPK + j + cols)
+        valid = idx >= 0  # -1 is padding
+        if tl.max(valid.to(tl.int32), axis=0) > 0:
+            rows = tl.where(valid, idx, 0).to(tl.int64)
+            kc = tl.load(ckv_ptr + rows[:, None] * DC + dc[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DC]
+            kp = tl.load(kpe_ptr + rows[:, None] * DP + dp[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DP]
+            logits = _mm(qn, tl.trans(kc), WIDEN) + _mm(qp, tl.trans(kp), WIDEN)  # [H, BLOCK_N] fp32
+            logits = tl.where(valid[None, :], logits * scale, float("-inf"))
+            m_new = tl.maximum(m, tl.max(logits, axis=1))  # finite: the tile has a valid index
+            alpha = tl.exp2(m - m_new)
+            p = tl.exp2(logits - m_new[:, None])
+            l = l * alpha + tl.sum(p, axis=1)
+            acc = acc * alpha[:, None] + _mm(p.to(kc.dtype), kc, WIDEN)  # P rounded to bf16, as on the GPU
+            m = m_new
+    if NSPLIT == 1:
+        has = l > 0
+        out = acc / tl.where(has, l, 1.0)[:, None]
+        tl.store(o_ptr + t * (H * DC) + heads[:, None] * DC + dc[None, :], out.to(o_ptr.dtype.element_ty))
+        tl.store(lse_ptr + t * H + heads, tl.where(has, m + tl.log2(tl.where(has, l, 1.0)), float("-inf")))
+    else:
+        part = t * NSPLIT + s
+        tl.store(po_ptr + part * (H * DC) + heads[:, None] * DC + dc[None, :], acc)
+        tl.store(pm_ptr + part * H + heads, m)
+        tl.store(pl_ptr + part * H + heads, l)
+
+
+@triton.jit
+def _merge(po_ptr, pm_ptr, pl_ptr, o_ptr, lse_ptr,
+           H: tl.constexpr, DC: tl.constexpr, NSPLIT: tl.constexpr, BLOCK_D: tl.constexpr):
+    t = tl.program_id(0).to(tl.int64)
+    d0 = tl.program_id(1) * BLOCK_D
+    heads = tl.arange(0, H)
+    splits = tl.arange(0, NSPLIT)
+    d = d0 + tl.arange(0, BLOCK_D)
+    pm = tl.load(pm_ptr + (t * NSPLIT + splits[:, None]) * H + heads[None, :])  # [NSPLIT, H]
+    pl = tl.load(pl_ptr + (t * NSPLIT + splits[:, None]) * H + heads[None, :])
+    mx = tl.max(pm, axis=0)  # [H]; -inf when no split saw a valid index
+    has = mx > float("-inf")
+    mx_safe = tl.where(has, mx, 0.0)
+    wts = tl.where(pl > 0, tl.exp2(pm - mx_safe[None, :]), 0.0)  # [NSPLIT, H]; empty splits weigh 0
+    total = tl.sum(pl * wts, axis=0)  # [H]
+    ok = total > 0
+    inv = 1.0 / tl.where(ok, total, 1.0)
+    acc = tl.zeros([H, BLOCK_D], tl.float32)
+    for s in range(NSPLIT):
+        w_s = tl.sum(tl.where(splits[:, None] == s, wts, 0.0), axis=0)  # [H]
+        part = tl.load(po_ptr + ((t * NSPLIT + s) * H + heads[:, None]) * DC + d[None, :])
+        acc += part * w_s[:, None]
+    out = tl.where(ok[:, None], acc * inv[:, None], 0.0)
+    tl.store(o_ptr + t * (H * DC) + heads[:, None] * DC + d[None, :], out.to(o_ptr.dtype.element_ty))
+    if d0 == 0:
+        tl.store(lse_ptr + t * H + heads, tl.where(ok, mx_safe + tl.log2(tl.where(ok, total, 1.0)), float("-inf")))
+
+
+def run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, output=None, lse=None):
+    T, H, Dc = q_nope.shape
+    Dp = q_pe.shape[-1]
+    K = sparse_indices.shape[-1]
+    assert (H, Dc, Dp, K) == (HEADS, DC, DP, TOPK), "specialised for 16 heads, ckv 512, kpe 64, top 2048"
+    assert ckv_cache.shape[-1] == DC and kpe_cache.shape[-1] == DP
+    dev = q_nope.device
+    if output is None:
+        output = torch.empty((T, H, Dc), dtype=torch.bfloat16, device=dev)
+    if lse is None:
+        lse = torch.empty((T, H), dtype=torch.float32, device=dev)
+    if T == 0:
+        return output, lse
+    qn, qp, idx = q_nope.contiguous(), q_pe.contiguous(), sparse_indices.contiguous()
+    ckv, kpe = ckv_cache.contiguous(), kpe_cache.contiguous()
+    # Splits from the shapes only (no host sync): enough programs to fill the GPU, each split long enough.
+    nsplit = 1
+    if T < TARGET_PROGRAMS:
+        nsplit = min(triton.next_power_of_2(triton.cdiv(TARGET_PROGRAMS, T)), max(1, TOPK // max(MIN_SPLIT_LEN, BLOCK_N)))
+    split_len = TOPK // nsplit
+    if nsplit == 1:
+        po = pm = pl = output  # unused by the direct path
+    else:
+        po = torch.empty((T, nsplit, H, Dc), dtype=torch.float32, device=dev)
+        pm = torch.empty((T, nsplit, H), dtype=torch.float32, device=dev)
+        pl = torch.empty((T, nsplit, H), dtype=torch.float32, device=dev)
+    _attend[(T, nsplit)](qn, qp, ckv, kpe, idx, sm_scale, output, lse, po, pm, pl,
+                         H=H, DC=Dc, DP=Dp, TOPK=K, BLOCK_N=BLOCK_N, SPLIT_LEN=split_len, NSPLIT=nsplit,
+                         NUM_STAGES=NUM_STAGES, WIDEN=not q_nope.is_cuda, num_warps=NUM_WARPS)
+    if nsplit > 1:
+        _merge[(T, Dc // MERGE_BLOCK_D)](po, pm, pl, output, lse, H=H, DC=Dc, NSPLIT=nsplit, BLOCK_D=MERGE_BLOCK_D,
+                                         num_warps=4)
+    return output, lse
