@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .guard import runtime as rt
+from .profile.launches import LaunchRecorder
 from .report import Finding
 from .schema import Definition, Language, Solution
 
@@ -29,11 +30,13 @@ class Runtime:
         self.launches: rt.LaunchCounter | None = None
         self.threads_before: rt.ThreadCount | None = None
         self.thread_origins: rt.ThreadOrigins | None = None
+        self.signatures: LaunchRecorder | None = None
 
     def before_import(self) -> None:
         # The launch counter wraps Triton's launcher, so it goes in before the snapshot records identities.
         if self.solution.spec.language is Language.TRITON and self.candidate:
             self.launches = rt.LaunchCounter(own_paths=[self.src_root]).install()
+            self.signatures = LaunchRecorder(self.src_root)
         if self.candidate:  # who starts each thread (the candidate, or the harness/reference/libraries)
             self.thread_origins = rt.ThreadOrigins(own_paths=[self.src_root]).install()
         self.snapshot = rt.IntegritySnapshot.capture(modules=_OWN_MODULES)
@@ -83,6 +86,17 @@ class Runtime:
             findings += rt.kernel_launch_check(self.launches)
             self.launches.reset()
         return findings
+
+    def record_launches(self, on: bool) -> None:
+        """Record the signatures of the solution's Triton launches (for the profiler's ahead-of-time
+        compile) from now on, or stop: the worker records its correctness calls, never its timing."""
+        if self.launches is not None and self.signatures is not None:
+            self.launches.on_launch = self.signatures.observe if on else None
+
+    def launch_signatures(self) -> list[dict[str, Any]]:
+        """What was recorded since the last call (recording stops)."""
+        self.record_launches(False)
+        return self.signatures.take() if self.signatures is not None else []
 
     def after_timing(self) -> list[Finding]:
         return self._common_checks()

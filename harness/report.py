@@ -193,6 +193,24 @@ class BaselineRun(_M):
     reason: str = ""
 
 
+_Scalar = bool | int | float | str | None
+
+
+class LaunchSignature(_M):
+    """One launch signature of a Triton kernel of the solution's own, as the worker's correctness calls
+    launched it (harness/profile/launches.py): what the ahead-of-time compile uses instead of guessing
+    from the source. Written by the candidate's worker, so read as bounded data."""
+
+    kernel: str = Field(max_length=200)
+    source: str = Field(max_length=400)  # the kernel's file, relative to the solution's sources
+    signature: dict[str, str] = Field(max_length=256)  # parameter -> Triton type ("*bf16", "i32", "constexpr")
+    constexprs: dict[str, _Scalar] = Field(default_factory=dict, max_length=256)
+    options: dict[str, int] = Field(default_factory=dict, max_length=8)  # num_warps, num_stages, ...
+    divisible: list[str] = Field(default_factory=list, max_length=256)  # pointers 16-byte aligned, ints divisible by 16
+    unsupported: list[str] = Field(default_factory=list, max_length=256)  # parameters it could not type
+    count: int = 1  # launches with this signature
+
+
 class WorkloadResult(_M):
     uuid: str
     axes: dict[str, int]
@@ -220,6 +238,7 @@ class WorkloadResult(_M):
     # guard refusal).
     isolation: dict[str, Any] | None = None
     baselines: dict[str, BaselineResult] = Field(default_factory=dict)  # declared baselines by name
+    launches: list[LaunchSignature] = Field(default_factory=list, max_length=64)  # Triton solutions only
 
 
 def best_baseline(w: WorkloadResult) -> tuple[str, BaselineResult] | None:

@@ -130,7 +130,7 @@ from .build import build, python_error  # noqa: E402
 from .defconfig import DefinitionConfig, load_config  # noqa: E402
 from .inputs import TIMED_TRIAL, allocate_outputs, clone_inputs, make_inputs, seed_for  # noqa: E402
 from .measure import Refresher, Samples, Timer, TimingConfig, call_solution, refreshable_inputs, wait_until_quiet  # noqa: E402
-from .report import BaselineResult, BuildError, BuildResult, Correctness, Finding, KernelTime, WorkloadResult  # noqa: E402
+from .report import BaselineResult, BuildError, BuildResult, Correctness, Finding, KernelTime, LaunchSignature, WorkloadResult  # noqa: E402
 from .schema import Definition, Solution, Status, Workload  # noqa: E402
 from .stats import paired_ratio, summarize  # noqa: E402
 
@@ -270,6 +270,7 @@ class Evaluator:
         mk = lambda trial: make_inputs(self.definition, w, seed=seed_for(self.seed, w.uuid, trial), device=self.device, config=self.config, dataset_root=self.dataset_root)  # noqa: E731
 
         # ---- correctness: several trials, fresh inputs each, candidate runs before the reference
+        self.guard.record_launches(True)  # their launch signatures, for the profiler (never the timed calls)
         earlier: list[Any] = []  # outputs returned by earlier trials: a fresh call must not hand them back
         trial_refs: list[dict[str, Any]] = []  # the reference's outputs per trial, for the declared baselines
         for trial in range(self.config.trials):
@@ -305,6 +306,7 @@ class Evaluator:
                 res.correctness = corr if r.status is Status.INCORRECT_NUMERICAL else None
                 return self._fail(res, r.status, f"trial {trial}: {r.message}", t0)
         res.correctness = corr
+        self.guard.record_launches(False)
         t_corr = time.monotonic()
         if not wait_gate():
             raise SystemExit(0)  # the parent decided (an observer finding): nothing more to do here
@@ -597,6 +599,10 @@ def main() -> int:
             r = ev.evaluate(w)
         except Exception as e:  # noqa: BLE001 — our own bug or a poisoned context: report, keep going
             r = WorkloadResult(uuid=w.uuid, axes=dict(w.axes), status=Status.RUNTIME_ERROR, message=f"{type(e).__name__}: {e}"[:2000], log=traceback.format_exc()[-6000:])
+        try:  # the launch signatures its correctness calls recorded (harness/profile/launches.py)
+            r.launches = [LaunchSignature.model_validate(x) for x in ev.guard.launch_signatures()]
+        except ValueError:
+            r.launches = []
         send({"type": "result", "result": r.model_dump(mode="json")})
         if (r.status is not Status.PASSED or r.baselines) and not _cuda_context_healthy(ev.device):
             return 4  # an illegal address poisons the context: the parent starts a fresh worker for the rest

@@ -15,8 +15,11 @@ gets its feedback items (``harness.profile.pipeline.profile_report``): on every 
 rules and the static evidence (a Triton solution compiled ahead of time for sm_90 in a sandboxed child:
 registers, spills, SASS facts; cached per solution in ``<runs_dir>/<definition>/<hash>/static.json``),
 on the GPU also ncu with the sections the workload's roofline class calls for, SASS of the kernels it
-ran and NVML energy, for up to ``max_profiled`` workloads within ``profile_budget_s`` seconds per
-candidate. What it cost is in ``report.profiling``.
+ran and NVML energy, for up to ``max_profiled`` workloads, all of it within ``profile_budget_s``
+seconds of wall time per candidate (``harness.profile.plan.ProfileBudget``: the static compile counts,
+each step's subprocesses are stopped at what the budget has left, and what the evaluator's earlier
+candidates' steps cost decides whether one is worth starting). What it cost, and what the budget left
+out, is in ``report.profiling``.
 
 With ``spare_workers`` (the default on the GPU) each evaluation starts the worker processes of the
 next one, so they have imported torch (3-4 s on the H200) when the next candidate arrives; each spare
@@ -65,6 +68,8 @@ class HarnessEvaluator:
     # The GPU of a host this evaluator's runs are pinned to (one per GPU under ``--gpus``:
     # bot/campaign/gpu_rounds.py). Not part of the cache key: GPUs of one host are interchangeable.
     gpu: GPU | None = None
+    # What each profiling step cost on this evaluator's earlier candidates (harness.profile.plan.StepCosts).
+    profile_costs: Any = field(default=None, init=False, repr=False)
     cache_hits: int = field(default=0, init=False)
     runs: int = field(default=0, init=False)
     _spares: Spares | None = field(default=None, init=False, repr=False)
@@ -147,28 +152,32 @@ class HarnessEvaluator:
         """Feedback items into ``report`` (and its report.json in ``run_dir``); nothing when no workload passed."""
         from harness import runfolder
         from harness.profile.pipeline import profile_report
+        from harness.profile.plan import ProfileBudget, StepCosts
         from harness.schema import Status
 
         if not any(w.status is Status.PASSED for w in report.workloads):
             return
-        t0 = time.monotonic()
-        static = self.static_evidence(solution, report)
-        static_s = time.monotonic() - t0
+        if self.profile_costs is None:
+            self.profile_costs = StepCosts()
+        budget = ProfileBudget(self.profile_budget_s, costs=self.profile_costs)  # the clock starts here
+        triton = solution.spec.language.value == "triton"
         profile_report(report, run_dir, self.definition, solution, self.workloads, definition_path=self.definition_path,
-                       profile=self.device == "cuda", max_profiled=self.max_profiled, budget_s=self.profile_budget_s,
-                       static_evidence=static, static=static is not None, gpu=self.gpu)
-        if report.profiling is not None:
-            report.profiling["static_s"] = round(static_s, 3)  # this evaluation's share (0 when cached)
-            report.profiling["spent_s"] = round(report.profiling["spent_s"] + static_s, 3)
+                       profile=self.device == "cuda", max_profiled=self.max_profiled, budget=budget,
+                       static_evidence=(lambda b: self.static_evidence(solution, report, b)) if triton else None,
+                       static=triton, gpu=self.gpu)
         runfolder.write_text(run_dir, "report.json", report.to_json())
         if self.progress:
             self.progress("profiled", {"solution": solution.name, **(report.profiling or {})})
 
-    def static_evidence(self, solution: Solution, report: Report):
+    def static_evidence(self, solution: Solution, report: Report, budget: Any = None):
         """The ahead-of-time compile statistics of a Triton solution (None for any other language),
-        computed once per solution and kept beside its run folders."""
+        computed once per solution, within ``budget`` (``harness.profile.plan.ProfileBudget``), from the
+        launch signatures the evaluation recorded, and kept beside its run folders. A compile the budget
+        refused or stopped is not kept: the next evaluation of the solution tries again."""
         from harness.profile import Collected
-        from harness.profile.triton_module import run_isolated
+        from harness.profile.pipeline import static_compile
+        from harness.profile.plan import ProfileBudget
+        from harness.profile.triton_module import STATIC_VERSION, recorded_launches
 
         if solution.spec.language.value != "triton":
             return None
@@ -176,12 +185,19 @@ class HarnessEvaluator:
         if path.is_file():
             try:
                 data = json.loads(path.read_text())
-                return Collected(source="triton", evidence=data["evidence"], missing=data.get("missing"), raw=data.get("raw") or {})
-            except (ValueError, KeyError, TypeError, OSError):
-                pass  # unreadable: compile again
-        c = run_isolated(solution, self.definition, sandbox_mode=(report.isolation or {}).get("mode") or None)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"evidence": c.evidence, "missing": c.missing, "raw": c.raw}, default=str))
+                if data.get("version") == STATIC_VERSION:
+                    return Collected(source="triton", evidence=data["evidence"], missing=data.get("missing"), raw=data.get("raw") or {})
+            except (ValueError, KeyError, TypeError, OSError, AttributeError):
+                pass  # unreadable or from an older kbot: compile again
+        budget = budget if budget is not None else ProfileBudget(self.profile_budget_s)
+        before = len(budget.left_out)
+        c = static_compile(solution, self.definition, budget, launches=recorded_launches(report),
+                           sandbox_mode=(report.isolation or {}).get("mode") or None)
+        cut = len(budget.left_out) > before or any(x["step"] == "static" and x["outcome"] != "done" for x in budget.steps)
+        if not cut:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"version": STATIC_VERSION, "evidence": c.evidence, "missing": c.missing, "raw": c.raw},
+                                       default=str))
         return c
 
     def set_aside(self, solution: Solution, baseline: Solution | None, why: str) -> Path | None:

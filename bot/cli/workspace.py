@@ -74,8 +74,12 @@ def _progress_printer(console: Any):
                 sp = f", {w.speedup_vs_baseline.median:.3f}x vs champion" if w.speedup_vs_baseline else ""
                 say(f"  workload {w.axes}: {w.status.value}{lat}{sp}")
         elif kind == "harness.profiled":
+            left = [*(d.get("left_out") or []), *(x for x in d.get("steps") or [] if x.get("outcome") == "stopped at the budget")]
             say(f"  profiled {d['solution']}: {d.get('items', 0)} feedback items, {d.get('spent_s', 0):.1f} s"
-                + (f" (budget {d['budget_s']:g} s)" if d.get("budget_s") and d.get("profile") else ""))
+                + (f" (budget {d['budget_s']:g} s)" if d.get("budget_s") else "")
+                + (f"; cut for the budget: {', '.join(x['step'] + (' of ' + str(x['workload'])[:8] if x.get('workload') else '') for x in left)}"
+                   if left else "")
+                + ("; over the budget" if d.get("within_budget") is False else ""))
         elif kind == "decision":
             style = {"promote": "green", "reject": "red", "rebenchmark": "yellow"}.get(d["decision"], "white")
             say(f"PR #{d['pr']}: [{style}]{d['decision']}[/{style}] — {d['headline']}"

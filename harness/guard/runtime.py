@@ -507,6 +507,9 @@ class LaunchCounter:
         self.own_paths = tuple(os.path.realpath(str(p)) + os.sep for p in own_paths)
         self.own_modules = frozenset(own_modules)
         self.launches: list[Launch] = []
+        # Called as on_launch(kernel, args, kwargs) after each launch while set (the worker sets it for
+        # its correctness calls only: harness/profile/launches.py records the launch signatures).
+        self.on_launch: Callable[[Any, tuple, dict], None] | None = None
         self._originals: list[tuple[type, Callable]] = []
         self._wrappers: list[tuple[type, Callable]] = []
         self._libdirs = _library_dirs()
@@ -561,6 +564,12 @@ class LaunchCounter:
             # in an except handler) computed nothing.
             if not kwargs.get("warmup", False):
                 counter._record(kernel)
+                hook = counter.on_launch
+                if hook is not None:
+                    try:
+                        hook(kernel, args, kwargs)
+                    except Exception:  # noqa: BLE001 -- a recording problem never fails the launch
+                        pass
             return result
 
         return run

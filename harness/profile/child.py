@@ -12,13 +12,50 @@ never decides a status, a time or a promotion.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 MAX_RESULT_BYTES = 16 << 20
+
+
+def run_bounded(cmd: list[str], *, timeout: float | None, env: dict[str, str] | None = None,
+                cwd: str | None = None) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True)`` in a session of its own, so that at the
+    timeout the whole process group goes: ncu's profiled target and anything the candidate started,
+    not only the direct child (an orphaned target would keep the GPU busy under the next measurement).
+    Raises ``subprocess.TimeoutExpired`` once the group is killed and reaped."""
+    p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env, cwd=cwd, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        p.wait()
+        try:  # what it printed so far; a process that left the group could hold the pipes open
+            out, err = p.communicate(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            out, err = "", ""
+            for f in (p.stdout, p.stderr):
+                if f is not None:
+                    f.close()
+        raise subprocess.TimeoutExpired(cmd, timeout or 0.0, out, err) from None
+    except BaseException:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        p.wait()
+        raise
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 class CandidateChild:

@@ -21,11 +21,13 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from . import Collected
+from .child import run_bounded
 
 __all__ = [
     "CANDIDATE_RANGE",
@@ -518,14 +520,17 @@ _ALWAYS_KEEP = ("launch__", "device__")  # launch attributes are not always list
 _known_cache: dict[str, set[str] | None] = {}
 
 
-def known_metric_bases(ncu: str, timeout: int = 120) -> tuple[set[str] | None, str]:
-    """Base metric names this ncu lists for the local GPU (``--query-metrics``); None if it cannot say."""
+def known_metric_bases(ncu: str, timeout: float = 120) -> tuple[set[str] | None, str]:
+    """Base metric names this ncu lists for the local GPU (``--query-metrics``); None if it cannot say
+    (a query stopped at ``timeout`` is not remembered: the next run asks again)."""
     if ncu in _known_cache:
         return _known_cache[ncu], ""
     try:
-        p = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=timeout)
+        p = run_bounded([ncu, "--query-metrics"], timeout=timeout)
         text = p.stdout + p.stderr
-    except (OSError, subprocess.TimeoutExpired) as e:
+    except subprocess.TimeoutExpired as e:
+        return None, f"query did not finish in {timeout:.1f} s: {e}"
+    except OSError as e:
         _known_cache[ncu] = None
         return None, f"query failed: {e}"
     known = set(re.findall(r"^\s*([a-z0-9_]+__[A-Za-z0-9_]+)", p.stdout, re.M))
@@ -558,21 +563,33 @@ class NcuRun:
 
 
 def run_ncu(program: list[str], *, ncu: str, metrics: Iterable[str] = METRICS, env: dict[str, str] | None = None,
-            cwd: str | None = None, timeout: int = 600, attempts: int = 4, **command_kw: Any) -> NcuRun:
+            cwd: str | None = None, timeout: float = 600, attempts: int = 4, **command_kw: Any) -> NcuRun:
     """Run ncu on ``program``; metrics this ncu does not know are dropped (query first, then on error).
 
     One unknown metric name makes ncu refuse the whole run, and metric sets change between ncu versions
     and GPUs, so the curated list is filtered against ``--query-metrics`` and, if ncu still complains,
     the names on its ``==ERROR==`` lines are removed and it runs again.
+
+    ``timeout`` bounds the whole call (the query and every attempt together, ncu's start-up included):
+    each process gets what is left, its process group is killed there, and ``subprocess.TimeoutExpired``
+    is raised.
     """
-    known, _ = known_metric_bases(ncu)
+    deadline = time.monotonic() + timeout
+
+    def left() -> float:
+        rest = deadline - time.monotonic()
+        if rest <= 0:
+            raise subprocess.TimeoutExpired([ncu], timeout)
+        return rest
+
+    known, _ = known_metric_bases(ncu, timeout=min(120.0, left()))
     wanted, dropped = filter_metrics(metrics, known)
     logs: list[str] = []
     cmd: list[str] = []
     rc: int | None = None
     for attempt in range(attempts):
         cmd = ncu_command(program, metrics=wanted, ncu=ncu, **command_kw)
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+        p = run_bounded(cmd, timeout=left(), env=env, cwd=cwd)
         rc = p.returncode
         logs.append(f"$ {command_text(cmd)}\n# attempt {attempt}, rc={rc}\n{p.stderr[-20000:]}")
         if re.search(r'^"?ID"?,', p.stdout, re.M):

@@ -14,7 +14,7 @@ import json
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from ..ceilings import Ceilings, ceilings_for, documented_ceilings
 from ..feedback.engine import FeedbackResult, kernel_level, load_rules, merge_results, run_rules
@@ -24,7 +24,9 @@ from ..roofline import given_counts
 from ..roofline import roofline as compute_roofline
 from ..schema import Definition, Solution, Status, Workload
 from . import Collected
+from .child import run_bounded
 from .ncu import METRICS, command_text, find_ncu, ncu_evidence, run_ncu
+from .plan import ProfileBudget, plan_for
 from .sass import facts_evidence, find_tool, parse_sass, pick_function
 
 __all__ = ["ProfileOutcome", "analyze", "dominant_static", "explain_csv", "profile_report", "profile_workload", "sass_from_dirs"]
@@ -107,11 +109,15 @@ def explain_csv(csv_text: str, definition: Definition, axes: dict[str, int], *, 
 # ------------------------------------------------------------------------------------- GPU runner
 
 
-def sass_from_dirs(dirs: Iterable[Path], function: str | None = None) -> Collected:
-    """SASS facts for ``function`` from cubins / shared objects under ``dirs`` (Triton cache, build dir)."""
+def sass_from_dirs(dirs: Iterable[Path], function: str | None = None, *, timeout_s: float | None = None) -> Collected:
+    """SASS facts for ``function`` from cubins / shared objects under ``dirs`` (Triton cache, build dir).
+    ``timeout_s`` bounds all the ``cuobjdump`` runs together (``subprocess.TimeoutExpired`` past it)."""
+    import time
+
     exe = find_tool("cuobjdump")
     if exe is None:
         return Collected.unavailable("sass", "cuobjdump not found")
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     funcs: dict[str, dict[str, Any]] = {}
     for d in dirs:
         if not Path(d).is_dir():
@@ -119,7 +125,10 @@ def sass_from_dirs(dirs: Iterable[Path], function: str | None = None) -> Collect
         for f in sorted(Path(d).rglob("*")):
             if f.suffix not in (".cubin", ".so", ".o") or not f.is_file():
                 continue
-            p = subprocess.run([exe, "--dump-sass", str(f)], capture_output=True, text=True, timeout=120)
+            left = 120.0 if deadline is None else min(120.0, deadline - time.monotonic())
+            if left <= 0:
+                raise subprocess.TimeoutExpired([exe], timeout_s or 0.0)
+            p = run_bounded([exe, "--dump-sass", str(f)], timeout=left)
             if p.returncode == 0:
                 funcs.update(parse_sass(p.stdout))
     if not funcs:
@@ -133,16 +142,20 @@ def sass_from_dirs(dirs: Iterable[Path], function: str | None = None) -> Collect
 
 def profile_workload(solution: Solution, definition: Definition, workload: Workload, workdir: Path, *,
                      definition_path: Path | None = None, seed: int = 0, kernel_regex: str | None = None,
-                     metrics: Iterable[str] = METRICS, energy: bool = True, timeout_s: int = 600,
+                     metrics: Iterable[str] = METRICS, energy: bool = True, timeout_s: float = 600,
                      python: str | None = None, sandbox_mode: str | None = None,
-                     gpu: Any = None) -> tuple[list[Collected], dict[str, str]]:
+                     gpu: Any = None, budget: ProfileBudget | None = None) -> tuple[list[Collected], dict[str, str]]:
     """Collect ncu, SASS and NVML evidence for one workload on this machine's GPU. The candidate runs
     in sandboxed children with private scratch folders (harness/profile/child.py); ``workdir`` gets
     only what this process writes (the ncu CSV and log). ``gpu`` (``harness.gpu_pool.GPU``): the one GPU
-    the children see, as the evaluation's workers did."""
+    the children see, as the evaluation's workers did. ``budget``: each step (ncu, SASS, energy) is
+    granted by it, with what it has left as the step's timeout (``timeout_s`` caps each step), and a
+    step it refuses or stops reports its evidence as missing with the reason."""
     from ..runner import sandbox_reads
     from .child import CandidateChild
 
+    budget = budget if budget is not None else ProfileBudget(None)
+    uid = workload.uuid
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     read = sandbox_reads(None, definition, definition_path)
@@ -154,14 +167,20 @@ def profile_workload(solution: Solution, definition: Definition, workload: Workl
     collected: list[Collected] = []
 
     ncu = find_ncu()
+    grant = budget.grant("ncu", uid, cap_s=timeout_s) if ncu is not None else None
     if ncu is None:
         collected.append(Collected.unavailable("ncu", "ncu (Nsight Compute) not found on PATH or in /usr/local/cuda/bin"))
         collected.append(sass_from_dirs([], None))
+    elif grant is not None and not grant.ok:
+        collected.append(Collected.unavailable("ncu", grant.refused or ""))
+        collected.append(Collected.unavailable("sass", "not run: no ncu run compiled the kernels (ncu " + (grant.refused or "") + ")"))
     else:
+        assert grant is not None and grant.timeout_s is not None
         with CandidateChild(sandbox_mode, read, gpu) as child:
+            stopped = False
             try:
                 run = run_ncu(child.command("harness.profile.driver", {**base, "warmup": 3, "calls": 1, "energy": False}, python),
-                              ncu=ncu, metrics=metrics, env=child.env(), cwd=str(child.scratch), timeout=timeout_s,
+                              ncu=ncu, metrics=metrics, env=child.env(), cwd=str(child.scratch), timeout=grant.timeout_s,
                               kernel_regex=kernel_regex)
                 files["ncu_command"] = command_text(run.command)
                 csv_path = workdir / "ncu.csv"
@@ -177,14 +196,31 @@ def profile_workload(solution: Solution, definition: Definition, workload: Workl
                     ev.raw["dropped_metrics"] = run.dropped
                 collected.append(ev)
             except subprocess.TimeoutExpired:
-                collected.append(Collected.unavailable("ncu", f"ncu did not finish in {timeout_s} s"))
+                stopped = True
+                collected.append(Collected.unavailable("ncu", f"ncu {budget.stopped_reason(grant)}"))
+            budget.finish(grant, stopped=stopped)
             main_kernel = next((c.evidence.get("kernel_name") for c in collected if c.source == "ncu" and c.ok), None)
-            collected.append(sass_from_dirs(child.cache_dirs(), main_kernel))
-    if energy:
+            sg = budget.grant("sass", uid, cap_s=timeout_s)
+            if not sg.ok:
+                collected.append(Collected.unavailable("sass", sg.refused or ""))
+            else:
+                stopped = False
+                try:
+                    collected.append(sass_from_dirs(child.cache_dirs(), main_kernel, timeout_s=sg.timeout_s))
+                except subprocess.TimeoutExpired:
+                    stopped = True
+                    collected.append(Collected.unavailable("sass", f"cuobjdump {budget.stopped_reason(sg)}"))
+                budget.finish(sg, stopped=stopped)
+    eg = budget.grant("energy", uid, cap_s=timeout_s) if energy else None
+    if eg is not None and not eg.ok:
+        collected.append(Collected.unavailable("nvml", eg.refused or ""))
+    elif eg is not None:
+        assert eg.timeout_s is not None
+        stopped = False
         with CandidateChild(sandbox_mode, read, gpu) as child:
             try:
-                p = subprocess.run(child.command("harness.profile.driver", {**base, "warmup": 3, "calls": 10, "energy": True}, python),
-                                   capture_output=True, text=True, timeout=timeout_s, env=child.env(), cwd=str(child.scratch))
+                p = run_bounded(child.command("harness.profile.driver", {**base, "warmup": 3, "calls": 10, "energy": True}, python),
+                                timeout=eg.timeout_s, env=child.env(), cwd=str(child.scratch))
                 res = child.result() or {"error": p.stderr[-400:]}
                 e = res.get("energy") if isinstance(res.get("energy"), dict) else {}
                 if res.get("ok") is True and "energy_j_per_call" in e:
@@ -192,48 +228,64 @@ def profile_workload(solution: Solution, definition: Definition, workload: Workl
                 else:
                     collected.append(Collected.unavailable("nvml", str(e.get("missing") or res.get("error") or "energy run failed")[:400]))
             except subprocess.TimeoutExpired:
-                collected.append(Collected.unavailable("nvml", f"energy run did not finish in {timeout_s} s"))
+                stopped = True
+                collected.append(Collected.unavailable("nvml", f"energy run {budget.stopped_reason(eg)}"))
+        budget.finish(eg, stopped=stopped)
     return collected, files
+
+
+def static_compile(solution: Solution, definition: Definition, budget: ProfileBudget, *, launches: list[dict[str, Any]] | None = None,
+                   sandbox_mode: str | None = None, cap_s: float = 300) -> Collected:
+    """The ahead-of-time sm_90 statistics of a Triton solution (``triton_module.run_isolated``) as a step
+    of ``budget``: refused, or stopped at what the budget has left, it is missing with the reason.
+    ``launches``: the kernels' recorded launch signatures (``recorded_launches``)."""
+    from .triton_module import run_isolated
+
+    grant = budget.grant("static", None, cap_s=cap_s)
+    if not grant.ok:
+        return Collected.unavailable("triton", f"ahead-of-time compile {grant.refused}")
+    assert grant.timeout_s is not None
+    c = run_isolated(solution, definition, timeout_s=grant.timeout_s, sandbox_mode=sandbox_mode, launches=launches)
+    stopped = bool(c.raw.get("timed_out"))
+    budget.finish(grant, stopped=stopped)
+    if stopped:
+        return Collected.unavailable("triton", f"ahead-of-time compile {budget.stopped_reason(grant)}")
+    return c
 
 
 def profile_report(report: Report, out: Path, definition: Definition, solution: Solution, workloads: list[Workload], *,
                    ceilings: Ceilings | None = None, definition_path: Path | None = None, profile: bool = True,
                    max_profiled: int = 4, static: bool = True, rules_dir: str | Path | None = None,
-                   sandbox_mode: str | None = None, budget_s: float | None = None,
-                   static_evidence: Collected | None = None, gpu: Any = None) -> dict[str, Any]:
+                   sandbox_mode: str | None = None, budget_s: float | None = None, budget: ProfileBudget | None = None,
+                   static_evidence: Collected | Callable[[ProfileBudget], Collected | None] | None = None,
+                   gpu: Any = None) -> dict[str, Any]:
     """Fold roofline, feedback items, profile evidence and energy into each PASSED workload of ``report``;
     returns what the profiling cost and covered (also ``report.profiling``).
 
     Every passing workload gets its roofline (with the measured median) and the rules that need no
     profiler. Up to ``max_profiled`` of them -- spread from the smallest to the largest roofline floor,
     since one ncu run costs tens of seconds -- are also profiled (ncu, SASS, NVML) when ``profile``,
-    the largest first, each with the ncu sections its roofline class calls for (``plan.plan_for``) and
-    only while the per-candidate ``budget_s`` allows (``plan.ProfileBudget``; None: no limit).
+    the largest first, each with the ncu sections its roofline class calls for (``plan.plan_for``).
+    The energy run is left out where the timing worker already measured the workload's energy (the
+    figure the report keeps). Every step is granted by the per-candidate budget (``plan.ProfileBudget``:
+    ``budget``, or a fresh one of ``budget_s`` seconds, None: no limit), which also bounds it.
     With ``static`` (and a Triton solution) the kernels are also compiled ahead of time for sm_90 in a
-    child process, once, and their statistics (registers, spills, SASS facts) join every workload's
+    child process, once, with the launch signatures the evaluation's workers recorded
+    (``recorded_launches``), and their statistics (registers, spills, SASS facts) join every workload's
     evidence -- the part of the feedback that needs no GPU. ``gpu``: the GPU the evaluation was pinned to
-    (profiled there too). ``static_evidence``: that compile's result
-    when the caller already has it (a campaign caches it per solution), so it is not compiled again.
+    (profiled there too). ``static_evidence``: that compile's result when the caller already has it,
+    so it is not compiled again, or how the caller gets it (called with the budget where the compile
+    would run: a campaign keeps it per solution).
     Writes ``<out>/profile/<uuid>/{ncu.csv, ncu.log, feedback.json, feedback.md}``, all by this process;
     candidate code runs in sandboxed children (``sandbox_mode``, default the report's) whose folders are
     private and elsewhere.
     """
-    import time
-
-    from .plan import ProfileBudget, plan_for
+    from .triton_module import recorded_launches
 
     out = Path(out)
-    budget = ProfileBudget(budget_s)
+    budget = budget if budget is not None else ProfileBudget(budget_s)
     mode = sandbox_mode or (report.isolation or {}).get("mode") or None
-    static_ev: list[Collected] = []
-    if static_evidence is not None:
-        static_ev = [static_evidence]
-    elif static and solution is not None and solution.spec.language.value == "triton":
-        from .triton_module import run_isolated
-
-        t0 = time.monotonic()
-        static_ev = [run_isolated(solution, definition, sandbox_mode=mode)]
-        budget.static_s = time.monotonic() - t0
+    # What needs no profiler first (ceilings, rules, plans): after the last step only the analysis runs.
     if ceilings is None:
         ceilings = _ceilings_for_report(report)
     rules = load_rules(rules_dir)
@@ -258,18 +310,21 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
         n = min(max_profiled, len(ordered))
         idx = sorted({round(i * (len(ordered) - 1) / max(n - 1, 1)) for i in range(n)})
         chosen = [ordered[i] for i in reversed(idx)]  # the largest first: it dominates the time
+    static_ev: list[Collected] = []
+    if callable(static_evidence):
+        got = static_evidence(budget)
+        static_ev = [got] if got is not None else []
+    elif static_evidence is not None:
+        static_ev = [static_evidence]
+    elif static and solution is not None and solution.spec.language.value == "triton":
+        static_ev = [static_compile(solution, definition, budget, launches=recorded_launches(report), sandbox_mode=mode)]
     gathered: dict[str, tuple[list[Collected], dict[str, str]]] = {}
     for wr in chosen:
-        if not budget.allows_another():
-            budget.skipped.append(wr.uuid)
-            gathered[wr.uuid] = ([Collected.unavailable("ncu", f"not profiled: the per-candidate profiling budget of "
-                                                        f"{budget.seconds:g} s was spent ({budget.spent_s:.0f} s)")], {})
-            continue
-        t0 = time.monotonic()
+        # Each step asks the budget itself; one it refuses reports its evidence missing, with why.
         gathered[wr.uuid] = profile_workload(solution, definition, by_uuid[wr.uuid], out / "profile" / wr.uuid,
                                              definition_path=definition_path, sandbox_mode=mode,
-                                             metrics=plans[wr.uuid].metrics, gpu=gpu)
-        budget.workload_s[wr.uuid] = time.monotonic() - t0
+                                             metrics=plans[wr.uuid].metrics, gpu=gpu, budget=budget,
+                                             energy=wr.energy_j_per_call is None)
     for wr in passing:
         w = by_uuid[wr.uuid]
         axes = definition.resolve_axes(w.axes)
@@ -291,8 +346,9 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
         (wdir / "feedback.md").write_text(outcome.markdown(title=f"{definition.name} / {wr.uuid}"))
     static_state = (static_ev[0].missing or "ok") if static_ev else (
         "not a Triton solution" if static else "not requested")
+    ran_ncu = {x["workload"] for x in budget.steps if x["step"] == "ncu"}
     record = {**budget.record(), "profile": bool(profile), "static": static_state,
-              "profiled": [wr.uuid for wr in chosen if wr.uuid in budget.workload_s],
+              "profiled": [wr.uuid for wr in chosen if wr.uuid in ran_ncu],
               "items": sum(len(wr.feedback) for wr in passing), "workloads": len(passing)}
     report.profiling = record
     return record

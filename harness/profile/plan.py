@@ -5,23 +5,30 @@ picks the micro-profiling rules (the rules of ``skills/profiling/rules/`` whose 
 and the ncu sections whose metrics those rules read (``harness.profile.ncu.SECTIONS``). A workload
 without a roofline (no ceilings for the device) gets every section and every rule.
 
-The per-candidate budget (:class:`ProfileBudget`) bounds what one evaluation spends on profiling: the
-ahead-of-time compile statistics and each profiled workload (ncu, SASS, NVML) are timed, and a workload
-is profiled only while the time spent plus the mean cost of one profiled workload so far fits the
-budget. What was spent and what the budget left out are recorded in the report (``Report.profiling``).
+The per-candidate budget (:class:`ProfileBudget`) bounds the wall time one evaluation spends on
+profiling, from the ahead-of-time compile to the last file written: every step (``STEPS``: the static
+compile, then per profiled workload ncu, SASS and NVML energy) asks the budget for a grant before it
+starts. A step is not started when less than ``MIN_STEP_S`` is left, or when what it cost before
+(:class:`StepCosts`: this candidate's earlier steps of its kind and, through an evaluator that keeps
+one, earlier candidates') is more than is left; a step that starts gets what is left (less
+``RESERVE_S``, kept for the analysis after the last step) as the timeout of its subprocesses, which
+are stopped there, their whole process group killed. So the time spent stays within the budget plus
+``OVERRUN_S`` (killing and reaping a stopped step, and the rule engine's pass). What was spent, each
+step's cost and outcome, and every piece of evidence the budget left out, with why, are recorded in the
+report (``Report.profiling``) and in the ``missing`` reasons of the workloads' profiles.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ..feedback.engine import Rule, bottleneck_classes, load_rules
 from ..report import Roofline
 from .ncu import SECTIONS, section_metrics
 
-__all__ = ["CLASS_SECTIONS", "ProfileBudget", "ProfilePlan", "plan_for"]
+__all__ = ["CLASS_SECTIONS", "MIN_STEP_S", "OVERRUN_S", "RESERVE_S", "STEPS", "Grant", "ProfileBudget", "ProfilePlan", "StepCosts", "plan_for"]
 
 # The ncu sections each class of workload calls for. Speed of light and the launch shape always (every
 # rule family starts from them); then what explains that class: memory-bound kernels need the global
@@ -59,33 +66,133 @@ def plan_for(roofline: Roofline | None, rules: list[Rule] | None = None) -> Prof
                        tuple(r.name for r in rules if r.applies(classes)))
 
 
+# The steps of profiling a candidate and the evidence (``Collected.source``) each one produces.
+STEPS: dict[str, str] = {"static": "triton", "ncu": "ncu", "sass": "sass", "energy": "nvml"}
+# What the budget may be exceeded by: a step stopped at its timeout has its process group killed and
+# reaped (tens of ms; a CUDA context's teardown can take longer), then the rule engine runs over every
+# workload and writes its files (well under a second for tens of workloads).
+OVERRUN_S = 1.0
+RESERVE_S = 0.25  # kept back from every step's timeout for the analysis after the last step
+MIN_STEP_S = 1.0  # no step is started with less left: a Python child alone takes longer to start
+
+
+@dataclass
+class StepCosts:
+    """Seconds the profiling steps took, by step. One per campaign evaluator, so the second candidate
+    knows what ncu cost on the first; a fresh one per ``kbot eval``."""
+
+    done: dict[str, list[float]] = field(default_factory=dict)  # steps that finished
+    stopped: dict[str, list[float]] = field(default_factory=dict)  # stopped at their timeout: they need more
+
+    def add(self, step: str, seconds: float, *, stopped: bool = False) -> None:
+        (self.stopped if stopped else self.done).setdefault(step, []).append(float(seconds))
+
+    def expected(self, step: str) -> float | None:
+        """The mean of the finished runs, raised to the longest stopped run (a run stopped after t
+        seconds needed more than t); None before any run of the step."""
+        done, stopped = self.done.get(step) or [], self.stopped.get(step) or []
+        if not done and not stopped:
+            return None
+        return max(sum(done) / len(done) if done else 0.0, max(stopped) if stopped else 0.0)
+
+
+@dataclass
+class Grant:
+    """The budget's answer to a step about to start: the timeout its subprocesses get (None: no limit),
+    or why it must not start (``refused``)."""
+
+    step: str
+    workload: str | None
+    timeout_s: float | None
+    started: float
+    refused: str | None = None
+    by_budget: bool = False  # the timeout is what the budget had left (not the step's own cap)
+
+    @property
+    def ok(self) -> bool:
+        return self.refused is None
+
+
 @dataclass
 class ProfileBudget:
-    """Wall-clock seconds one candidate may spend on profiling, and how they were spent."""
+    """Wall-clock seconds one candidate may spend on profiling, and how they were spent (module docstring)."""
 
     seconds: float | None  # None: no limit
-    started: float = field(default_factory=time.monotonic)
-    static_s: float = 0.0
-    workload_s: dict[str, float] = field(default_factory=dict)
-    skipped: list[str] = field(default_factory=list)
+    costs: StepCosts = field(default_factory=StepCosts)
+    clock: Callable[[], float] = time.monotonic
+    started: float | None = None  # the clock's reading when profiling began (default: now)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # every step that ran: cost and outcome
+    left_out: list[dict[str, Any]] = field(default_factory=list)  # steps not run for the budget, and why
 
     def __post_init__(self) -> None:
         if self.seconds is not None and not self.seconds > 0:
             raise ValueError(f"a profiling budget must be positive seconds (or None for no limit), not {self.seconds!r}")
+        if self.started is None:
+            self.started = self.clock()
 
     @property
     def spent_s(self) -> float:
-        return time.monotonic() - self.started
+        assert self.started is not None
+        return self.clock() - self.started
 
-    def allows_another(self) -> bool:
-        """True when one more profiled workload is expected to fit: the first always runs (its cost is
-        the estimate), later ones when spent + the mean cost so far stays within the budget."""
-        if self.seconds is None or not self.workload_s:
-            return True
-        mean = sum(self.workload_s.values()) / len(self.workload_s)
-        return self.spent_s + mean <= self.seconds
+    def remaining_s(self) -> float | None:
+        return None if self.seconds is None else self.seconds - self.spent_s
+
+    def grant(self, step: str, workload: str | None = None, *, cap_s: float | None = None) -> Grant:
+        """Whether ``step`` (of ``STEPS``) may start now, and with which timeout: what is left less
+        ``RESERVE_S``, no more than ``cap_s``. A refusal is recorded in ``left_out``."""
+        if step not in STEPS:
+            raise ValueError(f"unknown profiling step {step!r}; known: {sorted(STEPS)}")
+        now = self.clock()
+        if self.seconds is None:
+            return Grant(step, workload, cap_s, now)
+        left = self.seconds - (now - self.started) - RESERVE_S  # type: ignore[operator]
+        expected = self.costs.expected(step)
+        why = None
+        if left < MIN_STEP_S:
+            why = (f"not run: the profiling budget of {self.seconds:g} s was spent "
+                   f"({now - self.started:.1f} s used, {max(left, 0.0):.1f} s left)")  # type: ignore[operator]
+        elif expected is not None and expected > left:
+            why = (f"not run: {step} took {expected:.1f} s on earlier runs and the profiling budget of "
+                   f"{self.seconds:g} s has {left:.1f} s left")
+        if why is not None:
+            self.left_out.append({"step": step, "workload": workload, "evidence": STEPS[step], "why": why})
+            return Grant(step, workload, None, now, refused=why)
+        if cap_s is not None and cap_s < left:
+            return Grant(step, workload, cap_s, now)
+        return Grant(step, workload, left, now, by_budget=True)
+
+    def finish(self, grant: Grant, *, stopped: bool = False, outcome: str | None = None) -> float:
+        """Record what a granted step cost; ``stopped``: it ran into its timeout. Returns the seconds."""
+        if not grant.ok:
+            raise ValueError(f"{grant.step} was refused ({grant.refused}): nothing ran to finish")
+        seconds = self.clock() - grant.started
+        self.costs.add(grant.step, seconds, stopped=stopped)
+        self.steps.append({"step": grant.step, "workload": grant.workload, "s": round(seconds, 3),
+                           "outcome": "stopped at the budget" if stopped else (outcome or "done")})
+        return seconds
+
+    def stopped_reason(self, grant: Grant) -> str:
+        """The ``missing`` reason of evidence whose step ran into its timeout."""
+        limit = f"{grant.timeout_s:.1f} s" if grant.timeout_s is not None else "its limit"
+        if grant.by_budget:
+            return f"stopped after {limit}: all the profiling budget of {self.seconds:g} s had left"
+        return f"did not finish in {limit}"
+
+    def workload_s(self) -> dict[str, float]:
+        """Seconds spent per profiled workload (its ncu, SASS and energy steps together)."""
+        out: dict[str, float] = {}
+        for s in self.steps:
+            if s["workload"] is not None:
+                out[s["workload"]] = round(out.get(s["workload"], 0.0) + s["s"], 3)
+        return out
 
     def record(self) -> dict[str, Any]:
-        return {"budget_s": self.seconds, "spent_s": round(self.spent_s, 3), "static_s": round(self.static_s, 3),
-                "profiled_s": {k: round(v, 3) for k, v in self.workload_s.items()},
-                "skipped_for_budget": list(self.skipped)}
+        spent = self.spent_s
+        static = sum(s["s"] for s in self.steps if s["step"] == "static")
+        return {"budget_s": self.seconds, "spent_s": round(spent, 3), "tolerance_s": OVERRUN_S,
+                "within_budget": self.seconds is None or spent <= self.seconds + OVERRUN_S,
+                "static_s": round(static, 3), "profiled_s": self.workload_s(), "steps": list(self.steps),
+                "left_out": list(self.left_out),
+                "skipped_for_budget": list(dict.fromkeys(x["workload"] for x in self.left_out
+                                                         if x["step"] == "ncu" and x["workload"] is not None))}

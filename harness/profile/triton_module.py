@@ -2,10 +2,19 @@
 
 On a CPU-only machine (CI, a laptop) no kernel is ever compiled for the GPU, yet registers, spills,
 tensor-core use and load widths are visible from an ahead-of-time sm_90 compile. What such a compile
-needs beyond the kernel is the value of each ``tl.constexpr`` parameter; those come from the launch
-sites in the source (``kernel[grid](x, y, BLOCK=1024, num_warps=4)``), read with :mod:`ast`:
-keyword and positional constants, and names bound to integers at module level. A kernel whose
-constexprs cannot be resolved that way is reported as missing, with the names.
+needs beyond the kernel is each parameter's type and the value of each ``tl.constexpr`` parameter.
+
+The first source of both is the evaluation itself: the worker records the signature of every launch
+of the solution's own kernels during its correctness calls (harness/profile/launches.py,
+``WorkloadResult.launches``), and :func:`recorded_launches` picks, per kernel, the last launch in the
+workload that took the longest (the one that dominates the time). A kernel without a recorded launch
+(``kbot explain --solution``, a workload that failed before launching it) falls back to the launch
+sites in the source (``kernel[grid](x, y, BLOCK=1024, num_warps=4)``), read with :mod:`ast`: keyword
+and positional constants, and names bound to integers at module level; pointer dtypes from the
+definition's tensor names. A kernel that can be typed neither way is reported as missing, with the
+names. Each kernel's details say which source its launch came from (and, for a recorded one, the
+workload and the device: on the CPU the interpreter's launch, whose device-dependent constexprs have
+their CPU values).
 
 :func:`module_triton_evidence` works on an already-imported module (inside the harness worker, where
 the candidate is imported anyway). :func:`solution_triton_evidence` imports the solution itself --
@@ -17,19 +26,71 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import json
+import re
 import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ..schema import Definition, Solution
+from ..report import Report, WorkloadResult
+from ..schema import Definition, Solution, Status
 from . import Collected
 from .triton_stats import TRITON_DTYPES, infer_signature, triton_evidence, unwrap_jit
 
-__all__ = ["launch_hints", "module_triton_evidence", "pointer_dtype_fallback", "run_isolated", "solution_triton_evidence"]
+__all__ = ["STATIC_VERSION", "launch_hints", "module_triton_evidence", "pointer_dtype_fallback", "recorded_launches", "run_isolated",
+           "solution_triton_evidence"]
 
 _LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+# The shape of a kept static result (bot/campaign/harness_evaluator.py's static.json); older ones are compiled again.
+STATIC_VERSION = 2
+_TRITON_TYPE = re.compile(r"\*?(i1|i8|i16|i32|i64|u8|u16|u32|u64|fp8e4nv|fp8e5|fp16|bf16|fp32|fp64)|constexpr")
+
+
+def recorded_launches(report: Report) -> list[dict[str, Any]]:
+    """Per kernel of the solution's own (by source file and name), the launch to compile: its last
+    launch in the workload that took the longest among those that launched it (passed workloads first,
+    by median latency; then the others in order). Each carries ``workload``, ``device`` (where it was
+    recorded) and ``distinct`` (how many different signatures of the kernel the evaluation saw)."""
+    def rank(i_w: tuple[int, WorkloadResult]) -> tuple[int, float, int]:
+        i, w = i_w
+        passed = w.status is Status.PASSED and w.latency_ms is not None
+        return (0 if passed else 1, -(w.latency_ms.median if passed and w.latency_ms else 0.0), i)
+
+    chosen: dict[tuple[str, str], dict[str, Any]] = {}
+    distinct: dict[tuple[str, str], set[str]] = {}
+    for _, w in sorted(enumerate(report.workloads), key=rank):
+        for rec in w.launches:
+            key = (rec.source, rec.kernel)
+            d = rec.model_dump(mode="json")
+            distinct.setdefault(key, set()).add(json.dumps({k: v for k, v in d.items() if k != "count"}, sort_keys=True))
+            if key not in chosen or chosen[key]["workload"] == w.uuid:  # the last launch of the first workload
+                chosen[key] = {**d, "workload": w.uuid, "device": report.device.kind}
+    return [{**v, "distinct": len(distinct[k])} for k, v in chosen.items()]
+
+
+def _recorded_signature(jit: Any, rec: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], dict[str, int], list[str]]:
+    """(signature, constexprs, launch options, divisible) of a recorded launch, checked
+    against the kernel it names (the record is data from the candidate's worker); ValueError if off."""
+    sig = rec.get("signature") if isinstance(rec.get("signature"), dict) else {}
+    if rec.get("unsupported"):
+        raise ValueError(f"the recorded launch could not type {', '.join(map(str, rec['unsupported']))[:300]}")
+    if list(sig) != list(jit.arg_names) and set(sig) != set(jit.arg_names):
+        raise ValueError(f"the recorded launch's parameters {sorted(sig)[:20]} are not the kernel's {jit.arg_names[:20]}")
+    bad = [f"{k}: {v!r}" for k, v in sig.items() if not isinstance(v, str) or not _TRITON_TYPE.fullmatch(v)]
+    if bad:
+        raise ValueError(f"the recorded launch has types Triton does not take: {', '.join(bad)[:300]}")
+    constexpr_names = {p.name for p in jit.params if p.is_constexpr}
+    consts = dict(rec.get("constexprs") or {})
+    for name, ty in sig.items():
+        if (ty == "constexpr") != (name in consts):
+            raise ValueError(f"the recorded launch's constexpr {name} has no value" if ty == "constexpr"
+                             else f"the recorded launch gives {name} a constexpr value but types it {ty}")
+    if not constexpr_names <= {k for k, v in sig.items() if v == "constexpr"}:
+        raise ValueError(f"the recorded launch types constexprs {sorted(constexpr_names - set(consts))} as values")
+    options = {k: int(v) for k, v in (rec.get("options") or {}).items() if k in _LAUNCH_OPTIONS and k != "num_ctas"}
+    return dict(sig), consts, options, [str(x) for x in rec.get("divisible") or []]
 
 
 def _const(node: ast.AST, module_ints: dict[str, int]) -> Any:
@@ -108,23 +169,47 @@ def pointer_dtype_fallback(jit: Any, dtypes: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def module_triton_evidence(module: ModuleType, source: str, definition: Definition) -> tuple[Collected, dict[str, Any]]:
-    """(evidence of the largest kernel, per-kernel details) for every @triton.jit kernel of ``module``."""
+def module_triton_evidence(module: ModuleType, source: str, definition: Definition,
+                           launches: list[dict[str, Any]] | None = None) -> tuple[Collected, dict[str, Any]]:
+    """(evidence of the largest kernel, per-kernel details) for every @triton.jit kernel of ``module``;
+    ``launches``: recorded launch signatures of this module's kernels (``recorded_launches``), used
+    before the launch sites of the source."""
     kernels = _jit_kernels(module)
     if not kernels:
         return Collected.unavailable("triton", "no @triton.jit kernel in the solution"), {}
+    recorded = {r["kernel"]: r for r in launches or [] if isinstance(r, dict) and r.get("kernel") in kernels}
     module_ints = {k: v for k, v in vars(module).items() if isinstance(v, int) and not isinstance(v, bool)}
     hints = launch_hints(source, module_ints)
-    launched = [k for k in kernels if k in hints]
+    launched = [k for k in kernels if k in hints or k in recorded]
     if launched:  # @triton.jit helpers called from inside kernels are not kernels of their own
         kernels = {k: kernels[k] for k in launched}
     dtypes = _tensor_dtypes(definition)
     details: dict[str, Any] = {}
     best: Collected | None = None
+
+    def keep(name: str, c: Collected, detail: dict[str, Any]) -> None:
+        nonlocal best
+        details[name] = {"evidence": c.evidence, **detail}
+        if best is None or c.evidence.get("sass_instructions", 0) > best.evidence.get("sass_instructions", 0):
+            best = c
+
     for name, fn in kernels.items():
         jit = unwrap_jit(fn)
-        sites = hints.get(name) or [{"__positional": {}}]
         problems = []
+        rec = recorded.get(name)
+        if rec is not None:
+            try:
+                sig, consts, options, divisible = _recorded_signature(jit, rec)
+            except ValueError as e:
+                problems.append(str(e))
+            else:
+                c = triton_evidence(fn, sig, consts, tensor_dtypes=dtypes, divisible=divisible, **options)
+                if c.ok:
+                    keep(name, c, {"launch": {**consts, **options}, "from": "recorded launch",
+                                   **{k: rec[k] for k in ("workload", "device", "count", "distinct") if k in rec}})
+                    continue
+                problems.append(f"the recorded launch did not compile: {c.missing}")
+        sites = hints.get(name) or [{"__positional": {}}]
         for site in sites:
             consts = {k: v for k, v in site.items() if k in jit.arg_names}
             for i, v in site["__positional"].items():
@@ -141,9 +226,7 @@ def module_triton_evidence(module: ModuleType, source: str, definition: Definiti
             sig = {k: v for k, v in sig.items() if v != "constexpr"}
             c = triton_evidence(fn, sig, consts, tensor_dtypes=dtypes, **options)
             if c.ok:
-                details[name] = {"evidence": c.evidence, "launch": {**consts, **options}}
-                if best is None or c.evidence.get("sass_instructions", 0) > best.evidence.get("sass_instructions", 0):
-                    best = c
+                keep(name, c, {"launch": {**consts, **options}, "from": "launch site in the source"})
                 break
             problems.append(c.missing or "compile failed")
         else:
@@ -155,8 +238,10 @@ def module_triton_evidence(module: ModuleType, source: str, definition: Definiti
     return best, details
 
 
-def solution_triton_evidence(solution: Solution, definition: Definition, workdir: Path | None = None) -> Collected:
-    """Import the solution's Python sources and compile its Triton kernels for sm_90 (runs candidate code)."""
+def solution_triton_evidence(solution: Solution, definition: Definition, workdir: Path | None = None,
+                             launches: list[dict[str, Any]] | None = None) -> Collected:
+    """Import the solution's Python sources and compile its Triton kernels for sm_90 (runs candidate
+    code); ``launches``: recorded launch signatures (``recorded_launches``)."""
     from ..build import write_sources
 
     tmp = tempfile.TemporaryDirectory() if workdir is None else None
@@ -179,7 +264,8 @@ def solution_triton_evidence(solution: Solution, definition: Definition, workdir
                 continue
             finally:
                 sys.path.remove(str(root))
-            c, _ = module_triton_evidence(mod, src.content, definition)
+            mine = [r for r in launches or [] if isinstance(r, dict) and r.get("source") == src.path]
+            c, _ = module_triton_evidence(mod, src.content, definition, mine)
             if c.ok and (best is None or c.evidence.get("sass_instructions", 0) > best.evidence.get("sass_instructions", 0)):
                 best = c
             elif not c.ok:
@@ -190,22 +276,26 @@ def solution_triton_evidence(solution: Solution, definition: Definition, workdir
     return best or Collected.unavailable("triton", "; ".join(reasons) or "no Python sources")
 
 
-def run_isolated(solution: Solution, definition: Definition, workdir: Path | None = None, *, timeout_s: int = 300,
-                 python: str | None = None, sandbox_mode: str | None = None) -> Collected:
+def run_isolated(solution: Solution, definition: Definition, workdir: Path | None = None, *, timeout_s: float = 300,
+                 python: str | None = None, sandbox_mode: str | None = None,
+                 launches: list[dict[str, Any]] | None = None) -> Collected:
     """:func:`solution_triton_evidence` in a sandboxed child process with a private scratch folder (see
     harness/profile/child.py): the candidate's module code never runs here. ``workdir`` is unused (the
-    child's folder is its own) and kept for callers that pass one."""
+    child's folder is its own) and kept for callers that pass one. At ``timeout_s`` the child's process
+    group is killed and the result is missing with ``raw["timed_out"]``."""
     import subprocess
 
-    from .child import CandidateChild
+    from .child import CandidateChild, run_bounded
 
     with CandidateChild(sandbox_mode) as child:
         cmd = child.command("harness.profile.triton_module", {"solution": solution.model_dump(mode="json", exclude_unset=True),
-                                                               "definition": definition.model_dump(mode="json", exclude_unset=True)}, python)
+                                                               "definition": definition.model_dump(mode="json", exclude_unset=True),
+                                                               "launches": list(launches or [])}, python)
         try:
-            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=child.env(), cwd=str(child.scratch))
+            p = run_bounded(cmd, timeout=timeout_s, env=child.env(), cwd=str(child.scratch))
         except subprocess.TimeoutExpired:
-            return Collected.unavailable("triton", f"ahead-of-time compile did not finish in {timeout_s} s")
+            return Collected(source="triton", missing=f"ahead-of-time compile did not finish in {timeout_s:.1f} s",
+                             raw={"timed_out": True})
         data = child.result()
         if data is None:
             return Collected.unavailable("triton", f"stats process failed ({p.returncode}): {p.stderr.strip()[-400:]}")
@@ -224,7 +314,8 @@ def _main(argv: list[str]) -> int:
     sol = Solution.model_validate(job["solution"])
     d = Definition.model_validate(job["definition"])
     seal_active()  # started through harness.sandboxed: no sockets once candidate code is imported
-    c = solution_triton_evidence(sol, d, Path(job["workdir"]))
+    launches = job.get("launches") if isinstance(job.get("launches"), list) else []
+    c = solution_triton_evidence(sol, d, Path(job["workdir"]), launches)
     Path(job["result"]).write_text(json.dumps({"evidence": c.evidence, "missing": c.missing, "raw": c.raw}, default=str))
     return 0
 

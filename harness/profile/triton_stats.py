@@ -22,7 +22,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from . import Collected
 from .sass import facts_evidence, find_tool, parse_resource_usage, parse_sass
@@ -178,8 +178,10 @@ def _ptxas_verbose(ptx: str, arch: int) -> dict[str, int]:
 def compile_for_sm90(fn: Any, signature: dict[str, str], constexprs: dict[str, Any] | None = None, *,
                      num_warps: int | None = None, num_stages: int | None = None, arch: int = 90,
                      aligned_pointers: bool = True, int_divisible: bool | dict[str, bool] = True,
-                     maxnreg: int | None = None) -> CompiledStats:
-    """Compile ``fn`` for sm_``arch`` without a GPU and gather its statistics."""
+                     maxnreg: int | None = None, divisible: Iterable[str] | None = None) -> CompiledStats:
+    """Compile ``fn`` for sm_``arch`` without a GPU and gather its statistics. ``divisible``: exactly the
+    parameters that get the JIT's 16-divisibility hint (a recorded launch knows them); else pointers by
+    ``aligned_pointers`` and integers by ``int_divisible``."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
@@ -194,9 +196,12 @@ def compile_for_sm90(fn: Any, signature: dict[str, str], constexprs: dict[str, A
     # Integer arguments divisible by 16 are specialized the same way at run time; workload sizes almost
     # always are, so assume it unless told (``int_divisible={"n": False}`` or ``False``).
     attrs = {}
+    known = None if divisible is None else set(divisible)
     for i, n in enumerate(jit.arg_names):
         ty = signature.get(n, "")
-        if ty.startswith("*"):
+        if known is not None:
+            hint = n in known and (ty.startswith("*") or ty in ("i32", "i64", "u32", "u64"))
+        elif ty.startswith("*"):
             hint = aligned_pointers
         elif ty in ("i32", "i64", "u32", "u64"):
             hint = int_divisible.get(n, True) if isinstance(int_divisible, dict) else bool(int_divisible)
