@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ from harness.feedback.engine import load_rules
 from harness.profile import Collected
 from harness.profile.ncu import METRICS, SECTIONS, section_metrics
 from harness.profile.pipeline import profile_report
-from harness.profile.plan import CLASS_SECTIONS, ProfileBudget, plan_for
+from harness.profile.plan import CLASS_SECTIONS, OVERRUN_S, RESERVE_S, ProfileBudget, StepCosts, plan_for
 from harness.profile.triton_module import pointer_dtype_fallback
 from harness.report import DeviceInfo, LatencyStats, Report, Roofline, WorkloadResult
 from harness.schema import Status, Workload, load_definition
@@ -51,19 +50,74 @@ def test_the_roofline_class_picks_sections_and_rules():
     assert everything.classes == () and everything.sections == tuple(SECTIONS) and len(everything.rules) == len(rules)
 
 
-def test_budget_lets_the_first_run_and_stops_when_the_mean_cost_does_not_fit():
-    b = ProfileBudget(10.0, started=time.monotonic() - 4.0)
-    assert b.allows_another()  # nothing measured yet: the first always runs
-    b.workload_s["a"] = 4.0
-    assert b.allows_another() is True  # 4 spent + 4 expected <= 10
-    b.started -= 3.0  # 7 s spent
-    assert b.allows_another() is False
-    assert ProfileBudget(None).allows_another()
+class FakeClock:
+    def __init__(self, t: float = 100.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_step_gets_what_the_budget_has_left_as_its_timeout():
+    clock = FakeClock()
+    b = ProfileBudget(20.0, clock=clock)
+    g = b.grant("static", cap_s=300)
+    assert g.ok and g.timeout_s == pytest.approx(20.0 - RESERVE_S) and g.by_budget  # nothing known yet: it may try
+    clock.t += 3.0
+    assert b.finish(g) == pytest.approx(3.0)
+    g = b.grant("ncu", "w1", cap_s=5.0)  # its own cap is smaller than what is left
+    assert g.ok and g.timeout_s == 5.0 and not g.by_budget
+    clock.t += 5.0
+    b.finish(g, stopped=True)
+    assert "did not finish in 5.0 s" in b.stopped_reason(g)
+    g = b.grant("sass", "w1", cap_s=120)
+    assert g.timeout_s == pytest.approx(20.0 - 8.0 - RESERVE_S)
+    clock.t += 11.0
+    b.finish(g, stopped=True)
+    assert "stopped after 11.8 s: all the profiling budget of 20 s had left" in b.stopped_reason(g)
+    # 19 s spent: under MIN_STEP_S left, so nothing starts; the refusal names the evidence it costs
+    g = b.grant("energy", "w1", cap_s=600)
+    assert not g.ok and g.timeout_s is None and "budget of 20 s was spent" in g.refused
+    assert b.left_out == [{"step": "energy", "workload": "w1", "evidence": "nvml", "why": g.refused}]
+    with pytest.raises(ValueError, match="nothing ran"):
+        b.finish(g)
     rec = b.record()
-    assert rec["budget_s"] == 10.0 and rec["profiled_s"] == {"a": 4.0} and rec["spent_s"] >= 7.0
+    assert rec["spent_s"] == pytest.approx(19.0) and rec["within_budget"] and rec["tolerance_s"] == OVERRUN_S
+    assert rec["static_s"] == pytest.approx(3.0) and rec["profiled_s"] == {"w1": pytest.approx(16.0)}
+    assert [s["outcome"] for s in rec["steps"]] == ["done", "stopped at the budget", "stopped at the budget"]
+    clock.t += 1.0 + OVERRUN_S + 0.5  # 21.5 s: past the budget and its tolerance
+    assert b.record()["within_budget"] is False  # the record says so when the bound did not hold
+    with pytest.raises(ValueError, match="unknown profiling step"):
+        b.grant("nsys")
     for bad in (0, -1.0):
         with pytest.raises(ValueError, match="positive seconds"):
             ProfileBudget(bad)
+
+
+def test_a_step_is_not_started_when_what_it_cost_before_does_not_fit():
+    clock = FakeClock()
+    costs = StepCosts()
+    first = ProfileBudget(30.0, costs=costs, clock=clock)
+    g = first.grant("ncu", "big", cap_s=600)
+    clock.t += 12.0
+    first.finish(g)
+    g = first.grant("ncu", "small", cap_s=600)
+    assert g.ok  # 12 s expected, 17.75 s left
+    clock.t += 14.0
+    first.finish(g)
+    assert costs.expected("ncu") == pytest.approx(13.0)
+    # The next candidate of the same evaluator starts with that knowledge: 13 s expected, 12 s budget.
+    second = ProfileBudget(12.0, costs=costs, clock=clock)
+    g = second.grant("ncu", "big", cap_s=600)
+    assert not g.ok and "ncu took 13.0 s on earlier runs" in g.refused and "11.8 s left" in g.refused
+    assert second.record()["skipped_for_budget"] == ["big"] and second.record()["spent_s"] == 0.0
+    # a run stopped at its timeout is a lower bound: it needed more than that
+    costs.add("energy", 4.0, stopped=True)
+    costs.add("energy", 2.0)
+    assert costs.expected("energy") == 4.0 and costs.expected("sass") is None
+    unlimited = ProfileBudget(None, costs=costs, clock=clock)
+    g = unlimited.grant("ncu", "big", cap_s=600)
+    assert g.ok and g.timeout_s == 600 and unlimited.record()["within_budget"]
 
 
 def _report(sizes):
@@ -76,11 +130,16 @@ def _report(sizes):
 def test_profile_report_keeps_to_the_budget_and_records_the_cost(tmp_path, monkeypatch):
     import harness.profile.pipeline as pl
 
+    clock = FakeClock()
     calls = []
 
-    def fake_profile(solution, definition, w, wdir, **kw):
+    def fake_profile(solution, definition, w, wdir, *, budget, **kw):  # ncu taking 5 s a run, as the steps ask
+        g = budget.grant("ncu", w.uuid, cap_s=600)
+        if not g.ok:
+            return [Collected.unavailable("ncu", g.refused)], {}
         calls.append((w.axes["N"], kw["metrics"]))
-        time.sleep(0.05)
+        clock.t += 5.0
+        budget.finish(g)
         return [Collected(source="ncu", evidence={"grid_size": 4, "sm_count": 132})], {}
 
     monkeypatch.setattr(pl, "profile_workload", fake_profile)
@@ -88,13 +147,15 @@ def test_profile_report_keeps_to_the_budget_and_records_the_cost(tmp_path, monke
     sizes = [1 << k for k in range(10, 20)]
     report = _report(sizes)
     wl = [Workload(uuid=f"w{n}", axes={"N": n}, inputs={}) for n in sizes]
-    rec = profile_report(report, tmp_path, d, None, wl, ceilings=H200, max_profiled=3, budget_s=0.06)
-    # the largest first (it dominates); its 0.05 s leave no room for a second one within 0.06 s
-    assert [n for n, _ in calls] == [sizes[-1]]
-    assert rec is report.profiling and rec["profiled"] == [f"w{sizes[-1]}"] and len(rec["skipped_for_budget"]) == 2
-    assert rec["profiled_s"][f"w{sizes[-1]}"] >= 0.05 and rec["spent_s"] >= 0.05 and rec["budget_s"] == 0.06
-    skipped = {w.uuid: w for w in report.workloads}[rec["skipped_for_budget"][0]]
-    assert "budget of 0.06 s was spent" in skipped.profile["missing"]["ncu"]
+    rec = profile_report(report, tmp_path, d, None, wl, ceilings=H200, max_profiled=3, budget=ProfileBudget(12.0, clock=clock))
+    # the largest first (it dominates); two 5 s runs fit in 12 s, the third would not
+    assert [n for n, _ in calls] == [sizes[-1], sizes[4]]
+    assert rec is report.profiling and rec["profiled"] == [f"w{sizes[-1]}", f"w{sizes[4]}"]
+    assert rec["skipped_for_budget"] == [f"w{sizes[0]}"] and rec["within_budget"]
+    assert rec["profiled_s"] == {f"w{sizes[-1]}": 5.0, f"w{sizes[4]}": 5.0} and rec["spent_s"] == 10.0 and rec["budget_s"] == 12.0
+    assert rec["left_out"][0]["evidence"] == "ncu" and "ncu took 5.0 s on earlier runs" in rec["left_out"][0]["why"]
+    skipped = {w.uuid: w for w in report.workloads}[f"w{sizes[0]}"]
+    assert "ncu took 5.0 s on earlier runs" in skipped.profile["missing"]["ncu"]
     # ncu was asked for the sections of the workload's class, not the whole list
     big = {w.uuid: w for w in report.workloads}[f"w{sizes[-1]}"]
     assert set(calls[0][1]) == set(section_metrics(big.profile["plan"]["sections"]))
