@@ -10,7 +10,7 @@ import pytest
 
 from bot.campaign.local_loop import OptimizeOptions, optimize
 from harness.profile.ncu import SECTIONS, find_ncu
-from harness.profile.plan import CLASS_SECTIONS
+from harness.profile.plan import CLASS_SECTIONS, OVERRUN_S
 from harness.report import load_report
 
 pytestmark = [pytest.mark.gpu, pytest.mark.timeout(1800)]
@@ -36,9 +36,8 @@ def test_campaign_profiles_every_passing_candidate_on_the_gpu(tmp_path, definiti
         prof = rep.profiling
         assert prof is not None and prof["profile"] is True and prof["budget_s"] == budget
         assert prof["profiled"], f"{rep.solution}: no workload profiled with ncu"
-        # The budget is checked before each workload with the mean cost so far: at most one over.
-        costs = list(prof["profiled_s"].values())
-        assert prof["spent_s"] <= budget + max(costs) + prof["static_s"]
+        # The budget bounds the whole of it (static compile included), within its stated tolerance.
+        assert prof["spent_s"] <= budget + OVERRUN_S and prof["within_budget"], prof
         assert all(w.feedback for w in passing)
         for w in passing:
             plan = w.profile["plan"]

@@ -19,8 +19,8 @@ import harness.profile.pipeline as pl
 from harness.ceilings import documented_ceilings
 from harness.profile import ncu as ncu_mod
 from harness.profile.ncu import run_ncu
-from harness.profile.plan import OVERRUN_S, ProfileBudget
 from harness.profile.pipeline import profile_report
+from harness.profile.plan import OVERRUN_S, ProfileBudget
 from harness.report import DeviceInfo, LatencyStats, Report, WorkloadResult
 from harness.schema import Status, Workload, load_definition, parse_solution
 
