@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -217,14 +218,108 @@ def test_the_bot_requirements_pin_everything_with_hashes():
         assert "--hash=sha256:" in entry, f"{entry.split()[0]} has no hash"
 
 
-def test_the_bot_requirements_cover_the_bot_extra():
-    """requirements/bot.in lists the `bot` extra of pyproject.toml (and bot.txt pins each of them)."""
+COMPILE = REPO / "scripts" / "compile_bot_requirements.py"
+
+
+def _pinned() -> dict[str, list[str]]:
+    """Each package requirements/bot.txt pins (canonical name) -> what its `# via` annotation names."""
+    out: dict[str, list[str]] = {}
+    current = None
+    for line in (REQUIREMENTS / "bot.txt").read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)==", line)
+        if m:
+            current = out.setdefault(re.sub(r"[-_.]+", "-", m[1]).lower(), [])
+        elif current is not None and re.match(r"^\s+#\s+(via\s+)?\S", line) and "--hash" not in line:
+            current.append(re.sub(r"^\s+#\s+(via\s*)?", "", line).strip())
+    return {k: [v for v in vias if v] for k, vias in out.items()}
+
+
+def _compile(*args: str, root: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(COMPILE), *args, "--root", str(root)], capture_output=True, text=True, timeout=60)
+
+
+def test_the_bot_requirements_are_compiled_from_pyproject():
+    """bot.in is what pyproject.toml gives (the `bot` extra and the core dependencies the jobs import)
+    and bot.txt pins each of those in its range; the header says how to regenerate it."""
+    r = _compile("--check")
+    assert r.returncode == 0, r.stderr
     import tomllib
 
-    def name(req: str) -> str:
-        return re.split(r"[<>=!~ ;\[]", req, maxsplit=1)[0].lower().replace("_", "-")
-
     extra = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["bot"]
-    listed = {name(line) for line in (REQUIREMENTS / "bot.in").read_text().splitlines() if line.strip() and not line.startswith("#")}
-    pinned = {name(m) for m in re.findall(r"^([A-Za-z0-9_.-]+)==", (REQUIREMENTS / "bot.txt").read_text(), flags=re.M)}
-    assert {name(r) for r in extra} <= listed <= pinned
+    pinned = _pinned()
+    for req in extra:
+        assert re.sub(r"[-_.]+", "-", re.split(r"[<>=!~ ;\[]", req, maxsplit=1)[0]).lower() in pinned, req
+    assert "#    python scripts/compile_bot_requirements.py\n" in (REQUIREMENTS / "bot.txt").read_text().split("\n\n")[0] + "\n"
+
+
+def test_the_check_notices_a_stale_file(tmp_path):
+    """--check fails, saying what to run, once pyproject.toml moves on without the files."""
+    (tmp_path / "requirements").mkdir()
+    for name in ("bot.in", "bot.txt"):
+        (tmp_path / "requirements" / name).write_text((REQUIREMENTS / name).read_text())
+    text = (REPO / "pyproject.toml").read_text()
+    (tmp_path / "pyproject.toml").write_text(text)
+    assert _compile("--check", root=tmp_path).returncode == 0
+    (tmp_path / "pyproject.toml").write_text(text.replace('"markdown-it-py>=3"', '"markdown-it-py>=3", "rich-click>=1"'))
+    r = _compile("--check", root=tmp_path)
+    assert r.returncode == 1 and "bot.in is not what pyproject.toml gives" in r.stderr and "rich-click" in r.stderr
+    assert "run `python scripts/compile_bot_requirements.py`" in r.stderr
+    (tmp_path / "pyproject.toml").write_text(text.replace('"PyGithub>=2.3"', '"PyGithub>=99"'))
+    assert "outside >=99" in _compile("--check", root=tmp_path).stderr
+
+
+def test_every_pin_is_there_for_a_reason():
+    """Each pin is named by bot.in or by another pin (pip-compile's `# via`): nothing pinned by hand, no
+    dependency left over from an older resolution."""
+    pinned = _pinned()
+    listed = {re.sub(r"[-_.]+", "-", re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0]).lower()
+              for line in (REQUIREMENTS / "bot.in").read_text().splitlines() if line.strip() and not line.startswith("#")}
+    for name, vias in pinned.items():
+        assert vias, f"{name} has no `# via`"
+        for via in vias:
+            if via == "-r requirements/bot.in":
+                assert name in listed, f"{name} says it comes from bot.in, which does not list it"
+            else:
+                assert re.sub(r"[-_.]+", "-", via).lower() in pinned, f"{name} comes from {via}, which is not pinned"
+    assert listed <= set(pinned)
+
+
+# What the trusted jobs run: `python -m bot.cli.github_bot` with the default campaign, the artifact
+# fetcher, every chat command and every model provider (found by discovery, so named here by folder).
+JOB_ROOTS = ("bot.cli.github_bot", "bot.campaign.github_campaign", "bot.intake.artifacts")
+JOB_FOLDERS = ("bot.commands.", "bot.agents.providers.")
+
+
+def test_the_bot_requirements_hold_every_package_the_jobs_import():
+    import ast
+    from importlib.metadata import packages_distributions
+
+    modules = {}
+    for path in [*REPO.glob("bot/**/*.py"), *REPO.glob("harness/**/*.py")]:
+        name = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        modules[name] = path
+    todo = [*JOB_ROOTS, *(m for m in modules if m.startswith(JOB_FOLDERS))]
+    seen, third = set(), {}
+    while todo:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        for node in ast.walk(ast.parse(modules[module].read_text())):  # function-level imports too
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module, *(f"{node.module}.{a.name}" for a in node.names)] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                if top in ("bot", "harness"):
+                    if name in modules:
+                        todo.append(name)
+                elif top not in sys.stdlib_module_names and top != "__future__":
+                    third.setdefault(top, module)
+    assert {"github", "pydantic", "yaml", "anthropic"} <= set(third)  # the walk reaches the bot's imports
+    dists = packages_distributions()
+    pinned = _pinned()
+    for top, module in sorted(third.items()):
+        assert top in dists, f"{module} imports {top}, which no installed distribution provides"
+        assert any(re.sub(r"[-_.]+", "-", d).lower() in pinned for d in dists[top]), \
+            (f"{module} imports {top} ({dists[top]}), which requirements/bot.txt does not pin: add it to pyproject.toml's "
+             f"bot extra (or, a core dependency, to JOB_CORE in {COMPILE.name}) and run it")
