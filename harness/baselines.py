@@ -184,12 +184,13 @@ def hardware_reason(target_hardware: list[str], device: str, capability: str | N
     kinds = {t for t in wants if t in ("cpu", "cuda")}
     sms = [(t, _capability(t[3:].rstrip("+"))) for t in wants if t.startswith("sm_")]
     sms = [(t, c) for t, c in sms if c is not None]
+    named_gpus = [t for t in wants if t not in ("cpu", "cuda") and not t.startswith("sm_")]  # NVIDIA_H200, B200, ...
     if not kinds and not sms:
         return None  # informative names only: nothing to check
     if device == "cpu":
         return None if "cpu" in kinds else f"needs a GPU ({', '.join(target_hardware)}); this run is on the CPU"
-    if "cuda" in kinds:
-        return None
+    if "cuda" in kinds or (named_gpus and not sms):
+        return None  # a GPU named by product (["NVIDIA_H200", "cpu"]) is a GPU target, not "CPU only"
     if not sms:
         return f"runs on the CPU only ({', '.join(target_hardware)})"
     have = _capability(capability) if capability else None

@@ -288,7 +288,11 @@ def test_workflows_spell_the_names_of_bot_names():
             assert _ours(module) == module, f"{wf.name}: runs {module}, which is not a module of this repository"
     bench = (REPO / names.BENCH_WORKFLOW).read_text()
     assert f"'{names.BENCH_LABEL}'" in bench and f"'{names.PROFILE_LABEL}'" in bench
-    assert re.findall(r'"\$out/([\w.-]+\.json)"', bench) == [BENCH_SIDECAR]  # the sidecar the bot reads
+    # the bench's jobs are the reusable workflow its one job calls (tests/workflows/test_reusable_workflows.py)
+    (called,) = re.findall(r"^\s+uses: \./(\.github/workflows/[\w.-]+\.yml)", bench, flags=re.M)
+    jobs = (REPO / called).read_text()
+    assert f"'{names.BENCH_LABEL}'" in jobs and f"'{names.PROFILE_LABEL}'" in jobs
+    assert re.findall(r'"\$out/([\w.-]+\.json)"', jobs) == [BENCH_SIDECAR]  # the sidecar the bot reads
 
 
 ARCHITECTURE = REPO / "docs" / "architecture.md"

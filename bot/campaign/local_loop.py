@@ -503,7 +503,8 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
             raise LoopError(str(e)) from None
         config = CampaignConfig.from_dict({
             "proposals_per_step": opts.candidates,
-            "memory_path": str(workspace_memory(ws, definition.name)),
+            # relative to the store: the workspace can be moved (carried to another machine) and resumed
+            "memory_path": os.path.relpath(workspace_memory(ws, definition.name), store),
             # one step evaluates the starting champion, then one step per round; the stop rules
             # (speed of light, plateau) from the promotion policy's `stop:`
             "budget": {"max_steps": opts.rounds + 1, "max_candidates": 1 + opts.rounds * opts.candidates,

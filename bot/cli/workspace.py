@@ -454,9 +454,20 @@ def register(cli: click.Group) -> None:
     @click.option("--html", "html_dir", required=True, type=click.Path(file_okay=False), help="Folder to write the site into.")
     @WORKSPACE_OPT
     def report_cmd(html_dir: str, workspace: str) -> None:
-        """A static HTML report of the workspace (no server needed: open index.html)."""
+        """A static HTML report of the workspace (no server needed: open index.html). Before the first
+        campaign it is a page that says so and how to start one."""
         from bot.site.build import build_site
 
-        ws = _workspace(workspace)
-        files = build_site(ws, html_dir)
-        click.echo(f"wrote {len(files)} pages; open {Path(html_dir).resolve() / 'index.html'}")
+        folder = Path(workspace)
+        if folder.exists() and not folder.is_dir():
+            _fail(f"--workspace {workspace} is a file, not a kbot workspace")
+        if (folder / "forge" / "repo.git").exists():
+            files = build_site(_workspace(workspace), html_dir, workspace=folder)
+        elif folder.is_dir() and any(folder.iterdir()):
+            # a folder with something else in it: a mistyped --workspace more likely than a new user
+            _fail(f"{workspace} is not a kbot workspace (it has no forge/repo.git): pass the folder `kbot optimize` used")
+        else:
+            files = build_site(None, html_dir, workspace=folder)
+            click.echo(f"no kbot workspace at {workspace} yet: the report says there are no campaigns and how to start "
+                       "one (`kbot optimize DEFINITION`)")
+        click.echo(f"wrote {len(files)} page{'s' if len(files) != 1 else ''}; open {Path(html_dir).resolve() / 'index.html'}")

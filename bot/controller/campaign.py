@@ -58,6 +58,15 @@ class Evaluator(Protocol):
     def evaluate(self, solution: Solution, baseline: Solution | None) -> Report: ...
 
 
+
+def _memory_path(cfg: "CampaignConfig", store: Path | None) -> Path | None:
+    """Where the campaign's search memory lives: ``memory_path`` (relative to the store when relative),
+    else ``<store>/memory.json``; None for a campaign without a store."""
+    if cfg.memory_path:
+        p = Path(cfg.memory_path)
+        return p if p.is_absolute() or store is None else store / p
+    return store / "memory.json" if store else None
+
 class CampaignError(RuntimeError):
     pass
 
@@ -69,6 +78,7 @@ class CampaignConfig:
     proposals_per_step: int = 1  # candidates asked of the agent per step (one PR each in the bot)
     seed: int = 0
     memory_path: str | None = None  # default: <store_dir>/memory.json; point several campaigns at one file to share
+    # (a relative path is relative to the store, so a store moved with its workspace still finds it)
     # fsync every record: survives power loss, not only a crash of the process (atomic renames cover
     # that). Off in tests, where it is most of the run time.
     fsync: bool = True
@@ -190,8 +200,7 @@ class Campaign:
         store.mkdir(parents=True, exist_ok=True)
         _write_json(store / "definition.json", definition.to_dict())
         (store / "workloads.jsonl").write_text("".join(w.to_json() + "\n" for w in workloads or []))
-        mem_path = Path(cfg.memory_path) if cfg.memory_path else store / "memory.json"
-        memory = SearchMemory.load(definition.name, mem_path)
+        memory = SearchMemory.load(definition.name, _memory_path(cfg, store))
         tree = Tree(cfg.search)
         tree.lineage = dict(lineage or {})
         camp = cls(definition, agent, evaluator, cfg, store, list(workloads or []), tree, memory, Usage())
@@ -297,7 +306,7 @@ class Campaign:
         """A campaign around a tree rebuilt from node records. The records are the truth: counters and
         memory are brought in line with them (a crash may have fallen between writing a node and
         writing the state; records from PRs come with no state at all)."""
-        mem_path = Path(cfg.memory_path) if cfg.memory_path else store / "memory.json" if store else None
+        mem_path = _memory_path(cfg, store)
         memory = SearchMemory.load(definition.name, mem_path) if mem_path else SearchMemory(definition.name)
         camp = cls(definition, agent, evaluator, cfg, store, workloads, tree, memory, usage)
         camp.usage.candidates = len(tree)

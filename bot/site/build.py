@@ -7,7 +7,9 @@
                       as a percentage and its bound class, latency against the floor, the review
                       (rendered Markdown, its chart drawn), the conversation
 
-Every page says at its top whether its timings are CPU or GPU figures (and from which device).
+Every page says at its top whether its timings are CPU or GPU figures (and from which device). A
+workspace with no campaign yet, or none at all (``ws`` None: nothing is created), gets an index that
+says so and gives the commands that start one (``start_hint``).
 Everything shown is read from the records (champion.json on the workspace's main, the forge store,
 the campaign stores and their reports); nothing is measured here. Values go through jinja2's HTML
 autoescaping: names, rationales and logs may come from a model; review and comment bodies are
@@ -173,13 +175,30 @@ def _report_for(ws: Any, meta: dict[str, Any]) -> Report | None:
     return load_report(path) if path.exists() else None
 
 
-def build_site(ws: Any, out: str | Path) -> list[Path]:
-    """Write the site into ``out``; returns the files written."""
+def start_hint(workspace: Path, out: str | Path) -> dict[str, Any]:
+    """How to start a first campaign and see it here: the commands (with ``--workspace`` where it is not
+    the default) and the definitions this repository offers (``kbot definitions list``)."""
+    from bot.campaign.local_loop import DEFAULT_WORKSPACE
+    from harness.paths import definition_names
+
+    names = definition_names()
+    example = "rmsnorm_h4096" if "rmsnorm_h4096" in names else names[0] if names else "DEFINITION"
+    where = "" if Path(workspace).resolve() == DEFAULT_WORKSPACE.resolve() else f" --workspace {workspace}"
+    return {"definitions": names, "optimize": f"kbot optimize {example}{where}", "report": f"kbot report --html {out}{where}"}
+
+
+def build_site(ws: Any | None, out: str | Path, *, workspace: str | Path | None = None) -> list[Path]:
+    """Write the site into ``out``; returns the files written. ``workspace``: the workspace's path as the
+    user gave it (for the commands the page suggests); ``ws`` None: there is no workspace there yet, and
+    the site is its index alone, saying so (nothing is created there)."""
+    if ws is None and workspace is None:
+        raise ValueError("build_site needs a workspace, or the path where there is none yet")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    forge = ws.forge
-    prs = list(forge.list_prs(state="all"))
-    definitions = sorted({p.name for p in ws.campaigns.iterdir() if p.is_dir()} if ws.campaigns.is_dir() else set())
+    forge = ws.forge if ws is not None else None
+    root = ws.root if ws is not None else Path(workspace).resolve()  # type: ignore[arg-type]
+    prs = list(forge.list_prs(state="all")) if forge is not None else []
+    definitions = sorted({p.name for p in ws.campaigns.iterdir() if p.is_dir()}) if ws is not None and ws.campaigns.is_dir() else []
     sections = []
     outcome_of: dict[int, Attempt] = {}
     every_report: list[Report] = []
@@ -201,7 +220,9 @@ def build_site(ws: Any, out: str | Path) -> list[Path]:
                          "floor_chart": floor_chart(floor_rows(champ_attempt.report)) if champ_attempt and champ_attempt.report else None})
     written = []
     page = _ENV.get_template("index.html.j2").render(sections=sections, prs=prs, outcome_of=outcome_of,
-                                                    workspace=str(ws.root), timing=timing_notice(every_report))
+                                                    workspace=str(root), exists=ws is not None,
+                                                    start=start_hint(Path(workspace) if workspace is not None else root, out) if not sections else None,
+                                                    timing=timing_notice(every_report))
     (out / "index.html").write_text(page)
     written.append(out / "index.html")
     for pr in prs:

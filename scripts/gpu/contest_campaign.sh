@@ -9,7 +9,13 @@
 #          ROUNDS=3 CANDIDATES=2 bash scripts/gpu/contest_campaign.sh DEFINITION [DEFINITION ...]
 #   OPTIMIZE_ARGS: more `kbot optimize` options (e.g. "--profile-budget 20"); OPT_TIMEOUT: seconds per
 #   definition, after which the campaign gets SIGINT (it stops between steps and can be resumed with the
-#   same WORKSPACE); the records and the workspace are written either way.
+#   same WORKSPACE); the records and the workspace are written either way. WORKSPACE_TAR: a
+#   workspace.tar.gz of an earlier run (e.g. docs/measurements/h200-<date>/NN-workspace.tar.gz), unpacked
+#   into WORKSPACE (default /tmp/kbot_contest_ws, the path the earlier run used) before anything runs:
+#   finished evaluations are reused from its run cache, half-done ones resume at the next workload, and
+#   an interrupted campaign continues (NEW=1 starts a fresh one from today's champion instead).
+#   h200-2026-12-02/04-workspace.tar.gz was made at WORKSPACE=/tmp/ws and its campaigns name their
+#   memory by that absolute path: unpack it there (later workspaces name it relative to the store).
 # Outputs under $OUT: campaign.log, <definition>.summary.json, records.txt (PRs, reviews, leaderboards),
 # workspace.tar.gz. Exit 0 when every campaign ran (whether or not anything was promoted).
 set -uo pipefail
@@ -21,11 +27,17 @@ K=("$PY" -m harness.cli)
 WS="${WORKSPACE:-/tmp/kbot_contest_ws}"
 DEVICE="${DEVICE:-cuda}"
 rc=0
+if [ -n "${WORKSPACE_TAR:-}" ]; then
+  if [ -e "$WS" ]; then
+    echo "WORKSPACE_TAR given but $WS exists: refusing to mix workspaces" >&2; exit 2
+  fi
+  mkdir -p "$WS" && tar -C "$WS" -xzf "$WORKSPACE_TAR" || { echo "cannot unpack $WORKSPACE_TAR" >&2; exit 2; }
+fi
 for def in "$@"; do
   echo "=== $def ($(date -u +%FT%TZ))" | tee -a "$OUT/campaign.log"
   # shellcheck disable=SC2086  # OPTIMIZE_ARGS is a list of options
   ${OPT_TIMEOUT:+timeout -s INT -k 30 "$OPT_TIMEOUT"} "${K[@]}" optimize "$def" --agent offline --device "$DEVICE" --rounds "${ROUNDS:-3}" --candidates "${CANDIDATES:-2}" \
-    ${BUDGET:+--budget "$BUDGET"} ${OPTIMIZE_ARGS:-} --workspace "$WS" --json > "$OUT/$def.summary.json" 2>> "$OUT/campaign.log" || rc=1
+    ${BUDGET:+--budget "$BUDGET"} ${NEW:+--new} ${OPTIMIZE_ARGS:-} --workspace "$WS" --json > "$OUT/$def.summary.json" 2>> "$OUT/campaign.log" || rc=1
   "$PY" - "$OUT/$def.summary.json" <<'PYEOF' | tee -a "$OUT/campaign.log"
 import json, sys
 try:

@@ -156,6 +156,25 @@ def test_resume_after_a_crash_loses_nothing_and_duplicates_nothing(tmp_path):
     assert len(mem.tried) == 24 and all(v["status"] != "pending" for v in mem.tried.values())
 
 
+def test_a_moved_workspace_resumes_with_its_memory_where_it_now_is(tmp_path):
+    """A relative memory_path is relative to the store: a workspace carried to another machine (another
+    folder) resumes with the memory it brought, and writes there, not at the old absolute path."""
+    import shutil
+
+    ws = tmp_path / "old"
+    cfg = {"fsync": False, "budget": {"max_candidates": 6, "patience": None}, "memory_path": "../memory/def.json"}
+    store = ws / "campaigns" / "c"
+    camp = Campaign.start(DEFINITION, [state_solution("")], MoveAgent("ABC"), crashing_evaluator(smooth, crash_at=4), cfg, store)
+    with pytest.raises(Crash):
+        camp.run()
+    assert (ws / "campaigns" / "memory" / "def.json").is_file()
+    shutil.move(str(ws), str(tmp_path / "new"))
+    resumed = Campaign.resume(tmp_path / "new" / "campaigns" / "c", MoveAgent("ABC"), landscape_evaluator(smooth))
+    resumed.run()
+    mem = SearchMemory.load(DEFINITION.name, tmp_path / "new" / "campaigns" / "memory" / "def.json")
+    assert len(mem.tried) == 5 and not ws.exists()
+
+
 def test_resume_of_a_finished_campaign_evaluates_nothing(tmp_path):
     camp = start(tmp_path, budget={"max_candidates": 10})
     camp.run()

@@ -113,6 +113,9 @@ def test_why_a_baseline_cannot_run_here(monkeypatch):
         "fla-core 0.5.0 is installed; the baseline is pinned to fla-core==0.6.0"
     assert hardware_reason(["cuda"], "cpu", None) == "needs a GPU (cuda); this run is on the CPU"
     assert hardware_reason(["cpu"], "cuda", "9.0") == "runs on the CPU only (cpu)"
+    # a GPU named by product beside cpu (the MoE torch.compile baseline) runs on the GPU: the H200 said "CPU only"
+    assert hardware_reason(["NVIDIA_H200", "cpu"], "cuda", "9.0") is None
+    assert hardware_reason(["NVIDIA_H200", "cpu"], "cpu", None) is None
     assert hardware_reason(["sm_100"], "cuda", "9.0") == "needs compute capability 10.0 (sm_100); this GPU is 9.0"
     assert hardware_reason(["sm_100", "sm_90"], "cuda", "9.0") is None
     assert hardware_reason(["sm_90+"], "cuda", "10.0") is None

@@ -351,7 +351,7 @@ def _fake_tool(bin_dir: Path, name: str, helper_out: str) -> Path:
     (libexec / "cc1").chmod(0o755)
     bin_dir.mkdir(parents=True, exist_ok=True)
     exe = bin_dir / name
-    exe.write_text(f'#!/bin/sh\nexec "$(dirname "$0")/../libexec/cc1"\n')
+    exe.write_text('#!/bin/sh\nexec "$(dirname "$0")/../libexec/cc1"\n')
     exe.chmod(0o755)
     return exe
 

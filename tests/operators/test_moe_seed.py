@@ -70,6 +70,7 @@ def test_seed_variants_pass_both_checks():
         (70, {"G2_BLOCK_M": 128, "G2_WARPS": 8, "G1_PROGS_PER_SM": 1}),    # GEMM2's own m-tile
         (70, {"G1_BN": 64}),                                               # 64-column requant blocks, GEMM2 K steps of 64
         (70, {"G1_BN": 64, "BLOCK_M": 128, "INTER_FP8": False}),
+        (70, {"BIG_TILE_TOKENS": 64}),                                     # the big-batch tiles, as chosen by run()
     )]
     # a batch whose tokens mostly reach no local expert: those rows must be written as zeros
     cases.append({"T": 6, "offset": 160, "seed": 3, "params": {"local_share": 0.0, "hot_local": 0, "visible_bias_tokens": 0}})

@@ -1,4 +1,6 @@
-"""What the bench concurrency group and the report gate evaluate to for concrete events."""
+"""What the bench concurrency group and the job gates evaluate to for concrete events. The groups are
+the callers' (bench.yml, report.yml); the gates are the called jobs' (kbot-bench.yml, kbot-report.yml),
+evaluated with the inputs the caller passes for the same event, as GitHub runs them."""
 
 from __future__ import annotations
 
@@ -14,6 +16,15 @@ def _load(name):
     data = yaml.safe_load((WF / name).read_text())
     data["on"] = data.pop(True, data.get("on"))
     return data
+
+
+def _gate(caller, job, ctx):
+    """The `if:` of ``job`` of the workflow ``caller`` calls, for the event ``ctx`` (with the caller's
+    inputs for that event)."""
+    (call,) = _load(caller)["jobs"].values()
+    called = _load(call["uses"].removeprefix("./.github/workflows/"))
+    inputs = {k: interpolate(v, ctx) if isinstance(v, str) else v for k, v in call["with"].items()}
+    return evaluate(called["jobs"][job]["if"], {**ctx, "inputs": inputs})
 
 
 def _bench_group(action, label=None, run_id=1):
@@ -45,7 +56,7 @@ def test_a_rounds_prs_bench_concurrently_and_are_decided_one_at_a_time():
     report = _load("report.yml")["concurrency"]
     runs = [{"github": {"repository": "o/r", "event": {"workflow_run": {"id": i, "head_branch": f"kbot/d/n{i}"}}}} for i in range(3)]
     assert len({interpolate(report["group"], c) for c in runs}) == 1 and report["cancel-in-progress"] is False
-    assert _load("bench.yml")["jobs"]["bench"]["strategy"]["fail-fast"] is False
+    assert _load("kbot-bench.yml")["jobs"]["bench"]["strategy"]["fail-fast"] is False
 
 
 def _report_ctx(**run):
@@ -56,13 +67,15 @@ def _report_ctx(**run):
 
 
 def test_report_gate_needs_the_bench_file_and_a_finished_run():
-    gate = _load("report.yml")["jobs"]["report"]["if"]
-    assert evaluate(gate, _report_ctx()) is True
-    assert evaluate(gate, _report_ctx(conclusion="failure")) is True
+    def gate(ctx):
+        return _gate("report.yml", "report", ctx)
+
+    assert gate(_report_ctx()) is True
+    assert gate(_report_ctx(conclusion="failure")) is True
     for bad in ({"path": ".github/workflows/evil.yml"}, {"conclusion": "cancelled"}, {"conclusion": "skipped"},
                 {"conclusion": None}, {"event": "push"}, {"head_branch": "main"},
                 {"head_repository": {"full_name": "evil/fork"}}):
-        assert not evaluate(gate, _report_ctx(**bad)), bad
+        assert not gate(_report_ctx(**bad)), bad
 
 
 def _plan_ctx(event_name="pull_request", **pr):
@@ -74,12 +87,17 @@ def _plan_ctx(event_name="pull_request", **pr):
 
 
 def test_bench_plan_gate_bot_branches_or_a_dispatch_never_a_fork_or_a_person_s_pr():
-    gate = _load("bench.yml")["jobs"]["plan"]["if"]
-    assert evaluate(gate, _plan_ctx()) is True
-    assert evaluate(gate, _plan_ctx("workflow_dispatch")) is True  # only writers (the bot) can dispatch
-    assert not evaluate(gate, _plan_ctx(head={"repo": {"full_name": "ada/r"}, "ref": "kbot/d/n1"}))  # a fork
-    assert not evaluate(gate, _plan_ctx(user={"login": "ada"}))  # a person's PR waits for /evaluate
-    assert not evaluate(gate, _plan_ctx(head={"repo": {"full_name": "o/r"}, "ref": "feature"}))
+    def gate(ctx):
+        return _gate("bench.yml", "plan", ctx)
+
+    assert gate(_plan_ctx()) is True
+    assert gate(_plan_ctx("workflow_dispatch")) is True  # only writers (the bot) can dispatch
+    assert not gate(_plan_ctx(head={"repo": {"full_name": "ada/r"}, "ref": "kbot/d/n1"}))  # a fork
+    assert not gate(_plan_ctx(user={"login": "ada"}))  # a person's PR waits for /evaluate
+    assert not gate(_plan_ctx(head={"repo": {"full_name": "o/r"}, "ref": "feature"}))
+    # the bot's login is the repository's setting, passed on as the bot-login input
+    assert not gate({**_plan_ctx(), "vars": {"KBOT_BOT_LOGIN": "other-app[bot]"}})
+    assert not gate({**_plan_ctx(), "vars": {}})  # unset: nobody's PR is benched until it is set
 
 
 def test_a_dispatched_bench_shares_its_pr_s_cancelling_group():
@@ -89,7 +107,9 @@ def test_a_dispatched_bench_shares_its_pr_s_cancelling_group():
 
 
 def test_report_gate_takes_dispatched_benches_of_this_repository():
-    gate = _load("report.yml")["jobs"]["report"]["if"]
-    assert evaluate(gate, _report_ctx(event="workflow_dispatch", head_branch="main")) is True
-    assert not evaluate(gate, _report_ctx(event="workflow_dispatch", head_branch="main", head_repository={"full_name": "evil/fork"}))
-    assert not evaluate(gate, _report_ctx(event="workflow_dispatch", conclusion="cancelled"))
+    def gate(ctx):
+        return _gate("report.yml", "report", ctx)
+
+    assert gate(_report_ctx(event="workflow_dispatch", head_branch="main")) is True
+    assert not gate(_report_ctx(event="workflow_dispatch", head_branch="main", head_repository={"full_name": "evil/fork"}))
+    assert not gate(_report_ctx(event="workflow_dispatch", conclusion="cancelled"))

@@ -46,6 +46,8 @@ Tunables (``# kbot: tunable``) list the best-known-good value first (the start c
 - G1_BN: GEMM1's up and gate columns per tile, and so the FP8 intermediate's requant block and GEMM2's
   K step (64: half the accumulator registers, so BM 128 fits without spilling or BM 64 with 4 warps
   runs 2-3 CTAs per SM, hiding the promotion; 2x the promotions in GEMM2);
+- BIG_TILE_TOKENS: from this many tokens on, both large-batch GEMMs use 128-row m-tiles whatever
+  BLOCK_M / G2_BLOCK_M say (many rows per expert: more FLOPs per L2 byte pays for the emptier tiles);
 - G1_PROGS_PER_SM: persistent GEMM1 programs per SM (its shared memory fits one CTA per SM, so 2 makes
   a second wave that starts when the first ends); PROGS_PER_SM: the same for the other GEMMs.
 Every K step of every GEMM waits for its wgmma before the scale FMA (SASS: WARPGROUP.DEPBAR 0): the
@@ -74,6 +76,12 @@ G2_WARPS = 4  # kbot: tunable [4, 8] role=warps
 NUM_STAGES = 3  # kbot: tunable [3, 4, 2] role=stages
 PROGS_PER_SM = 2  # kbot: tunable [2, 1, 4] role=other
 G1_PROGS_PER_SM = 2  # kbot: tunable [2, 1] role=other
+BIG_TILE_TOKENS = 512  # kbot: tunable [512, 256, 2048, 1000000] role=other
+# From BIG_TILE_TOKENS tokens on, both large-batch GEMMs take 128-row m-tiles (GEMM2 with 8 warps): the
+# H200 measured them 25% faster at 14107 tokens (4.66 vs 6.23 ms) and 7% at 901, 11% slower at 80
+# tokens, where ~35 rows per expert leave a 128-row tile mostly empty (docs/measurements/h200-2026-12-01,
+# moe_dev phase A, do_bench medians). GEMM1 at BM 128 spills 24 bytes (scripts/moe_aot.py).
+BIG_BLOCK_M, BIG_G2_BLOCK_M, BIG_G2_WARPS = 128, 128, 8
 
 TOP_K = 8
 N_GROUP = 8
@@ -459,14 +467,14 @@ def _route_small_warps(bt):
     return max(4, min(16, bt // 4))
 
 
-def _gemm1_consts(H, I, E_LOCAL, interp):
+def _gemm1_consts(H, I, E_LOCAL, interp, bm=None):
     """The large-batch GEMM1's constexprs for the current tunables (also what scripts/moe_aot.py compiles)."""
-    return dict(H=H, I=I, E_LOCAL=E_LOCAL, BM=BLOCK_M, BN=G1_BN, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, FP8_MAX=FP8_MAX,
+    return dict(H=H, I=I, E_LOCAL=E_LOCAL, BM=bm or BLOCK_M, BN=G1_BN, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, FP8_MAX=FP8_MAX,
                 INTERP=interp)
 
 
-def _gemm2_consts(H, I, E_LOCAL, interp):
-    return dict(H=H, I=I, E_LOCAL=E_LOCAL, BM=G2_BLOCK_M, BN=BLOCK_N2, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, IQB=G1_BN,
+def _gemm2_consts(H, I, E_LOCAL, interp, bm=None):
+    return dict(H=H, I=I, E_LOCAL=E_LOCAL, BM=bm or G2_BLOCK_M, BN=BLOCK_N2, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, IQB=G1_BN,
                 INTERP=interp)
 
 
@@ -535,11 +543,13 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
         counts = _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev)
         inter = torch.empty((P, I), dtype=torch.float8_e4m3fn if INTER_FP8 else torch.bfloat16, device=dev)
         inter_scale = torch.empty((P, I // G1_BN), dtype=torch.float32, device=dev)
-        _gemm1_kernel[_grid(_m_tiles_ub(P, BLOCK_M, E_LOCAL) * (I // G1_BN), dev, G1_PROGS_PER_SM)](
+        big = T >= BIG_TILE_TOKENS  # a host-side shape: no sync
+        bm1, bm2, w2 = (BIG_BLOCK_M, BIG_G2_BLOCK_M, BIG_G2_WARPS) if big else (BLOCK_M, G2_BLOCK_M, G2_WARPS)
+        _gemm1_kernel[_grid(_m_tiles_ub(P, bm1, E_LOCAL) * (I // G1_BN), dev, G1_PROGS_PER_SM)](
             hs, hs_scale, gemm1_weights, gemm1_weights_scale, counts, sorted_tok, inter, inter_scale, T,
-            **_gemm1_consts(H, I, E_LOCAL, interp), num_warps=G1_WARPS, num_stages=NUM_STAGES)
-        _gemm2_kernel[_grid(_m_tiles_ub(P, G2_BLOCK_M, E_LOCAL) * triton.cdiv(H, BLOCK_N2), dev)](
+            **_gemm1_consts(H, I, E_LOCAL, interp, bm1), num_warps=G1_WARPS, num_stages=NUM_STAGES)
+        _gemm2_kernel[_grid(_m_tiles_ub(P, bm2, E_LOCAL) * triton.cdiv(H, BLOCK_N2), dev)](
             inter, inter_scale, gemm2_weights, gemm2_weights_scale, counts, y,
-            **_gemm2_consts(H, I, E_LOCAL, interp), num_warps=G2_WARPS, num_stages=NUM_STAGES)
+            **_gemm2_consts(H, I, E_LOCAL, interp, bm2), num_warps=w2, num_stages=NUM_STAGES)
     _reduce_kernel[(T, triton.cdiv(H, 1024))](y, row_of, wflat, out, H=H, TOP_K=TOP_K, BH=1024, num_warps=4)
     return out
