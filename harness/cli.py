@@ -866,10 +866,8 @@ def _register_plugins() -> None:
     from . import cli_profile
 
     cli_profile.register(cli)
-    found = {ep.name: ep for ep in entry_points(group=COMMANDS_GROUP)}
-    for ep in _checkout_entry_points():
-        found.setdefault(ep.name, ep)
-    for ep in sorted(found.values(), key=lambda e: e.name):
+    found = list(entry_points(group=COMMANDS_GROUP)) or _checkout_entry_points()
+    for ep in sorted(found, key=lambda e: e.name):
         try:
             ep.load()(cli)
         except ImportError as e:  # a plugin whose dependencies are not installed on this machine
@@ -877,8 +875,8 @@ def _register_plugins() -> None:
 
 
 def _checkout_entry_points() -> list:
-    """The ``kbot.commands`` table of the checkout's own pyproject.toml when kbot runs from a source
-    checkout: on a machine where it was never installed (``PYTHONPATH=. python -m harness.cli``, as on
+    """The ``kbot.commands`` table of the checkout's own pyproject.toml, for a source checkout whose
+    metadata names no plugins: on a machine where it was never installed (``PYTHONPATH=. python -m harness.cli``, as on
     the GPU runners) the installed metadata has no entry points, and the bot's commands would vanish."""
     from importlib.metadata import EntryPoint
 

@@ -25,6 +25,7 @@ import site
 import sys
 import sysconfig
 import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -284,6 +285,11 @@ _Thread, _DummyThread, _enumerate = threading.Thread, getattr(threading, "_Dummy
 _thread_start = _Thread.start
 
 
+def _prefixes(paths: Iterable[str | Path]) -> tuple[str, ...]:
+    """Folders as ``str.startswith`` prefixes of the real paths of the files under them."""
+    return tuple(os.path.realpath(str(p)) + os.sep for p in paths)
+
+
 def thread_count() -> ThreadCount:
     """Threads now. Take ``before`` after the reference and one warm torch op have run: torch starts its
     intra-op (OpenMP) pool and CUDA its helper threads lazily, on first use, and those are not the
@@ -311,8 +317,9 @@ class ThreadOrigins:
     thread is, including any whose start was not seen."""
 
     def __init__(self, own_paths: Iterable[str | Path]):
-        self.own_paths = tuple(os.path.realpath(str(p)) + os.sep for p in own_paths)
-        self.sites: dict[int, tuple[bool, str]] = {}  # id(thread) -> (candidate's, where it was started)
+        self.own_paths = _prefixes(own_paths)
+        # thread -> (candidate's, where it was started); weak: a later thread never inherits a dead one's id
+        self.sites: weakref.WeakKeyDictionary[Any, tuple[bool, str]] = weakref.WeakKeyDictionary()
         self._installed: tuple[Callable, Callable] | None = None
 
     def install(self) -> "ThreadOrigins":
@@ -322,7 +329,7 @@ class ThreadOrigins:
         origins = self
 
         def start(thread: Any, *args: Any, **kwargs: Any) -> Any:
-            origins.sites[_id(thread)] = origins._site(sys._getframe(1))
+            origins.sites[thread] = origins._site(sys._getframe(1))
             return orig(thread, *args, **kwargs)
 
         _Thread.start = start
@@ -342,7 +349,7 @@ class ThreadOrigins:
         first = ""
         while frame is not None:
             f = frame.f_code.co_filename
-            if not first and not f.endswith(("threading.py",)):
+            if not first and not f.endswith("threading.py"):
                 first = f"{f}:{frame.f_lineno}"
             if self.own_paths and os.path.realpath(f).startswith(self.own_paths):
                 return True, f"{f}:{frame.f_lineno}"
@@ -351,13 +358,13 @@ class ThreadOrigins:
 
     def candidates(self, threads: Iterable[Any]) -> list[Any]:
         """Those of ``threads`` the candidate started (or whose start was not seen)."""
-        return [t for t in threads if self.sites.get(_id(t), (True, ""))[0]]
+        return [t for t in threads if self.sites.get(t, (True, ""))[0]]
 
 
 def _describe_thread(t: Any, origins: ThreadOrigins | None) -> str:
     target = _getattr(t, "_target", None)
     what = f" running {_describe(target)}" if target is not None else ""
-    where = origins.sites.get(_id(t), (True, "an unseen place"))[1] if origins else ""
+    where = origins.sites.get(t, (True, "an unseen place"))[1] if origins else ""
     return f"'{_getattr(t, 'name', '?')}'{what}" + (f", started at {where}" if where else "")
 
 
@@ -504,7 +511,7 @@ class LaunchCounter:
     """
 
     def __init__(self, own_paths: Iterable[str | Path] = (), own_modules: Iterable[str] = ()):
-        self.own_paths = tuple(os.path.realpath(str(p)) + os.sep for p in own_paths)
+        self.own_paths = _prefixes(own_paths)
         self.own_modules = frozenset(own_modules)
         self.launches: list[Launch] = []
         # Called as on_launch(kernel, args, kwargs) after each launch while set (the worker sets it for
