@@ -8,9 +8,10 @@ without a roofline (no ceilings for the device) gets every section and every rul
 The per-candidate budget (:class:`ProfileBudget`) bounds the wall time one evaluation spends on
 profiling, from the ahead-of-time compile to the last file written: every step (``STEPS``: the static
 compile, then per profiled workload ncu, SASS and NVML energy) asks the budget for a grant before it
-starts. A step is not started when less than ``MIN_STEP_S`` is left, or when what it cost before
+starts. A step is not started when less than ``MIN_STEP_S`` is left, when what it cost before
 (:class:`StepCosts`: this candidate's earlier steps of its kind and, through an evaluator that keeps
-one, earlier candidates') is more than is left; a step that starts gets what is left (less
+one, earlier candidates') is more than is left, or when a run of its kind was stopped at its timeout
+and less than ``MIN_STEP_S`` more than that run had is left (it would be stopped again); a step that starts gets what is left (less
 ``RESERVE_S``, kept for the analysis after the last step) as the timeout of its subprocesses, which
 are stopped there, their whole process group killed. So the time spent stays within the budget plus
 ``OVERRUN_S`` (killing and reaping a stopped step, and the rule engine's pass). What was spent, each
@@ -95,6 +96,11 @@ class StepCosts:
             return None
         return max(sum(done) / len(done) if done else 0.0, max(stopped) if stopped else 0.0)
 
+    def needed_more_than(self, step: str) -> float | None:
+        """The longest run of ``step`` that was stopped at its timeout (it needed more), or None."""
+        stopped = self.stopped.get(step)
+        return max(stopped) if stopped else None
+
 
 @dataclass
 class Grant:
@@ -152,6 +158,11 @@ class ProfileBudget:
         if left < MIN_STEP_S:
             why = (f"not run: the profiling budget of {self.seconds:g} s was spent "
                    f"({now - self.started:.1f} s used, {max(left, 0.0):.1f} s left)")  # type: ignore[operator]
+        elif (cut := self.costs.needed_more_than(step)) is not None and cut + MIN_STEP_S > left:
+            # it was stopped after `cut` s without finishing: starting it with about as much again
+            # (the same budget, a few ms of jitter more) would only be stopped again
+            why = (f"not run: {step} took {cut:.1f} s on earlier runs without finishing (stopped at its "
+                   f"timeout) and the profiling budget of {self.seconds:g} s has {left:.1f} s left")
         elif expected is not None and expected > left:
             why = (f"not run: {step} took {expected:.1f} s on earlier runs and the profiling budget of "
                    f"{self.seconds:g} s has {left:.1f} s left")

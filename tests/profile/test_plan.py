@@ -120,6 +120,26 @@ def test_a_step_is_not_started_when_what_it_cost_before_does_not_fit():
     assert g.ok and g.timeout_s == 600 and unlimited.record()["within_budget"]
 
 
+def test_a_step_stopped_at_its_timeout_is_not_restarted_with_about_as_much():
+    """ncu stopped after 2.7 s of a 3 s budget: the next candidate's 3 s budget leaves about as much
+    (a little more when its preamble was quicker), so ncu would only be stopped again; with a second
+    more than it had, it may try."""
+    clock = FakeClock()
+    costs = StepCosts()
+    first = ProfileBudget(3.0, costs=costs, clock=clock)
+    clock.t += 0.05
+    g = first.grant("ncu", "w", cap_s=600)
+    assert g.ok and g.timeout_s == pytest.approx(2.7)
+    clock.t += 2.7
+    first.finish(g, stopped=True)
+    second = ProfileBudget(3.0, costs=costs, clock=clock)  # this preamble is quicker: 2.75 s left > 2.7
+    g = second.grant("ncu", "w", cap_s=600)
+    assert not g.ok and "took 2.7 s on earlier runs without finishing" in g.refused
+    assert second.record()["skipped_for_budget"] == ["w"]
+    roomier = ProfileBudget(4.5, costs=costs, clock=clock)  # 4.25 s left: more than 2.7 + MIN_STEP_S
+    assert roomier.grant("ncu", "w", cap_s=600).ok
+
+
 def _report(sizes):
     lat = LatencyStats(median=1.0, mean=1.0, ci95=(1.0, 1.0), stdev=0.0, sem=0.0, n=3, min=1.0, max=1.0)
     return Report(run_id="r", definition="kbot_vector_add_f32", solution="s", solution_hash="h",
