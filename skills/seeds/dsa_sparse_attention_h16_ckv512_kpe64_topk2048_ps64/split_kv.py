@@ -7,8 +7,10 @@ selected rows, then a merge. No host synchronization: the split count comes from
 index is a physical token id ``page * 64 + offset`` = the row of the flattened cache), computes
 ``q_nope @ ckv^T + q_pe @ kpe^T`` (bf16 -> fp32), scales by ``sm_scale * log2(e)`` and runs an online
 softmax in base 2, accumulating ``P @ ckv`` (the value is the compressed KV itself). ``-1`` entries are
-masked; a tile without any valid index is skipped without loading rows (the indexer pads at the end,
-so short contexts skip their empty tail). With one split the program normalizes and writes ``output``
+masked; the loop stops after the split's last valid index (the indexer pads at the end, so short
+contexts skip their empty tail) and has no branch in its body, so the pipeliner can overlap the next
+tiles' gathers with this tile's math. The running max stays -inf until a valid index is seen; the
+rescaling uses 0 in its place then, so an all-padding tile adds nothing and makes no NaN. With one split the program normalizes and writes ``output``
 and the base-2 ``lse`` itself; otherwise it writes its unnormalized partial (acc, running max, sum).
 
 ``_merge`` — grid (tokens, DC / MERGE_BLOCK_D): rescales the partials to the global max, sums them and
@@ -21,6 +23,12 @@ one split per token and skip the merge (TARGET_PROGRAMS = 1: never split).
 
 On the CPU (Triton interpreter) the dots widen bf16 to fp32 first (see ``_mm``); on the GPU they are
 bf16 x bf16 -> fp32 ``mma.sync`` (M = 16 is under wgmma's 64).
+
+What the H200 said about the first version (2026-12-02, ncu on one token; docs/measurements.md): 200
+registers per thread at 4 warps (the [16, 512] fp32 accumulator alone is 64 per thread), so 12.5%
+occupancy; 61% of stalls waited on the row gathers; a data-dependent branch around each tile kept the
+loads from being pipelined. Hence 8 warps (half the accumulator per thread) and the branch-free loop;
+neither is measured yet.
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start):
 BLOCK_N, NUM_WARPS, NUM_STAGES, TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D.
@@ -36,7 +44,7 @@ DC = 512
 DP = 64
 
 BLOCK_N = 32  # kbot: tunable [32, 16, 64] role=block
-NUM_WARPS = 4  # kbot: tunable [4, 8]
+NUM_WARPS = 8  # kbot: tunable [8, 4, 16]
 NUM_STAGES = 2  # kbot: tunable [2, 1, 3]
 TARGET_PROGRAMS = 264  # kbot: tunable [264, 132, 528, 1] role=split
 MIN_SPLIT_LEN = 64  # kbot: tunable [64, 128, 256, 512] role=split
@@ -73,21 +81,26 @@ def _attend(qn_ptr, qp_ptr, ckv_ptr, kpe_ptr, idx_ptr, sm_scale,
     l = tl.zeros([H], tl.float32)
     acc = tl.zeros([H, DC], tl.float32)
     start = s * SPLIT_LEN
-    for j in tl.range(start, start + SPLIT_LEN, BLOCK_N, num_stages=NUM_STAGES):
+    # The loop ends after the split's last valid index (its whole slice of indices read once, 4 bytes
+    # each): the padded tail is never visited, and the body has no branch, so the row gathers of the
+    # next tiles can be issued while this one computes (num_stages).
+    pos = tl.arange(0, SPLIT_LEN)
+    last = tl.max(tl.where(tl.load(idx_ptr + t * TOPK + start + pos) >= 0, pos, -1), axis=0)
+    for j in tl.range(start, start + last + 1, BLOCK_N, num_stages=NUM_STAGES):
         idx = tl.load(idx_ptr + t * TOPK + j + cols)
-        valid = idx >= 0  # -1 is padding
-        if tl.max(valid.to(tl.int32), axis=0) > 0:
-            rows = tl.where(valid, idx, 0).to(tl.int64)
-            kc = tl.load(ckv_ptr + rows[:, None] * DC + dc[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DC]
-            kp = tl.load(kpe_ptr + rows[:, None] * DP + dp[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DP]
-            logits = _mm(qn, tl.trans(kc), WIDEN) + _mm(qp, tl.trans(kp), WIDEN)  # [H, BLOCK_N] fp32
-            logits = tl.where(valid[None, :], logits * scale, float("-inf"))
-            m_new = tl.maximum(m, tl.max(logits, axis=1))  # finite: the tile has a valid index
-            alpha = tl.exp2(m - m_new)
-            p = tl.exp2(logits - m_new[:, None])
-            l = l * alpha + tl.sum(p, axis=1)
-            acc = acc * alpha[:, None] + _mm(p.to(kc.dtype), kc, WIDEN)  # P rounded to bf16, as on the GPU
-            m = m_new
+        valid = idx >= 0  # -1 is padding (also inside the slice)
+        rows = tl.where(valid, idx, 0).to(tl.int64)
+        kc = tl.load(ckv_ptr + rows[:, None] * DC + dc[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DC]
+        kp = tl.load(kpe_ptr + rows[:, None] * DP + dp[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DP]
+        logits = _mm(qn, tl.trans(kc), WIDEN) + _mm(qp, tl.trans(kp), WIDEN)  # [H, BLOCK_N] fp32
+        logits = tl.where(valid[None, :], logits * scale, float("-inf"))
+        m_new = tl.maximum(m, tl.max(logits, axis=1))  # -inf while no valid index was seen
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # exp2(-inf - m_ref) = 0, never NaN
+        alpha = tl.exp2(m - m_ref)
+        p = tl.exp2(logits - m_ref[:, None])
+        l = l * alpha + tl.sum(p, axis=1)
+        acc = acc * alpha[:, None] + _mm(p.to(kc.dtype), kc, WIDEN)  # P rounded to bf16, as on the GPU
+        m = m_new
     if NSPLIT == 1:
         has = l > 0
         out = acc / tl.where(has, l, 1.0)[:, None]

@@ -25,6 +25,13 @@ Costs (see skills/operators/dsa_topk_indexer.md): the scorer is HBM-bound (124 F
 fp8 tensor cores); the selection re-reads the 4-byte scores ceil(32 / RADIX_BITS) + 1 times, mostly
 from L2; few-row batches pay a launch per pass instead of idle SMs.
 
+Why the split path with one block per chunk is the start: on the H200 (2026-12-02, CUPTI) the first
+defaults (split below 32 rows, 8192-score chunks) took 60-69 us for one or two rows of 8k-128k tokens
+whatever the length, against floors of 0.3-4 us: a chunk's program ran its 4 radix passes and the
+gather as 20 dependent block iterations. With SPLIT_CHUNK = SELECT_BLOCK every program does one block
+per launch, and splitting at any batch size keeps B x n / 2048 programs per pass instead of B (64
+programs of 40 block iterations each at 64 rows of 16k tokens). Not yet measured.
+
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
 SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK.
 """
@@ -44,8 +51,8 @@ SCORE_WARPS = 4  # kbot: tunable [4, 8]
 SELECT_BLOCK = 2048  # kbot: tunable [2048, 1024, 4096] role=block
 SELECT_WARPS = 8  # kbot: tunable [8, 4, 16]
 RADIX_BITS = 8  # kbot: tunable [8, 11] role=other
-SPLIT_BELOW_ROWS = 32  # kbot: tunable [32, 16, 64, 1, 1000000] role=split
-SPLIT_CHUNK = 8192  # kbot: tunable [8192, 4096, 16384, 32768] role=split
+SPLIT_BELOW_ROWS = 1000000  # kbot: tunable [1000000, 32, 16, 64, 1] role=split
+SPLIT_CHUNK = 2048  # kbot: tunable [2048, 1024, 4096, 8192, 16384, 32768] role=split
 
 
 @triton.jit
