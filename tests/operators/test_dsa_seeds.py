@@ -111,3 +111,51 @@ def test_seeds_pass_kbot_eval_on_cpu(tmp_path, name):
         report = json.loads((out / "report.json").read_text())
         statuses = [w["status"] for w in report["workloads"]]
         assert statuses == ["PASSED"] * 3, statuses
+
+
+PADDING = r"""
+import json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests", "operators")]
+import torch
+torch.set_num_threads(1)
+torch.manual_seed(0)
+from bot.agents.providers.offline import load_seeds
+from bot.agents.tunables import apply
+from opkit import ATTENTION, our_run
+ref = our_run(ATTENTION)
+T, P = 3, 40
+qn, qp = torch.randn(T, 16, 512).bfloat16(), torch.randn(T, 16, 64).bfloat16()
+ckv, kpe = torch.randn(P, 64, 512).bfloat16(), torch.randn(P, 64, 64).bfloat16()
+idx = torch.randint(0, P * 64, (T, 2048), dtype=torch.int32)
+idx[0, :700] = -1  # padding first: whole tiles and whole splits before the first valid index
+idx[1, 100:1500] = -1  # padding inside
+idx[1, 1600:] = -1
+idx[2, :] = -1  # nothing valid: output 0, lse -inf
+ro, rlse = ref(qn, qp, ckv, kpe, idx, 0.07)
+out = []
+for seed in load_seeds(ATTENTION):
+    for v in ({}, {"TARGET_PROGRAMS": 1}):
+        ns = {}
+        exec(compile(apply(seed, v).source("main.py") if v else seed.source("main.py"), seed.name, "exec"), ns)
+        o, lse = ns["run"](qn, qp, ckv, kpe, idx, 0.07)
+        fin = torch.isfinite(rlse)
+        out.append({"seed": seed.name, "variant": v, "out_err": (o.float() - ro.float()).abs().max().item(),
+                    "lse_err": (lse[fin] - rlse[fin]).abs().max().item(), "nan": bool(torch.isnan(o.float()).any()),
+                    "lse_inf_match": bool(torch.equal(torch.isneginf(lse), torch.isneginf(rlse)))})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_attention_seeds_handle_padding_anywhere_in_a_split():
+    """-1 before the first valid index, inside a split and everywhere: the loop's bound and the -inf-safe
+    rescaling give the reference's output (no NaN from an all-padding tile, lse -inf where nothing is valid)."""
+    p = subprocess.run([sys.executable, "-c", PADDING, str(REPO)], capture_output=True, text=True, timeout=900,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = json.loads(p.stdout.strip().splitlines()[-1])
+    assert rows and len(rows) == 2 * len(list((REPO / "skills" / "seeds" / ATTENTION).glob("[!_]*.py")))
+    bad = [r for r in rows if r["nan"] or not r["lse_inf_match"] or r["out_err"] > 1e-2 or r["lse_err"] > 1e-3]
+    assert not bad, bad
