@@ -22,6 +22,10 @@
 #                kbot eval of the shipped rmsnorm kernel with --sandbox required vs off, x3), the sandbox
 #                tests (probes refused, CUDA/CUPTI/Triton/cpp_extension inside), the guard's GPU corpus
 #                with KBOT_SANDBOX=required (~10)
+#   sandbox_cost just the sandbox's cost per candidate (scripts/gpu/sandbox_cost.py) and the rmsnorm honest
+#                and hostile corpora on the GPU with KBOT_SANDBOX=required (~4)
+#   campaign_profiled kbot optimize rmsnorm_h4096 on the GPU with profiling on (2 rounds x 2 candidates,
+#                --profile-budget 20): every candidate's feedback items and profiling seconds (~4)
 # Each step's exit code is in $OUT/steps.txt; the script exits non-zero if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -63,6 +67,28 @@ step_sandbox() {
     --out "$OUT/work/eval_profile_sandboxed" --json > "$OUT/work/eval_profile_sandboxed.json" || rc=1
   "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); print("isolation:", r["isolation"].get("summary")); [print(w["uuid"][:8], w["status"], "evidence:", sorted((w.get("profile") or {}).get("evidence") or {}), "missing:", {k: v[:160] for k, v in ((w.get("profile") or {}).get("missing") or {}).items()}) for w in r["workloads"]]' \
     "$OUT/work/eval_profile_sandboxed.json" || rc=1
+  return $rc
+}
+step_sandbox_cost() {
+  local rc=0
+  OUT="$OUT/work" "$PY" scripts/gpu/sandbox_cost.py --device cuda --reps 3 || rc=1
+  KBOT_SANDBOX=required OUT="$OUT/work/guard_sandboxed" bash scripts/gpu/guard_gpu.sh || rc=1
+  return $rc
+}
+step_campaign_profiled() {
+  local ws rc=0
+  ws=$(mktemp -d)
+  "$PY" -m harness.cli optimize rmsnorm_h4096 --agent offline --device cuda --rounds 2 --candidates 2 --budget 0.3 \
+    --profile-budget 20 --workspace "$ws" --json > "$OUT/work/campaign_profiled.json" || rc=1
+  "$PY" -c 'import json,sys; s=json.load(open(sys.argv[1])); [print(r["node"], r["pr"], r["decision"], r["speedup_vs_champion"], (r["headline"] or "")[:100]) for r in s["candidates"]]' \
+    "$OUT/work/campaign_profiled.json" || rc=1
+  "$PY" -c 'import json,pathlib,sys
+for p in sorted(pathlib.Path(sys.argv[1]).rglob("report.json")):
+    r = json.loads(p.read_text()); pr = r.get("profiling") or {}
+    print(r.get("solution"), "profiling", pr.get("spent_s"), "s of", pr.get("budget_s"), "within", pr.get("within_budget"),
+          "steps", [(x["step"], x["outcome"], x["s"]) for x in pr.get("steps") or []],
+          "items", sum(len(w.get("feedback") or []) for w in r.get("workloads") or []))' "$ws" || rc=1
+  rm -rf "$ws"
   return $rc
 }
 step_operators() {
