@@ -25,6 +25,14 @@ Which chunk size: LONG_CHUNK when the sequences hold at least LONG_FROM tokens o
 (measured on the H200, 2026-12-01: 128-token chunks cut the sequential pass at 1 x 8192 tokens from 254
 to 143 us but doubled the prep, 37 -> 87 us; at 4 x 4096 64-token chunks were 84 us against 124).
 
+Which BV for the sequential pass: its grid is (sequences, 8 heads, V / BV), so one or two sequences
+leave most SMs idle at BV = 32 (32-64 programs on 132 SMs) and many sequences fill them. Measured on the
+H200 (2026-12-01, recording 02, whole-call GPU time, 64-token chunks): BV = 16 was 7-9% faster than 32
+for one sequence of 512-8192 tokens; BV = 64 was 4-9% faster for 6-32 sequences; 32 was best at 4. So
+FEW_SEQS_BV up to FEW_SEQS sequences, MANY_SEQS_BV from MANY_SEQS on, BV between. A 128-token chunk
+with BV = 64 spills at 4 warps (sm_90 ahead-of-time compile, Triton 3.9: 255 registers, 16 B; 162 at
+8 warps), so that pair runs with at least 8 warps.
+
 Short sequences (on average at most RECURRENT_MAX_LEN tokens each) take a token-by-token kernel
 instead: one program per (sequence, head, block of rows), the state in registers, three dependent
 launches' worth of fixed cost saved. The choice uses only shapes (T / num_seqs): no host sync.
@@ -48,6 +56,10 @@ CHUNK = 64  # kbot: tunable [64, 128] role=block
 LONG_CHUNK = 128  # kbot: tunable [128, 64] role=block
 LONG_FROM = 2048  # kbot: tunable [2048, 1024, 4096, 512] role=other
 BV = 32  # kbot: tunable [32, 16, 64] role=block
+FEW_SEQS = 2  # kbot: tunable [2, 0, 1, 4] role=other
+FEW_SEQS_BV = 16  # kbot: tunable [16, 32] role=block
+MANY_SEQS = 6  # kbot: tunable [6, 8, 16, 1000000, 1] role=other
+MANY_SEQS_BV = 64  # kbot: tunable [64, 32] role=block
 OUT_BV = 64  # kbot: tunable [64, 32, 128] role=block
 PREP_WARPS = 4  # kbot: tunable [4, 8]
 STATE_WARPS = 4  # kbot: tunable [4, 8] role=warps
@@ -338,8 +350,10 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
     snap = torch.empty((n_chunks, HV, K, V), dtype=torch.float16, device=dev)
     _prep[(n_chunks, HV)](k, v, A_log, a, dt_bias, b, cu_seqlens, w, u, kd, gam, glast, N, HV=HV, REP=rep, K=K, V=V,
                           C=chunk, NP=np2, num_warps=PREP_WARPS)
-    _state[(N, HV, V // BV)](s_in, cu_seqlens, w, u, kd, glast, snap, vn, new_state, N, HV=HV, K=K, V=V,
-                             C=chunk, BV=BV, NP=np2, HAS_STATE=state is not None, STAGES=STATE_STAGES,
-                             num_warps=STATE_WARPS)
+    bv = FEW_SEQS_BV if N <= FEW_SEQS else MANY_SEQS_BV if N >= MANY_SEQS else BV
+    state_warps = STATE_WARPS if bv * chunk < 64 * 128 else max(STATE_WARPS, 8)
+    _state[(N, HV, V // bv)](s_in, cu_seqlens, w, u, kd, glast, snap, vn, new_state, N, HV=HV, K=K, V=V,
+                             C=chunk, BV=bv, NP=np2, HAS_STATE=state is not None, STAGES=STATE_STAGES,
+                             num_warps=state_warps)
     _output[(n_chunks, HV, V // OUT_BV)](q, k, cu_seqlens, gam, snap, vn, output, float(scale), N, HV=HV, REP=rep,
                                          K=K, V=V, C=chunk, BV=OUT_BV, NP=np2, num_warps=OUT_WARPS)

@@ -1,10 +1,11 @@
-"""The DSA seed kernels (skills/seeds/<definition>/*.py) are right on the CPU, through the Triton
+"""The contest seed kernels (skills/seeds/<definition>/*.py) are right on the CPU, through the Triton
 interpreter: every seed at its default tunables and at the variants that take its other code paths,
 judged by the definition's own comparator on workloads.small.jsonl; and each seed through the real
 harness (`kbot eval --device cpu`), guard included.
 
 The interpreter is chosen when a kernel is decorated, so the seeds run in a subprocess that sets
-TRITON_INTERPRET=1 first (this process may have imported Triton already)."""
+TRITON_INTERPRET=1 first (this process may have imported Triton already), with the harness's fix of the
+interpreter's bf16 dot (harness/interpreter_fixes.py), as in the harness's own CPU worker."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import sys
 
 import pytest
 
-from opkit import ATTENTION, INDEXER, REPO
+from opkit import ATTENTION, INDEXER, PREFILL, REPO
 
 # Variants (tunable -> value, applied with the offline agent's own rewriting) that reach the other paths.
 VARIANTS = {
@@ -31,6 +32,11 @@ VARIANTS = {
         {"BLOCK_N": 64, "MIN_SPLIT_LEN": 512, "MERGE_BLOCK_D": 512},
         {"BLOCK_N": 16, "MIN_SPLIT_LEN": 128},
     ],
+    PREFILL: [
+        {},  # token-by-token for the short workloads; chunked with BV 16 for the two-sequence one
+        {"RECURRENT_MAX_LEN": 0},  # chunked everywhere: BV 16 (one or two sequences) and BV 32 (three)
+        {"RECURRENT_MAX_LEN": 0, "CHUNK": 128, "MANY_SEQS": 1},  # 128-token chunks, BV 64 at 8 warps
+    ],
 }
 
 DRIVER = r"""
@@ -39,6 +45,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests", "operators")]
 import torch
 torch.set_num_threads(1)
+from harness.interpreter_fixes import apply as fix_interpreter
+fix_interpreter()  # as the harness's CPU worker does: the interpreter's bf16 dot multiplies raw bits
 from bot.agents.providers.offline import load_seeds
 from bot.agents.tunables import apply
 from harness.compare import normalize_outputs
@@ -80,7 +88,7 @@ print(json.dumps(out))
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)  # the interpreter on a shared 2-core machine: minutes
-@pytest.mark.parametrize("name", [INDEXER, ATTENTION], ids=["indexer", "attention"])
+@pytest.mark.parametrize("name", [INDEXER, ATTENTION, PREFILL], ids=["indexer", "attention", "gdn_prefill"])
 def test_seed_variants_are_correct_on_cpu(name):
     p = subprocess.run([sys.executable, "-c", DRIVER, str(REPO), name, json.dumps(VARIANTS[name])],
                        capture_output=True, text=True, timeout=1200, env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -88,7 +96,7 @@ def test_seed_variants_are_correct_on_cpu(name):
     rows = json.loads(p.stdout.strip().splitlines()[-1])
     assert len(rows) == len(VARIANTS[name]) * 3 * len(list((REPO / "skills" / "seeds" / name).glob("[!_]*.py")))
     bad = [r for r in rows if not r["ok"]]
-    assert not bad, bad[:5]
+    assert not bad, [(r["variant"], r["workload"][:8], r["message"][:300]) for r in bad[:6]]
 
 
 @pytest.mark.slow
@@ -120,6 +128,8 @@ sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests", "operators")]
 import torch
 torch.set_num_threads(1)
 torch.manual_seed(0)
+from harness.interpreter_fixes import apply as fix_interpreter
+fix_interpreter()
 from bot.agents.providers.offline import load_seeds
 from bot.agents.tunables import apply
 from opkit import ATTENTION, our_run
