@@ -134,6 +134,7 @@ def _report_with(uuid: str, axes: dict, launches: list, device: str = "cpu") -> 
 @pytest.mark.timeout(600)
 def test_the_dsa_attention_seed_compiles_ahead_of_time_from_its_recorded_launches(tmp_path):
     from bot.agents.providers.offline import load_seeds
+    from bot.agents.tunables import solution_tunables
     from harness.profile.triton_module import recorded_launches, run_isolated
 
     p = subprocess.run([sys.executable, "-c", RECORD, ATTENTION, str(tmp_path / "src")], cwd=REPO, capture_output=True, text=True,
@@ -147,7 +148,8 @@ def test_the_dsa_attention_seed_compiles_ahead_of_time_from_its_recorded_launche
     assert attend["signature"]["lse_ptr"] == "*fp32" and attend["signature"]["sm_scale"] == "fp32"
     assert {k: attend["constexprs"][k] for k in ("H", "DC", "DP", "TOPK")} == {"H": 16, "DC": 512, "DP": 64, "TOPK": 2048}
     assert attend["constexprs"]["WIDEN"] is True  # recorded on the CPU: the interpreter's path
-    assert attend["options"] == {"num_warps": 4}
+    warps = {t.key: t.value for t in solution_tunables(load_seeds(ATTENTION)[0])}["NUM_WARPS"]
+    assert attend["options"] == {"num_warps": warps}  # the seed's NUM_WARPS, as it launched
 
     definition = load_definition(REPO / "definitions" / ATTENTION / "definition.json")
     sol = load_seeds(ATTENTION)[0]
