@@ -243,8 +243,10 @@ class Campaign:
             if nid in tree:
                 tree.nodes[nid].exhausted = True
         camp = cls._rebuilt(definition, agent, evaluator, cfg, store, workloads, tree, Usage.from_dict(state.get("usage", {})))
-        if evaluate_pending:
-            camp._evaluate_pending()
+        if evaluate_pending and camp._evaluate_pending():
+            # the interrupted step ends now, as ``step`` ends one it finds pending: the step count (and the
+            # agent's seed derived from it) is what an uninterrupted campaign would have
+            camp._end_step()
         return camp
 
     @classmethod

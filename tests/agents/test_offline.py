@@ -100,7 +100,7 @@ def test_offline_agent_respects_memory_across_instances(rmsnorm_def):
 
 def _first_change(parent, feedback, rmsnorm_def):
     ctx = AgentContext(definition=rmsnorm_def, mode=Mode.OPTIMIZE, parent=parent, feedback=feedback)
-    [p] = OfflineAgent().propose(ctx, 1)
+    [p] = OfflineAgent(use_seeds=False).propose(ctx, 1)  # the parent's moves alone (untried seeds come first)
     before = configuration(solution_tunables(parent))
     after = configuration(solution_tunables(p.solution))
     return {k: (before[k], after[k]) for k in before if before[k] != after[k]}, p.rationale
@@ -210,3 +210,26 @@ def test_seed_definitions_in_skills_are_valid_json_free_python():
             sol = [s for s in load_seeds(folder.name) if s.name.endswith(f.stem)][0]
             assert solution_tunables(sol), f"{f} declares no tunables"
             json.dumps(configuration(solution_tunables(sol)))
+
+
+def test_a_rewritten_seed_comes_before_the_champion_s_moves(rmsnorm_def, tmp_path):
+    """The champion descends from a seed; a person rewrites that seed's file. The next search tries the
+    new seed at its defaults first, then the champion's moves; the seed at the champion's own
+    configuration (the champion itself) is never proposed; a tried seed is not tried again."""
+    sp = seed("single_pass")
+    champion = apply(sp, {"NUM_WARPS": 16}, name="champ")  # a promoted move of the seed
+    mem = SearchMemory(rmsnorm_def.name)
+    for s in load_seeds(rmsnorm_def.name):
+        mem.note_proposed(OfflineAgent._key_of(s), "tried in an earlier campaign")
+    ctx = AgentContext(definition=rmsnorm_def, mode=Mode.OPTIMIZE, parent=champion, memory=mem)
+    assert all("seed structure" not in p.rationale for p in OfflineAgent().propose(ctx, 4))  # every seed tried: moves only
+    folder = tmp_path / rmsnorm_def.name
+    folder.mkdir()
+    src = (REPO / "skills" / "seeds" / rmsnorm_def.name / "single_pass.py").read_text()
+    (folder / "single_pass.py").write_text(src + "\n# rewritten: the same kernel, a new revision\n")
+    (folder / "champ.py").write_text(champion.source("main.py"))  # a seed file identical to the champion
+    first, *rest = OfflineAgent(seeds_dir=tmp_path).propose(ctx, 3)
+    assert "seed structure" in first.rationale and "rewritten" in first.solution.source("main.py")
+    assert rest and all("seed structure" not in p.rationale for p in rest)
+    keys = {p.config_key for p in [first, *rest]}
+    assert OfflineAgent._key_of(champion) not in keys

@@ -101,8 +101,11 @@ def test_optimize_opens_real_candidates_then_iterates_on_the_winner(github_serve
     again = CommandDispatcher(env.forge, ForgeServices(env.forge, bind(env.forge)), None).handle_issue_comment(p1)
     assert again.status == "done" and env.pulls() == first
 
-    # Benchmark the BLOCK=512 candidate with the real harness; the review, merge and leaderboard follow.
-    (win,) = [n for n, (_, _, sol) in got.items() if "BLOCK = 512" in sol.sources[0].content]
+    # The repository's seeds at their defaults come first (the search has tried neither; the start is
+    # the chunked seed at its weakest configuration). Benchmark the chunked one (BLOCK 1024, 4 warps,
+    # against the start's 256 and 1) with the real harness; the review, merge and leaderboard follow.
+    assert sorted("seed structure" in m["rationale"] for _, m, _ in got.values()) == [True, True], [m["rationale"] for _, m, _ in got.values()]
+    (win,) = [n for n, (_, _, sol) in got.items() if "BLOCK = 1024" in sol.sources[0].content]
     env.bench_done(win, None)
     (review,) = [r for r in env.server.reviews_on(win) if REVIEW_MARKER in r["body"]]
     assert "Decision: PROMOTE" in review["body"], review["body"]
@@ -132,7 +135,8 @@ def test_optimize_opens_real_candidates_then_iterates_on_the_winner(github_serve
     for _pr, meta, sol in new.values():
         assert meta["parent"] == win_node and meta["parent_pr"] == win
         assert meta["node"] not in old_nodes and meta["campaign"] != got[win][1]["campaign"]
-        assert "BLOCK = 512" in sol.sources[0].content or "NUM_WARPS = 1 " in sol.sources[0].content
+        assert "seed structure" not in meta["rationale"]  # both seeds tried: the winner's own moves now
+        assert "BLOCK = 1024" in sol.sources[0].content or "NUM_WARPS = 4 " in sol.sources[0].content  # one knob moved
 
 
 def test_branch_rules_and_round_continuation(github_server, shared, tmp_path, repo):

@@ -141,10 +141,13 @@ def test_resume_after_a_crash_loses_nothing_and_duplicates_nothing(tmp_path):
     pending_before = [n.id for n in camp.tree.pending()]
     assert len(finished_before) == 8 and pending_before  # the 9th was proposed (on disk) but not evaluated
 
+    steps_before = camp.usage.steps
     ev2 = landscape_evaluator(smooth)
     resumed = Campaign.resume(store, MoveAgent("ABCD"), ev2)
     # The pending node was evaluated on resume, first; nothing finished was evaluated again.
     assert ev2.calls[: len(pending_before)] == [resumed.tree.nodes[i].solution.content_hash() for i in pending_before]
+    # ... and its step ended, as in an uninterrupted run (the agent's seed is derived from the count)
+    assert resumed.usage.steps == steps_before + 1
     assert not finished_before & set(ev2.calls)
     resumed.run()
     all_calls = [c for c in ev1.calls[:8]] + ev2.calls

@@ -80,6 +80,7 @@ class OfflineAgent(Agent):
             return []
         out: list[Proposal] = []
         bases: dict[str, tuple[str, dict[str, Any]]] = {}  # content hash -> (structure hash, configuration)
+        own = self._key_of(ctx.parent) if ctx.parent is not None else None  # never propose the parent itself
         for base, changes, why in self._candidates(ctx):
             # The key is computed before the variant is built: most candidates are already tried, and
             # building (rewrite + parse) is what costs.
@@ -92,7 +93,7 @@ class OfflineAgent(Agent):
                 bases[h] = (structure_hash(base, ts), configuration(ts))
             struct, cfg = bases[h]
             key = f"{struct}:{json.dumps({**cfg, **changes}, sort_keys=True)}"
-            if key in self._proposed or self._tried(ctx, key):
+            if key == own or key in self._proposed or self._tried(ctx, key):
                 continue
             sol = base if not changes else self._build(base, changes, ctx.definition.name, {**cfg, **changes})
             if sol is None:
@@ -103,6 +104,15 @@ class OfflineAgent(Agent):
             if len(out) >= n:
                 break
         return out
+
+    @staticmethod
+    def _key_of(solution: Solution) -> str | None:
+        """The configuration key of ``solution`` as it stands (None: no tunables to key it by)."""
+        try:
+            ts = solution_tunables(solution)
+        except TunableError:
+            return None
+        return f"{structure_hash(solution, ts)}:{json.dumps(configuration(ts), sort_keys=True)}" if ts else None
 
     @staticmethod
     def _build(base: Solution, changes: dict[str, Any], definition: str, full: dict[str, Any]) -> Solution | None:
@@ -125,9 +135,13 @@ class OfflineAgent(Agent):
             for s in seeds:
                 yield from self._moves(s, ctx, base_why=f"seed {s.name}: ")
             return
-        yield from self._moves(ctx.parent, ctx)
+        # A seed at its defaults that this search has not tried (propose() skips tried ones) comes before
+        # the parent's moves: a seed file a person has rewritten since the last campaign is new knowledge,
+        # and after a champion descends from a seed its moves would otherwise keep the new seed out of
+        # reach for as long as the neighbourhood lasts.
         for s in seeds:
-            yield s, {}, f"parent's neighbourhood is exhausted: try seed structure {s.name}"
+            yield s, {}, f"seed structure {s.name} at its default configuration (not tried in this search yet)"
+        yield from self._moves(ctx.parent, ctx)
         for s in seeds:
             yield from self._moves(s, ctx, base_why=f"seed {s.name}: ")
 
