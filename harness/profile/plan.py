@@ -10,8 +10,9 @@ profiling, from the ahead-of-time compile to the last file written: every step (
 compile, then per profiled workload ncu, SASS and NVML energy) asks the budget for a grant before it
 starts. A step is not started when less than ``MIN_STEP_S`` is left, when what it cost before
 (:class:`StepCosts`: this candidate's earlier steps of its kind and, through an evaluator that keeps
-one, earlier candidates') is more than is left, or when a run of its kind was stopped at its timeout
-and less than ``MIN_STEP_S`` more than that run had is left (it would be stopped again); a step that starts gets what is left (less
+one, earlier candidates') is more than is left, or when a run of its kind on the same workload was
+stopped at its timeout and less than ``MIN_STEP_S`` more than that run had is left (it would be
+stopped again); a step that starts gets what is left (less
 ``RESERVE_S``, kept for the analysis after the last step) as the timeout of its subprocesses, which
 are stopped there, their whole process group killed. So the time spent stays within the budget plus
 ``OVERRUN_S`` (killing and reaping a stopped step, and the rule engine's pass). What was spent, each
@@ -84,9 +85,13 @@ class StepCosts:
 
     done: dict[str, list[float]] = field(default_factory=dict)  # steps that finished
     stopped: dict[str, list[float]] = field(default_factory=dict)  # stopped at their timeout: they need more
+    stopped_on: dict[tuple[str, str | None], float] = field(default_factory=dict)  # the longest such, per workload
 
-    def add(self, step: str, seconds: float, *, stopped: bool = False) -> None:
+    def add(self, step: str, seconds: float, *, stopped: bool = False, workload: str | None = None) -> None:
         (self.stopped if stopped else self.done).setdefault(step, []).append(float(seconds))
+        if stopped:
+            k = (step, workload)
+            self.stopped_on[k] = max(self.stopped_on.get(k, 0.0), float(seconds))
 
     def expected(self, step: str) -> float | None:
         """The mean of the finished runs, raised to the longest stopped run (a run stopped after t
@@ -96,10 +101,10 @@ class StepCosts:
             return None
         return max(sum(done) / len(done) if done else 0.0, max(stopped) if stopped else 0.0)
 
-    def needed_more_than(self, step: str) -> float | None:
-        """The longest run of ``step`` that was stopped at its timeout (it needed more), or None."""
-        stopped = self.stopped.get(step)
-        return max(stopped) if stopped else None
+    def needed_more_than(self, step: str, workload: str | None = None) -> float | None:
+        """The longest run of ``step`` on ``workload`` that was stopped at its timeout (it needed more), or
+        None. Per workload: ncu stopped on the largest workload says nothing of a smaller one."""
+        return self.stopped_on.get((step, workload))
 
 
 @dataclass
@@ -158,7 +163,7 @@ class ProfileBudget:
         if left < MIN_STEP_S:
             why = (f"not run: the profiling budget of {self.seconds:g} s was spent "
                    f"({now - self.started:.1f} s used, {max(left, 0.0):.1f} s left)")  # type: ignore[operator]
-        elif (cut := self.costs.needed_more_than(step)) is not None and cut + MIN_STEP_S > left:
+        elif (cut := self.costs.needed_more_than(step, workload)) is not None and cut + MIN_STEP_S > left:
             # it was stopped after `cut` s without finishing: starting it with about as much again
             # (the same budget, a few ms of jitter more) would only be stopped again
             why = (f"not run: {step} took {cut:.1f} s on earlier runs without finishing (stopped at its "
@@ -178,7 +183,7 @@ class ProfileBudget:
         if not grant.ok:
             raise ValueError(f"{grant.step} was refused ({grant.refused}): nothing ran to finish")
         seconds = self.clock() - grant.started
-        self.costs.add(grant.step, seconds, stopped=stopped)
+        self.costs.add(grant.step, seconds, stopped=stopped, workload=grant.workload)
         self.steps.append({"step": grant.step, "workload": grant.workload, "s": round(seconds, 3),
                            "outcome": "stopped at the budget" if stopped else (outcome or "done")})
         return seconds

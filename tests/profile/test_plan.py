@@ -138,6 +138,8 @@ def test_a_step_stopped_at_its_timeout_is_not_restarted_with_about_as_much():
     assert second.record()["skipped_for_budget"] == ["w"]
     roomier = ProfileBudget(4.5, costs=costs, clock=clock)  # 4.25 s left: more than 2.7 + MIN_STEP_S
     assert roomier.grant("ncu", "w", cap_s=600).ok
+    # another workload's ncu is not judged by the stopped one (the largest workload's ncu costs the most)
+    assert ProfileBudget(3.0, costs=costs, clock=clock).grant("ncu", "small", cap_s=600).ok
 
 
 def _report(sizes):
