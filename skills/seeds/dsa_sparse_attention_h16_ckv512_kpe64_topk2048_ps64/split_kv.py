@@ -28,12 +28,14 @@ What the H200 said about the first version (2026-12-02, ncu on one token; docs/m
 registers per thread at 4 warps (the [16, 512] fp32 accumulator alone is 64 per thread), so 12.5%
 occupancy; 61% of stalls waited on the row gathers; a data-dependent branch around each tile kept the
 loads from being pipelined. Hence 8 warps (half the accumulator per thread) and the branch-free loop.
-Compiled ahead of time for sm_90 (Triton 3.9, ``harness.profile.triton_stats.compile_for_sm90``, no
-GPU; 2026-12-02): the old loop gathered rows with LDG.E.128 into registers and stored them to shared
-memory (no async copies for the rows), 234 / 180 registers at 4 / 8 warps; the branch-free loop
-gathers them with cp.async (LDGSTS.E.BYPASS.128, 36 at 4 warps) at 128-178 / 84-98 registers, no
-spills. `kbot eval <seed> --device cpu --profile` reports the same for the launches it records. Not yet
-timed on the GPU.
+Compiled ahead of time for sm_90 (Triton 3.9, ``harness.profile.triton_stats.compile_for_sm90`` with
+``run``'s constexprs at SPLIT_LEN 64 and 1024, num_stages 2; no GPU; 2026-12-02): the old loop gathered
+rows with LDG.E.128 into registers and stored them to shared memory (no async copies for the rows),
+234 / 180 registers at 4 / 8 warps; the branch-free loop gathers them with cp.async
+(LDGSTS.E.BYPASS.128, 36 at 4 warps) at 128-178 / 84-98 registers, no spills. The product's own path,
+`kbot eval <seed> -d <definition> --device cpu --profile -w workloads.small.jsonl`, compiles the
+launches it recorded (Triton's default 3 stages) and reports for ``_attend``: 8 warps, 130 registers,
+no spills, 20 async copies. Not yet timed on the GPU.
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start):
 BLOCK_N, NUM_WARPS, NUM_STAGES, TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D.
