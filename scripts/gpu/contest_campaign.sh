@@ -17,7 +17,9 @@
 #   h200-2026-12-02/04-workspace.tar.gz was made at WORKSPACE=/tmp/ws and its campaigns name their
 #   memory by that absolute path: unpack it there (later workspaces name it relative to the store).
 # Outputs under $OUT: campaign.log, <definition>.summary.json, records.txt (PRs, reviews, leaderboards),
-# workspace.tar.gz. Exit 0 when every campaign ran (whether or not anything was promoted).
+# workspace.tar.gz; with PACK=1 the first three go into one records.tar.gz (the device returns at most 8
+# files: two runs in one call then return four). Exit 0 when every campaign ran (whether or not
+# anything was promoted).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-$PWD/contest_campaign_out}"
@@ -58,5 +60,9 @@ done
   done
 } >> "$OUT/records.txt" 2>&1
 tar -C "$WS" --exclude='build' --exclude='build_*' --exclude='*.so' --exclude='__pycache__' -czf "$OUT/workspace.tar.gz" . || rc=1
+if [ -n "${PACK:-}" ]; then
+  tail -n 60 "$OUT/campaign.log"
+  (cd "$OUT" && tar -czf records.tar.gz campaign.log records.txt ./*.summary.json && rm -f campaign.log records.txt ./*.summary.json) || rc=1
+fi
 ls -la "$OUT"
 exit $rc
