@@ -93,13 +93,15 @@ class StepCosts:
             k = (step, workload)
             self.stopped_on[k] = max(self.stopped_on.get(k, 0.0), float(seconds))
 
-    def expected(self, step: str) -> float | None:
-        """The mean of the finished runs, raised to the longest stopped run (a run stopped after t
-        seconds needed more than t); None before any run of the step."""
-        done, stopped = self.done.get(step) or [], self.stopped.get(step) or []
-        if not done and not stopped:
+    def expected(self, step: str, workload: str | None = None) -> float | None:
+        """The mean of the finished runs, raised to the longest stopped run on ``workload`` (a run stopped
+        after t seconds needed more than t there; a stop on another workload, the largest is profiled
+        first, says nothing of this one); None before any run of the step."""
+        done = self.done.get(step) or []
+        cut = self.stopped_on.get((step, workload))
+        if not done and cut is None and not self.stopped.get(step):
             return None
-        return max(sum(done) / len(done) if done else 0.0, max(stopped) if stopped else 0.0)
+        return max(sum(done) / len(done) if done else 0.0, cut or 0.0)
 
     def needed_more_than(self, step: str, workload: str | None = None) -> float | None:
         """The longest run of ``step`` on ``workload`` that was stopped at its timeout (it needed more), or
@@ -158,14 +160,14 @@ class ProfileBudget:
         if self.seconds is None:
             return Grant(step, workload, cap_s, now)
         left = self.seconds - (now - self.started) - RESERVE_S  # type: ignore[operator]
-        expected = self.costs.expected(step)
+        expected = self.costs.expected(step, workload)
         why = None
         if left < MIN_STEP_S:
             why = (f"not run: the profiling budget of {self.seconds:g} s was spent "
                    f"({now - self.started:.1f} s used, {max(left, 0.0):.1f} s left)")  # type: ignore[operator]
-        elif (cut := self.costs.needed_more_than(step, workload)) is not None and cut + MIN_STEP_S > left:
+        elif (cut := self.costs.needed_more_than(step, workload)) is not None and cut + MIN_STEP_S > min(left, cap_s or left):
             # it was stopped after `cut` s without finishing: starting it with about as much again
-            # (the same budget, a few ms of jitter more) would only be stopped again
+            # (the same budget, a few ms of jitter more, or the same cap) would only be stopped again
             why = (f"not run: {step} took {cut:.1f} s on earlier runs without finishing (stopped at its "
                    f"timeout) and the profiling budget of {self.seconds:g} s has {left:.1f} s left")
         elif expected is not None and expected > left:

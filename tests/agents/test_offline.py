@@ -14,7 +14,7 @@ import pytest
 from bot.agents.base import AgentContext, Mode
 from bot.agents.catalog import AgentError, available, create_agent, get_agent_class, register
 from bot.agents.providers.offline import OfflineAgent, load_seeds
-from bot.agents.tunables import TunableError, apply, config_key, configuration, find_tunables, solution_tunables, space_size
+from bot.agents.tunables import TunableError, apply, config_key, configuration, find_tunables, solution_tunables, space_size, structure_hash
 from bot.controller.memory import SearchMemory
 from harness.report import FeedbackItem
 
@@ -233,3 +233,11 @@ def test_a_rewritten_seed_comes_before_the_champion_s_moves(rmsnorm_def, tmp_pat
     assert rest and all("seed structure" not in p.rationale for p in rest)
     keys = {p.config_key for p in [first, *rest]}
     assert OfflineAgent._key_of(champion) not in keys
+
+
+def test_a_failing_parent_gets_its_fix_moves_before_untried_seeds(rmsnorm_def):
+    parent = seed("single_pass")
+    ctx = AgentContext(definition=rmsnorm_def, mode=Mode.DEBUG, parent=parent, memory=SearchMemory(rmsnorm_def.name))
+    first = OfflineAgent().propose(ctx, 1)[0]
+    assert "seed structure" not in first.rationale  # a move of the parent (fewer resources first)
+    assert structure_hash(first.solution) == structure_hash(parent)

@@ -140,7 +140,7 @@ ckv, kpe = torch.randn(P, 64, 512).bfloat16(), torch.randn(P, 64, 64).bfloat16()
 idx = torch.randint(0, P * 64, (T, 2048), dtype=torch.int32)
 idx[0, :700] = -1  # padding first: whole tiles and whole splits before the first valid index
 idx[1, 100:1500] = -1  # padding inside
-idx[1, 1600:] = -1
+idx[1, 1569:] = -1  # ... and the last valid index (1568) starts a tile: a loop bound one short misses it
 idx[2, :] = -1  # nothing valid: output 0, lse -inf
 ro, rlse = ref(qn, qp, ckv, kpe, idx, 0.07)
 out = []

@@ -138,8 +138,19 @@ def test_a_step_stopped_at_its_timeout_is_not_restarted_with_about_as_much():
     assert second.record()["skipped_for_budget"] == ["w"]
     roomier = ProfileBudget(4.5, costs=costs, clock=clock)  # 4.25 s left: more than 2.7 + MIN_STEP_S
     assert roomier.grant("ncu", "w", cap_s=600).ok
-    # another workload's ncu is not judged by the stopped one (the largest workload's ncu costs the most)
-    assert ProfileBudget(3.0, costs=costs, clock=clock).grant("ncu", "small", cap_s=600).ok
+    # another workload's ncu is not judged by the stopped one (the largest workload's ncu costs the most),
+    # even when this candidate's preamble was slower
+    slower = ProfileBudget(3.0, costs=costs, clock=clock)
+    clock.t += 0.2
+    assert slower.grant("ncu", "small", cap_s=600).ok
+    # a step stopped at its own cap (not the budget's end) is stopped there again: not restarted with that cap
+    roomy = ProfileBudget(30.0, costs=costs, clock=clock)
+    g = roomy.grant("sass", "w", cap_s=2.0)
+    assert g.ok and g.timeout_s == 2.0
+    clock.t += 2.0
+    roomy.finish(g, stopped=True)
+    again = ProfileBudget(30.0, costs=costs, clock=clock).grant("sass", "w", cap_s=2.0)
+    assert not again.ok and "without finishing" in again.refused
 
 
 def _report(sizes):

@@ -138,10 +138,15 @@ class OfflineAgent(Agent):
         # A seed at its defaults that this search has not tried (propose() skips tried ones) comes before
         # the parent's moves: a seed file a person has rewritten since the last campaign is new knowledge,
         # and after a champion descends from a seed its moves would otherwise keep the new seed out of
-        # reach for as long as the neighbourhood lasts.
-        for s in seeds:
-            yield s, {}, f"seed structure {s.name} at its default configuration (not tried in this search yet)"
+        # reach for as long as the neighbourhood lasts. Not while debugging a failing parent: there the
+        # fix moves come first (a passing seed would be recorded as the fix of the parent's error).
+        if ctx.mode is not Mode.DEBUG:
+            for s in seeds:
+                yield s, {}, f"seed structure {s.name} at its default configuration (not tried in this search yet)"
         yield from self._moves(ctx.parent, ctx)
+        if ctx.mode is Mode.DEBUG:
+            for s in seeds:
+                yield s, {}, f"the parent's fixes are exhausted: try seed structure {s.name}"
         for s in seeds:
             yield from self._moves(s, ctx, base_why=f"seed {s.name}: ")
 
