@@ -84,29 +84,29 @@ class StepCosts:
     knows what ncu cost on the first; a fresh one per ``kbot eval``."""
 
     done: dict[str, list[float]] = field(default_factory=dict)  # steps that finished
-    stopped: dict[str, list[float]] = field(default_factory=dict)  # stopped at their timeout: they need more
-    stopped_on: dict[tuple[str, str | None], float] = field(default_factory=dict)  # the longest such, per workload
+    # the longest run stopped at its timeout (it needed more), per (step, workload)
+    stopped: dict[tuple[str, str | None], float] = field(default_factory=dict)
 
     def add(self, step: str, seconds: float, *, stopped: bool = False, workload: str | None = None) -> None:
-        (self.stopped if stopped else self.done).setdefault(step, []).append(float(seconds))
         if stopped:
             k = (step, workload)
-            self.stopped_on[k] = max(self.stopped_on.get(k, 0.0), float(seconds))
+            self.stopped[k] = max(self.stopped.get(k, 0.0), float(seconds))
+        else:
+            self.done.setdefault(step, []).append(float(seconds))
 
     def expected(self, step: str, workload: str | None = None) -> float | None:
         """The mean of the finished runs, raised to the longest stopped run on ``workload`` (a run stopped
         after t seconds needed more than t there; a stop on another workload, the largest is profiled
         first, says nothing of this one); None before any run of the step."""
         done = self.done.get(step) or []
-        cut = self.stopped_on.get((step, workload))
-        if not done and cut is None and not self.stopped.get(step):
+        if not done and not any(s == step for s, _ in self.stopped):
             return None
-        return max(sum(done) / len(done) if done else 0.0, cut or 0.0)
+        return max(sum(done) / len(done) if done else 0.0, self.needed_more_than(step, workload) or 0.0)
 
     def needed_more_than(self, step: str, workload: str | None = None) -> float | None:
         """The longest run of ``step`` on ``workload`` that was stopped at its timeout (it needed more), or
         None. Per workload: ncu stopped on the largest workload says nothing of a smaller one."""
-        return self.stopped_on.get((step, workload))
+        return self.stopped.get((step, workload))
 
 
 @dataclass

@@ -14,7 +14,7 @@ import pytest
 from bot.agents.base import AgentContext, Mode
 from bot.agents.catalog import AgentError, available, create_agent, get_agent_class, register
 from bot.agents.providers.offline import OfflineAgent, load_seeds
-from bot.agents.tunables import TunableError, apply, config_key, configuration, find_tunables, solution_tunables, space_size, structure_hash
+from bot.agents.tunables import TunableError, apply, config_key, config_key_or_none, configuration, find_tunables, solution_tunables, space_size, structure_hash
 from bot.controller.memory import SearchMemory
 from harness.report import FeedbackItem
 
@@ -220,7 +220,7 @@ def test_a_rewritten_seed_comes_before_the_champion_s_moves(rmsnorm_def, tmp_pat
     champion = apply(sp, {"NUM_WARPS": 16}, name="champ")  # a promoted move of the seed
     mem = SearchMemory(rmsnorm_def.name)
     for s in load_seeds(rmsnorm_def.name):
-        mem.note_proposed(OfflineAgent._key_of(s), "tried in an earlier campaign")
+        mem.note_proposed(config_key_or_none(s), "tried in an earlier campaign")
     ctx = AgentContext(definition=rmsnorm_def, mode=Mode.OPTIMIZE, parent=champion, memory=mem)
     assert all("seed structure" not in p.rationale for p in OfflineAgent().propose(ctx, 4))  # every seed tried: moves only
     folder = tmp_path / rmsnorm_def.name
@@ -232,7 +232,7 @@ def test_a_rewritten_seed_comes_before_the_champion_s_moves(rmsnorm_def, tmp_pat
     assert "seed structure" in first.rationale and "rewritten" in first.solution.source("main.py")
     assert rest and all("seed structure" not in p.rationale for p in rest)
     keys = {p.config_key for p in [first, *rest]}
-    assert OfflineAgent._key_of(champion) not in keys
+    assert config_key_or_none(champion) not in keys
 
 
 def test_a_failing_parent_gets_its_fix_moves_before_untried_seeds(rmsnorm_def):

@@ -27,7 +27,7 @@ from .. import hints
 from ..base import Agent, AgentContext, Mode, Proposal
 from ..catalog import register
 from ..extract import DEFAULT_SPEC
-from ..tunables import Tunable, TunableError, apply, configuration, solution_tunables, structure_hash
+from ..tunables import Tunable, TunableError, apply, config_key_or_none, configuration, solution_tunables, structure_hash
 
 DEFAULT_SEEDS_DIR = shipped() / "skills" / "seeds"  # ours
 
@@ -80,7 +80,7 @@ class OfflineAgent(Agent):
             return []
         out: list[Proposal] = []
         bases: dict[str, tuple[str, dict[str, Any]]] = {}  # content hash -> (structure hash, configuration)
-        own = self._key_of(ctx.parent) if ctx.parent is not None else None  # never propose the parent itself
+        own = config_key_or_none(ctx.parent) if ctx.parent is not None else None  # never propose the parent itself
         for base, changes, why in self._candidates(ctx):
             # The key is computed before the variant is built: most candidates are already tried, and
             # building (rewrite + parse) is what costs.
@@ -104,15 +104,6 @@ class OfflineAgent(Agent):
             if len(out) >= n:
                 break
         return out
-
-    @staticmethod
-    def _key_of(solution: Solution) -> str | None:
-        """The configuration key of ``solution`` as it stands (None: no tunables to key it by)."""
-        try:
-            ts = solution_tunables(solution)
-        except TunableError:
-            return None
-        return f"{structure_hash(solution, ts)}:{json.dumps(configuration(ts), sort_keys=True)}" if ts else None
 
     @staticmethod
     def _build(base: Solution, changes: dict[str, Any], definition: str, full: dict[str, Any]) -> Solution | None:
