@@ -109,3 +109,18 @@ def load_config(definition_name: str, definition_path: Path | None = None, overr
         raise SchemaError(f"{where}: {msgs}") from None
     cfg.root = path.parent if path else None
     return cfg
+
+
+def config_fingerprint(config: DefinitionConfig) -> str:
+    """A hash of everything in a sidecar that changes a measurement: its settings (tolerance, input
+    generators and their parameters, comparator, trials) and the code its builder and reference name.
+    A cached result keyed on the definition's name alone would outlive a change of its inputs."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256(json.dumps(config.model_dump(mode="json", exclude={"root"}), sort_keys=True).encode())
+    for spec in (config.builder, config.reference_fn):
+        if spec and config.root is not None:
+            f = (config.root / spec.partition("::")[0]).resolve()
+            h.update(f.read_bytes() if f.is_file() else b"missing:" + str(f).encode())
+    return h.hexdigest()[:16]

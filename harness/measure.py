@@ -36,6 +36,8 @@ _cuda_sync = torch.cuda.synchronize
 _randn = torch.randn
 _clone = torch.Tensor.clone
 _copy = torch.Tensor.copy_
+_mul = torch.mul
+_add = torch.add
 _zero = torch.Tensor.zero_
 _gpu_sleep = getattr(torch.cuda, "_sleep", None)
 _MARKER_CYCLES = 1  # the spin kernel after each traced call's end event: it closes the call's CUPTI window
@@ -76,37 +78,64 @@ def wait_until_quiet(device: torch.device, *, max_s: float = 10.0, threshold_ms:
             time.sleep(0.05)
 
 
+# Inputs drawn from this generator are unstructured (i.i.d. normal values): the timer may redraw them
+# between calls from the same distribution. Every other generator makes structure (lengths, tables,
+# quantized caches) that a redraw could break, so those inputs keep their values.
+REDRAWN_GENERATOR = "normal"
+
+
 @dataclass
 class Refresher:
-    """Writes new random values into the float inputs that the workload marks ``random``.
+    """Writes new random values into the float inputs that the workload marks ``random`` (or draws from
+    the plain ``normal`` generator).
 
     Structured inputs (indices, lengths, tables) and scalars keep their valid values; every other
     tensor gets new contents before every timed call, so an output cache keyed on pointers or on a
-    fingerprint of the values cannot serve a timed call.
+    fingerprint of the values cannot serve a timed call. ``names`` lists the inputs, or maps each to
+    the (std, mean) its values are drawn from (default (1, 0)): the same distribution it was made
+    with, so a timed call sees inputs of the magnitude the tolerance was set for.
     """
 
-    names: list[str]
+    names: list[str] | dict[str, tuple[float, float]]
     gen: torch.Generator | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.names, dict):
+            self.names = {n: (1.0, 0.0) for n in self.names}
+
     def __call__(self, inputs: dict[str, Any]) -> None:
-        for n in self.names:
+        for n, (std, mean) in self.names.items():
             t = inputs[n]
-            if t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
-                _copy(t, _randn(t.shape, device=t.device, dtype=torch.float32, generator=self.gen).clamp_(-448, 448))
-            else:
-                _copy(t, _randn(t.shape, device=t.device, dtype=t.dtype, generator=self.gen))
+            wide = t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
+            x = _randn(t.shape, device=t.device, dtype=torch.float32 if wide else t.dtype, generator=self.gen)
+            if std != 1.0 or mean != 0.0:
+                x = _add(_mul(x, std), mean)
+            if wide:
+                lim = torch.finfo(t.dtype).max
+                x = x.clamp_(-lim, lim)
+            _copy(t, x)
 
 
-def refreshable_inputs(definition: Definition, workload_inputs: dict[str, Any], config_inputs: dict[str, Any], built: set[str]) -> list[str]:
-    names = []
+def refreshable_inputs(definition: Definition, workload_inputs: dict[str, Any], config_inputs: dict[str, Any], built: set[str]) -> dict[str, tuple[float, float]]:
+    """The float inputs the timer redraws between calls, each with the (std, mean) it is drawn from:
+    those marked random (N(0, 1)) and those made by the ``normal`` generator (its own std and mean)."""
+    out: dict[str, tuple[float, float]] = {}
     for name, spec in definition.inputs.items():
         src = workload_inputs.get(name)
         kind = getattr(src, "type", "random")
-        if kind != "random" or name in config_inputs or name in built or spec.shape is None:
+        if name in built or spec.shape is None or not (spec.dtype.startswith("float") or spec.dtype == "bfloat16"):
             continue
-        if spec.dtype.startswith("float") or spec.dtype == "bfloat16":
-            names.append(name)
-    return names
+        if kind == "generated":
+            gen, params = src.generator, src.params
+        elif kind == "random" and name in config_inputs:
+            gen, params = config_inputs[name].generator, config_inputs[name].params
+        elif kind == "random":
+            gen, params = REDRAWN_GENERATOR, {}
+        else:
+            continue
+        if gen == REDRAWN_GENERATOR:
+            out[name] = (float(params.get("std", 1.0)), float(params.get("mean", 0.0)))
+    return out
 
 
 def call_solution(fn: Callable[..., Any], definition: Definition, inputs: dict[str, Any], outputs: dict[str, torch.Tensor] | None) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Every evaluation gets a run folder ``<runs_dir>/<definition>/<solution hash>/<key>/`` where ``key``
 hashes everything that changes the measurement: the solution, the baseline it is paired with, the
-workloads, the device, trials, seed and timing budget. A folder holding ``kbot-done.json`` is a
+definition (its content, and its sidecar's settings and reference code: a change of input generators
+must not be answered from a run on the old inputs), the workloads (their full content), the device,
+trials, seed and timing budget. A folder holding ``kbot-done.json`` is a
 finished evaluation and is never run again (that is what makes ``kbot optimize`` resume cheaply after
 a crash); a folder without it is an interrupted one and is resumed with ``resume=True`` (workloads
 that already have a trace line are not measured again).
@@ -34,6 +36,7 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable
 
@@ -95,14 +98,21 @@ class HarnessEvaluator:
         h = hashlib.sha256()
         h.update(json.dumps({
             "definition": self.definition.name,
+            "definition_content": self.definition.content_hash(), "config": self._config_fingerprint,
             "solution": solution.content_hash(),
             "baseline": baseline.content_hash() if baseline else None,
-            "workloads": [w.uuid for w in self.workloads],
+            "workloads": [w.model_dump(mode="json") for w in self.workloads],
             "device": self.device, "trials": self.trials, "seed": self.seed, "timing": self.timing,
             **({"baselines": sorted(b.solution.content_hash() for b in libs)} if (libs := self.declared_baselines()) else {}),
             **({"profile": [self.profile_budget_s, self.max_profiled]} if self.profile else {}),
         }, sort_keys=True).encode())
         return h.hexdigest()[:16]
+
+    @cached_property
+    def _config_fingerprint(self) -> str:
+        from harness.defconfig import config_fingerprint, load_config
+
+        return config_fingerprint(load_config(self.definition.name, self.definition_path))
 
     def run_dir(self, solution: Solution, baseline: Solution | None) -> Path:
         return self.runs_dir / self.definition.name / solution.content_hash()[:16] / self.key(solution, baseline)
