@@ -21,7 +21,7 @@ Usage, from the repository root on the device (no internet; carry the wheels):
     OUT=... python3 scripts/gpu/baselines.py --definitions gdn_decode_qk4_v8_d128_k_last --only fla_fused_recurrent
 
 Writes under $OUT (at most 8 files come back from the device): baselines.md (the table, last),
-baselines.json (one row per run), reports.tar.gz (every report.json and each run's stderr). Prints the
+baselines.json (one row per run), reports.tar.gz (every report.json, traces.jsonl and each run's stderr). Prints the
 table at the end. Exit 0 when every run either passed all workloads or could not run here (said).
 """
 
@@ -107,6 +107,8 @@ def main() -> int:
     ap.add_argument("--dataset", help="an official dataset (its workloads where it has them)")
     ap.add_argument("--workloads", help="a workloads file for every definition (a smoke run)")
     ap.add_argument("--no-champions", dest="champions", action="store_false")
+    ap.add_argument("--beside-only", action="store_true",
+                    help="skip step 1: the baselines run only beside the champion, one run per definition (their per-workload figures are in the champion's report)")
     ap.add_argument("--timeout", type=int, default=1500, help="seconds per kbot eval")
     args = ap.parse_args()
     out = Path(os.environ.get("OUT", REPO / "baselines_out"))
@@ -131,28 +133,33 @@ def main() -> int:
         rows.append(row)
         print(table([row]).splitlines()[-1], flush=True)
 
+    def write() -> str:  # after every run: a device command stopped at its limit still returns what ran
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "baselines.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
+        with tarfile.open(out / "reports.tar.gz", "w:gz") as tar:
+            for p in sorted(work.rglob("*")):
+                if p.is_file() and (p.name in ("report.json", "traces.jsonl") or p.name.endswith(".stderr.txt")):
+                    tar.add(p, arcname=str(p.relative_to(work)))
+        md = ("# Declared baselines through the harness\n\n"
+              f"`python3 scripts/gpu/baselines.py {' '.join(sys.argv[1:])}` on {args.device}; per-workload figures in reports.tar.gz.\n\n"
+              + table(rows) + "\n")
+        (out / "baselines.md").write_text(md)
+        return md
+
     for definition in args.definitions:
         (work / definition).mkdir(parents=True, exist_ok=True)
         names = [b.name for b in declared(definition) if not args.only or b.name in args.only]
-        for name in names:
+        for name in names if not args.beside_only else []:
             run(definition, f"baseline:{name}", name, "baseline", [])
+            write()
         champ = REPO / "kernels" / definition / "champion.json"
         if args.champions and names and champ.is_file():
             path = json.loads(champ.read_text()).get("solution_path")
             if isinstance(path, str) and (REPO / path).is_file():
                 run(definition, str(REPO / path), f"champion {Path(path).parent.name}", "candidate", ["--baselines", ",".join(names)])
+                write()
 
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "baselines.json").write_text(json.dumps(rows, indent=1, default=str) + "\n")
-    with tarfile.open(out / "reports.tar.gz", "w:gz") as tar:
-        for p in sorted(work.rglob("*")):
-            if p.is_file() and (p.name == "report.json" or p.name.endswith(".stderr.txt")):
-                tar.add(p, arcname=str(p.relative_to(work)))
-    md = ("# Declared baselines through the harness\n\n"
-          f"`python3 scripts/gpu/baselines.py {' '.join(sys.argv[1:])}` on {args.device}; per-workload figures in reports.tar.gz.\n\n"
-          + table(rows) + "\n")
-    (out / "baselines.md").write_text(md)
-    print("\n" + md)
+    print("\n" + write())
     bad = [r for r in rows if r["rc"] not in (0, EXIT_UNAVAILABLE)]
     return 1 if bad else 0
 

@@ -43,6 +43,11 @@ CPU_WORKLOADS = {
     ],
     # few tokens over a mixed and a long context: the split-KV path with its merge, sm_scale varied
     "dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64": _small("dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64", 2),
+    # rows shorter and longer than top-k (pass-through and the radix select), then only longer ones
+    "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64": _small("dsa_topk_indexer_fp8_h64_d128_topk2048_ps64", 2),
+    # one token at the full 7168 x 2048 sizes (the definition fixes them): the small-batch path
+    "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048": [
+        w["workload"] for w in _small("moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048", 2) if w["workload"]["axes"]["seq_len"] == 1],
 }
 
 
