@@ -238,6 +238,13 @@ def test_the_wheel_works_installed_from_an_empty_folder(wheel, tmp_path):
     r = subprocess.run([str(py), "-c", probe], cwd=empty, env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "index.html.j2" in r.stdout and "pr.html.j2" in r.stdout, r.stdout + r.stderr
 
+    # The HTML report builds from the empty folder (no workspace yet: a page that says how to start one).
+    r = kbot("report", "--html", str(tmp_path / "site"))
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    page = (tmp_path / "site" / "index.html").read_text()
+    assert "kbot optimize" in page and "<html" in page.lower()
+    assert not (empty / ".kbot").exists(), "building the report created a workspace in the empty folder"
+
     # Outside a repository, a command that needs one says what is missing and where it looked.
     r = kbot("--repo", str(empty), "definitions", "list")
     assert r.returncode == 2 and "no kbot.toml" in r.stderr and str(empty) in r.stderr, r.stderr
