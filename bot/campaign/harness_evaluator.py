@@ -97,11 +97,9 @@ class HarnessEvaluator:
     def key(self, solution: Solution, baseline: Solution | None) -> str:
         h = hashlib.sha256()
         h.update(json.dumps({
-            "definition": self.definition.name,
-            "definition_content": self.definition.content_hash(), "config": self._config_fingerprint,
+            "definition": self.definition.name, "inputs": self.inputs_fingerprint(),
             "solution": solution.content_hash(),
             "baseline": baseline.content_hash() if baseline else None,
-            "workloads": [w.model_dump(mode="json") for w in self.workloads],
             "device": self.device, "trials": self.trials, "seed": self.seed, "timing": self.timing,
             **({"baselines": sorted(b.solution.content_hash() for b in libs)} if (libs := self.declared_baselines()) else {}),
             **({"profile": [self.profile_budget_s, self.max_profiled]} if self.profile else {}),
@@ -109,10 +107,21 @@ class HarnessEvaluator:
         return h.hexdigest()[:16]
 
     @cached_property
-    def _config_fingerprint(self) -> str:
+    def _inputs_fingerprint(self) -> str:
         from harness.defconfig import config_fingerprint, load_config
 
-        return config_fingerprint(load_config(self.definition.name, self.definition_path))
+        h = hashlib.sha256(json.dumps({
+            "definition": self.definition.content_hash(),
+            "config": config_fingerprint(load_config(self.definition.name, self.definition_path)),
+            "workloads": [w.model_dump(mode="json") for w in self.workloads],
+        }, sort_keys=True).encode())
+        return h.hexdigest()[:16]
+
+    def inputs_fingerprint(self) -> str:
+        """What a measurement depends on besides the solutions: the definition's content, its sidecar
+        (generators, tolerance, comparator) and reference code, and the workloads' content. Part of the
+        run-folder key, and what the search memory's "tried" means (bot.controller.memory)."""
+        return self._inputs_fingerprint
 
     def run_dir(self, solution: Solution, baseline: Solution | None) -> Path:
         return self.runs_dir / self.definition.name / solution.content_hash()[:16] / self.key(solution, baseline)

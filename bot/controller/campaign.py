@@ -31,6 +31,7 @@ Store layout::
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -57,6 +58,21 @@ class Evaluator(Protocol):
 
     def evaluate(self, solution: Solution, baseline: Solution | None) -> Report: ...
 
+    # Optional: ``inputs_fingerprint() -> str``, what its measurements depend on besides the solutions
+    # (see inputs_fingerprint below); without it the definition's and the workloads' content stand in.
+
+
+def inputs_fingerprint(definition: Definition, workloads: list[Workload], evaluator: Any) -> str:
+    """What this campaign's measurements depend on besides the kernel: the evaluator's own fingerprint
+    when it has one (the harness evaluator adds the definition's sidecar and reference code), else the
+    definition's content and the workloads' content."""
+    fp = getattr(evaluator, "inputs_fingerprint", None)
+    if callable(fp):
+        return str(fp())
+    h = hashlib.sha256(definition.content_hash().encode())
+    for w in workloads:
+        h.update(w.to_json().encode())
+    return h.hexdigest()[:16]
 
 
 def _memory_path(cfg: "CampaignConfig", store: Path | None) -> Path | None:
@@ -167,6 +183,8 @@ class Campaign:
         self.memory = memory
         if self.memory.session is None and self.store is not None:
             self.memory.session = self.store.name  # this campaign's attempts, apart from earlier ones'
+        if self.memory.inputs is None:  # what "tried" means: on these inputs (bot.controller.memory)
+            self.memory.inputs = inputs_fingerprint(definition, workloads, evaluator)
         self.usage = usage
         self.calls = CallLog(self.store / "calls.jsonl" if self.store else None, fsync=config.fsync)
         self.memory.fsync = config.fsync

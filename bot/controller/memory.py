@@ -9,6 +9,12 @@ It outlives a campaign: locally every campaign of a definition shares the worksp
 tried, fixed and learned; on GitHub it is rebuilt from the PRs' records (``bot.campaign.github_campaign``).
 Each attempt names the campaign (``session``) it was made in: its speedup is against that campaign's
 starting point, so the prompt shows earlier campaigns' attempts apart from the current one's.
+
+What was tried is only known for the inputs it was measured on: every ``tried`` entry records the
+campaign's ``inputs`` fingerprint (the definition, its sidecar's generators and tolerance, the
+workloads; ``Evaluator.inputs_fingerprint``). Under other inputs an entry does not count as tried, so a
+configuration rejected before the inputs changed is proposed again. Entries from before fingerprints
+were recorded have none and still count (what they were measured on is unknown).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ class SearchMemory:
         self.facts: list[str] = []  # API facts and lessons (deduplicated)
         self.fsync = True
         self.session: str | None = None  # the campaign now writing (its attempts are tagged with it)
+        self.inputs: str | None = None  # the fingerprint of what the campaign now writing measures on
 
     # -- persistence -------------------------------------------------------------------------------
     @classmethod
@@ -96,11 +103,17 @@ class SearchMemory:
 
     # -- updates -----------------------------------------------------------------------------------
     def has_tried(self, key: str) -> bool:
-        return key in self.tried
+        """Tried on the inputs this campaign measures on (or on unrecorded ones: an entry without a
+        fingerprint counts, and every entry counts while this memory's own fingerprint is unset)."""
+        e = self.tried.get(key)
+        return e is not None and (self.inputs is None or e.get("inputs") in (None, self.inputs))
+
+    def _stamp(self, entry: dict[str, Any]) -> dict[str, Any]:
+        return {**entry, "inputs": self.inputs} if self.inputs is not None else entry
 
     def note_proposed(self, key: str | None, node: str) -> None:
-        if key and key not in self.tried:
-            self.tried[key] = {"node": node, "status": "pending", "speedup": None}
+        if key and not self.has_tried(key):
+            self.tried[key] = self._stamp({"node": node, "status": "pending", "speedup": None})
 
     def note_result(
         self,
@@ -114,7 +127,7 @@ class SearchMemory:
         error: dict[str, Any] | None = None,
     ) -> None:
         if key:
-            self.tried[key] = {"node": node, "status": status, "speedup": speedup}
+            self.tried[key] = self._stamp({"node": node, "status": status, "speedup": speedup})
         if any(a["node"] == node for a in self.attempts):
             return
         self.attempts.append(
@@ -126,6 +139,7 @@ class SearchMemory:
                 "speedup": speedup,
                 "error": (error or {}).get("message", "")[:300] if error else None,
                 "session": self.session,
+                **({"inputs": self.inputs} if self.inputs is not None else {}),
             }
         )
         for fact in facts_from_error(str((error or {}).get("message", ""))):

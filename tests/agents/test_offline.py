@@ -241,3 +241,58 @@ def test_a_failing_parent_gets_its_fix_moves_before_untried_seeds(rmsnorm_def):
     first = OfflineAgent().propose(ctx, 1)[0]
     assert "seed structure" not in first.rationale  # a move of the parent (fewer resources first)
     assert structure_hash(first.solution) == structure_hash(parent)
+
+
+def test_what_was_tried_on_other_inputs_is_proposed_again(rmsnorm_def, tmp_path):
+    """A configuration tried (and rejected) before the definition's inputs changed counts as untried
+    under the new inputs, and as tried again once measured on them; entries without a fingerprint
+    (memories written before fingerprints) still count."""
+    path = tmp_path / "memory.json"
+    old = SearchMemory(rmsnorm_def.name, path)
+    old.inputs = "inputs-A"
+    ctx = AgentContext(definition=rmsnorm_def, mode=Mode.INITIAL, memory=old)
+    first = OfflineAgent().propose(ctx, 3)
+    for p in first:
+        old.note_result(p.solution.content_hash()[:12], None, p.config_key, p.rationale, "REJECTED", None)
+    old.tried["legacy-key"] = {"node": "x", "status": "REJECTED", "speedup": None}  # no fingerprint
+    old.save()
+
+    again = SearchMemory.load(rmsnorm_def.name, path)
+    again.inputs = "inputs-A"
+    assert all(again.has_tried(p.config_key) for p in first) and again.has_tried("legacy-key")
+    assert not {p.config_key for p in first} & {p.config_key for p in OfflineAgent().propose(AgentContext(definition=rmsnorm_def, mode=Mode.INITIAL, memory=again), 3)}
+
+    changed = SearchMemory.load(rmsnorm_def.name, path)
+    changed.inputs = "inputs-B"
+    assert not any(changed.has_tried(p.config_key) for p in first) and changed.has_tried("legacy-key")
+    second = OfflineAgent().propose(AgentContext(definition=rmsnorm_def, mode=Mode.INITIAL, memory=changed), 3)
+    assert [p.config_key for p in second] == [p.config_key for p in first]  # the same first moves, measured afresh
+    changed.note_proposed(second[0].config_key, "n2")
+    assert changed.tried[second[0].config_key] == {"node": "n2", "status": "pending", "speedup": None, "inputs": "inputs-B"}
+    assert changed.has_tried(second[0].config_key)
+
+
+def test_the_harness_evaluator_fingerprint_follows_the_inputs(tmp_path):
+    import shutil
+
+    from bot.campaign.harness_evaluator import HarnessEvaluator
+    from bot.controller.campaign import inputs_fingerprint
+    from harness.schema import load_definition, load_workloads
+
+    name = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
+    folder = tmp_path / name
+    shutil.copytree(Path(__file__).resolve().parents[2] / "definitions" / name, folder)
+
+    def fp():
+        d = load_definition(folder / "definition.json")
+        ws = load_workloads(folder / "workloads.small.jsonl", d)
+        ev = HarnessEvaluator(d, ws, tmp_path / "runs", definition_path=folder / "definition.json")
+        assert inputs_fingerprint(d, ws, ev) == ev.inputs_fingerprint()
+        return ev.inputs_fingerprint(), inputs_fingerprint(d, ws, None)
+
+    a, plain_a = fp()
+    side = folder / "kbot.yaml"
+    side.write_text(side.read_text().replace("std: 160.0", "std: 1.0"))
+    b, plain_b = fp()
+    assert a != b  # the sidecar's generators are part of what was measured
+    assert plain_a == plain_b  # without the harness evaluator only the definition and workloads count
