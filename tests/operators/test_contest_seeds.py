@@ -25,6 +25,9 @@ VARIANTS = {
         {"SPLIT_BELOW_ROWS": 1},  # one program per row
         {"RADIX_BITS": 11, "SPLIT_CHUNK": 4096, "SELECT_BLOCK": 1024, "PAGES": 4},  # 3 passes, rows over several chunks
         {"RADIX_BITS": 11, "SPLIT_BELOW_ROWS": 1, "SELECT_BLOCK": 4096},
+        {"FUSE_HIST0": 1},  # the first radix pass in the scorer
+        {"FUSE_HIST0": 1, "RADIX_BITS": 11, "PAGES": 4, "SPLIT_CHUNK": 4096},
+        {"FUSE_HIST0": 1, "SPLIT_BELOW_ROWS": 1},  # fusing asked for, but the row-per-program path: not fused
     ],
     ATTENTION: [
         {},  # split-KV + merge

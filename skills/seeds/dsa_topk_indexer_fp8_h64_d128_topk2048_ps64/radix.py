@@ -32,8 +32,14 @@ gather as 20 dependent block iterations. With SPLIT_CHUNK = SELECT_BLOCK every p
 per launch, and splitting at any batch size keeps B x n / 2048 programs per pass instead of B (64
 programs of 40 block iterations each at 64 rows of 16k tokens). Not yet measured.
 
+FUSE_HIST0 = 1 moves the split path's first radix pass into the scorer (each program histograms the top
+RADIX_BITS bits of its pages' scores and adds them with atomics: one launch fewer, at up to 64 atomics
+per page instead of up to 2^RADIX_BITS per 2048 scores). On the H200 the champion's selection, not its
+score pass, sets the time (41-46 us at 2560 pages against a 7.4 us floor; six selection launches), so
+a launch less is the point; not yet measured.
+
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
-SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK.
+SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0.
 """
 
 import torch
@@ -53,12 +59,13 @@ SELECT_WARPS = 8  # kbot: tunable [8, 4, 16]
 RADIX_BITS = 8  # kbot: tunable [8, 11] role=other
 SPLIT_BELOW_ROWS = 1000000  # kbot: tunable [1000000, 32, 16, 64, 1] role=split
 SPLIT_CHUNK = 2048  # kbot: tunable [2048, 1024, 4096, 8192, 16384, 32768] role=split
+FUSE_HIST0 = 0  # kbot: tunable [0, 1] role=other
 
 
 @triton.jit
-def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_ptr, s_stride,
+def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_ptr, s_stride, hist_ptr,
                  TOPK: tl.constexpr, H: tl.constexpr, D: tl.constexpr, PS: tl.constexpr,
-                 PAGES: tl.constexpr):
+                 PAGES: tl.constexpr, HIST0: tl.constexpr, BITS: tl.constexpr):
     b = tl.program_id(0)
     first = tl.program_id(1) * PAGES
     n = tl.load(lens_ptr + b)
@@ -68,6 +75,11 @@ def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_p
         toks = tl.arange(0, PS)
         q = tl.load(q_ptr + b * (H * D) + heads[:, None] * D + dims[None, :])  # fp8 [H, D]
         w = tl.load(w_ptr + b * H + heads)  # f32 [H]
+        if HIST0:  # the selection's first radix pass, on the scores while they are in registers
+            NB: tl.constexpr = 1 << BITS
+            NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+            bins = tl.arange(0, NB)
+            h0 = tl.zeros([NB], dtype=tl.int32)
         for i in range(PAGES):
             lp = first + i
             if lp * PS < n:
@@ -80,6 +92,13 @@ def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_p
                 score = tl.sum(tl.maximum(logits, 0.0) * w[:, None], axis=0)  # [PS]
                 pos = lp * PS + toks
                 tl.store(s_ptr + b * s_stride + pos, score, mask=pos < n)
+                if HIST0:  # the top BITS bits of the order-preserving key (pass 0 of _split_hist)
+                    ok = pos < n
+                    digit = (_ordered_key(score) >> (32 - BITS)).to(tl.int32)
+                    h0 += tl.histogram(tl.where(ok, digit, 0), NB)
+                    h0 -= tl.where(bins == 0, PS - tl.sum(ok.to(tl.int32), axis=0), 0)
+        if HIST0:
+            tl.atomic_add(hist_ptr + (b * NPASS) * NB + bins, h0, mask=h0 != 0, sem="relaxed")
 
 
 @triton.jit
@@ -264,21 +283,24 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
             TOPK=TOPK, PS=PS, BLOCK=SELECT_BLOCK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
         return topk_indices
     scores = torch.empty((B, mp * PS), dtype=torch.float32, device=dev)
+    split = B < SPLIT_BELOW_ROWS
+    npass = (32 + RADIX_BITS - 1) // RADIX_BITS
+    if split:  # the split path's histograms (+ 2 counters per row), zeroed before the scorer may add pass 0
+        hist = torch.zeros((B * npass * (1 << RADIX_BITS) + B * 2,), dtype=torch.int32, device=dev)
+    fused = split and FUSE_HIST0 == 1
     _score_pages[(B, triton.cdiv(mp, PAGES))](
-        q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0),
-        TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, num_warps=SCORE_WARPS)
-    if B >= SPLIT_BELOW_ROWS:  # enough rows to fill the GPU with one program each
+        q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist if split else scores,
+        TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, HIST0=fused, BITS=RADIX_BITS, num_warps=SCORE_WARPS)
+    if not split:  # enough rows to fill the GPU with one program each
         _select_rows[(B,)](
             scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
             TOPK=TOPK, PS=PS, BLOCK=SELECT_BLOCK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
         return topk_indices
     # Few rows: each row's selection spread over chunks of SPLIT_CHUNK scores (one pass per launch).
-    npass = (32 + RADIX_BITS - 1) // RADIX_BITS
-    hist = torch.zeros((B * npass * (1 << RADIX_BITS) + B * 2,), dtype=torch.int32, device=dev)  # + 2 counters per row
     cnt = hist[B * npass * (1 << RADIX_BITS):]
     grid = (B, triton.cdiv(mp * PS, SPLIT_CHUNK))
     block = min(SELECT_BLOCK, SPLIT_CHUNK)
-    for p in range(npass):
+    for p in range(1 if fused else 0, npass):
         _split_hist[grid](scores, scores.stride(0), seq_lens, hist, P_NOW=p,
                           TOPK=TOPK, CHUNK=SPLIT_CHUNK, BLOCK=block, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
     _split_gather[grid](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
