@@ -116,7 +116,8 @@ class Refresher:
             _copy(t, x)
 
 
-def refreshable_inputs(definition: Definition, workload_inputs: dict[str, Any], config_inputs: dict[str, Any], built: set[str]) -> dict[str, tuple[float, float]]:
+def refreshable_inputs(definition: Definition, workload_inputs: dict[str, Any], config_inputs: dict[str, Any],
+                       built: set[str]) -> dict[str, tuple[float, float]]:
     """The float inputs the timer redraws between calls, each with the (std, mean) it is drawn from:
     those marked random (N(0, 1)) and those made by the ``normal`` generator (its own std and mean)."""
     out: dict[str, tuple[float, float]] = {}

@@ -108,7 +108,8 @@ def main() -> int:
     ap.add_argument("--workloads", help="a workloads file for every definition (a smoke run)")
     ap.add_argument("--no-champions", dest="champions", action="store_false")
     ap.add_argument("--beside-only", action="store_true",
-                    help="skip step 1: the baselines run only beside the champion, one run per definition (their per-workload figures are in the champion's report)")
+                    help="skip step 1: the baselines run only beside the champion, one run per definition "
+                         "(their per-workload figures are in the champion's report)")
     ap.add_argument("--timeout", type=int, default=1500, help="seconds per kbot eval")
     args = ap.parse_args()
     out = Path(os.environ.get("OUT", REPO / "baselines_out"))

@@ -260,7 +260,8 @@ def test_what_was_tried_on_other_inputs_is_proposed_again(rmsnorm_def, tmp_path)
     again = SearchMemory.load(rmsnorm_def.name, path)
     again.inputs = "inputs-A"
     assert all(again.has_tried(p.config_key) for p in first) and again.has_tried("legacy-key")
-    assert not {p.config_key for p in first} & {p.config_key for p in OfflineAgent().propose(AgentContext(definition=rmsnorm_def, mode=Mode.INITIAL, memory=again), 3)}
+    repeat = OfflineAgent().propose(AgentContext(definition=rmsnorm_def, mode=Mode.INITIAL, memory=again), 3)
+    assert not {p.config_key for p in first} & {p.config_key for p in repeat}
 
     changed = SearchMemory.load(rmsnorm_def.name, path)
     changed.inputs = "inputs-B"

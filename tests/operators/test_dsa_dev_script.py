@@ -27,3 +27,20 @@ def test_dsa_dev_script_smoke(tmp_path):
     assert all(r["ok"] for v in op["B"].values() for r in v.values()), op["B"]
     assert set(os.listdir(tmp_path)) == {"dsa_dev.json", "dsa_dev.md", "evals.tar.gz"}
     assert "| B=3 mp=40 P=160 | PASSED |" in p.stdout.splitlines()[-1] or "| B=3 mp=40 P=160 | PASSED |" in p.stdout
+
+
+@pytest.mark.slow
+def test_indexer_precision_script_smoke(tmp_path):
+    """scripts/gpu/indexer_precision.py on the CPU (interpreter, one small workload with rows longer than
+    top-k): every variant scored against float64 and judged; the interpreter's fp8 dot is exact-ish, so
+    the errors are tiny and every verdict passes."""
+    env = {**os.environ, "OUT": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu" / "indexer_precision.py"), "--smoke", "--index", "1", "--draws", "1"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    rows = json.loads((tmp_path / "indexer_precision.json").read_text())["rows"]
+    assert {r["distribution"] for r in rows} == {"official", "unit"}
+    for r in rows:
+        assert r["refreshed"] == ["q_index_fp8", "weights"]
+        for v in ("default", "promote32", "fp16"):
+            assert r[v]["verdict"] == "PASSED" and 0 <= r[v]["scores"]["max_abs"] < 1e-3, r[v]
