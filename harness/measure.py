@@ -79,9 +79,13 @@ def wait_until_quiet(device: torch.device, *, max_s: float = 10.0, threshold_ms:
 
 
 # Inputs drawn from this generator are unstructured (i.i.d. normal values): the timer may redraw them
-# between calls from the same distribution. Every other generator makes structure (lengths, tables,
-# quantized caches) that a redraw could break, so those inputs keep their values.
+# between calls from the same distribution. Inputs of any other generator keep their values across timed
+# calls: many make structure (lengths, tables, quantized caches, positive states) that a redraw could break.
 REDRAWN_GENERATOR = "normal"
+_FP8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+_FP8_MAX = {d: float(torch.finfo(d).max) for d in _FP8}  # looked up now: a candidate cannot patch it later
+_F32 = torch.float32
+_clamp = torch.clamp
 
 
 @dataclass
@@ -89,9 +93,9 @@ class Refresher:
     """Writes new random values into the float inputs that the workload marks ``random`` (or draws from
     the plain ``normal`` generator).
 
-    Structured inputs (indices, lengths, tables) and scalars keep their valid values; every other
-    tensor gets new contents before every timed call, so an output cache keyed on pointers or on a
-    fingerprint of the values cannot serve a timed call. ``names`` lists the inputs, or maps each to
+    Scalars and generator-made inputs (indices, lengths, tables; see REDRAWN_GENERATOR) keep their
+    values; the named tensors get new contents before every timed call, so an output cache keyed on
+    pointers or on a fingerprint of the values cannot serve a timed call. ``names`` lists the inputs, or maps each to
     the (std, mean) its values are drawn from (default (1, 0)): the same distribution it was made
     with, so a timed call sees inputs of the magnitude the tolerance was set for.
     """
@@ -106,13 +110,12 @@ class Refresher:
     def __call__(self, inputs: dict[str, Any]) -> None:
         for n, (std, mean) in self.names.items():
             t = inputs[n]
-            wide = t.dtype in (torch.float8_e4m3fn, torch.float8_e5m2)
-            x = _randn(t.shape, device=t.device, dtype=torch.float32 if wide else t.dtype, generator=self.gen)
+            lim = _FP8_MAX.get(t.dtype)
+            x = _randn(t.shape, device=t.device, dtype=_F32 if lim is not None else t.dtype, generator=self.gen)
             if std != 1.0 or mean != 0.0:
                 x = _add(_mul(x, std), mean)
-            if wide:
-                lim = torch.finfo(t.dtype).max
-                x = x.clamp_(-lim, lim)
+            if lim is not None:
+                x = _clamp(x, -lim, lim)
             _copy(t, x)
 
 
@@ -134,7 +137,7 @@ def refreshable_inputs(definition: Definition, workload_inputs: dict[str, Any], 
             gen, params = REDRAWN_GENERATOR, {}
         else:
             continue
-        if gen == REDRAWN_GENERATOR:
+        if gen == REDRAWN_GENERATOR and float(params.get("std", 1.0)) != 0.0:  # std 0 is a constant: nothing to redraw
             out[name] = (float(params.get("std", 1.0)), float(params.get("mean", 0.0)))
     return out
 

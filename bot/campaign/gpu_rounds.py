@@ -69,9 +69,14 @@ class GPUHarness:
     def cache_hits(self) -> int:
         return sum(getattr(h, "cache_hits", 0) for h in self.lanes.values())
 
-    def latest_report(self, solution_hash: str) -> Report | None:
-        found = [r for h in self.lanes.values() if (r := h.latest_report(solution_hash)) is not None]
+    def latest_report(self, solution_hash: str, *, same_inputs: bool = False) -> Report | None:
+        found = [r for h in self.lanes.values() if (r := h.latest_report(solution_hash, same_inputs=same_inputs)) is not None]
         return max(found, key=lambda r: r.finished or r.started) if found else None
+
+    def inputs_fingerprint(self) -> str | None:
+        """The lanes' (one definition, one set of workloads: the same for every GPU), None without one."""
+        fp = getattr(next(iter(self.lanes.values())), "inputs_fingerprint", None)
+        return fp() if callable(fp) else None
 
     def close(self) -> None:
         for h in self.lanes.values():

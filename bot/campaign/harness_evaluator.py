@@ -2,9 +2,10 @@
 
 Every evaluation gets a run folder ``<runs_dir>/<definition>/<solution hash>/<key>/`` where ``key``
 hashes everything that changes the measurement: the solution, the baseline it is paired with, the
-definition (its content, and its sidecar's settings and reference code: a change of input generators
-must not be answered from a run on the old inputs), the workloads (their full content), the device,
-trials, seed and timing budget. A folder holding ``kbot-done.json`` is a
+definition (its content, and its sidecar's settings and reference code: a sidecar that names other
+generators or parameters must not be answered from a run on the old inputs), the workloads (their full
+content), the device, trials, seed and timing budget. The code of the harness itself (generators,
+comparators, what the reference imports) is not in the key: a change there needs a fresh workspace. A folder holding ``kbot-done.json`` is a
 finished evaluation and is never run again (that is what makes ``kbot optimize`` resume cheaply after
 a crash); a folder without it is an interrupted one and is resumed with ``resume=True`` (workloads
 that already have a trace line are not measured again).
@@ -108,14 +109,11 @@ class HarnessEvaluator:
 
     @cached_property
     def _inputs_fingerprint(self) -> str:
+        from bot.controller.campaign import definition_inputs_fingerprint
         from harness.defconfig import config_fingerprint, load_config
 
-        h = hashlib.sha256(json.dumps({
-            "definition": self.definition.content_hash(),
-            "config": config_fingerprint(load_config(self.definition.name, self.definition_path)),
-            "workloads": [w.model_dump(mode="json") for w in self.workloads],
-        }, sort_keys=True).encode())
-        return h.hexdigest()[:16]
+        return definition_inputs_fingerprint(self.definition, self.workloads,
+                                             config_fingerprint(load_config(self.definition.name, self.definition_path)))
 
     def inputs_fingerprint(self) -> str:
         """What a measurement depends on besides the solutions: the definition's content, its sidecar
@@ -164,7 +162,7 @@ class HarnessEvaluator:
                 ready.close()  # any it did not use
         if self.profile:
             self.fold_profile(report, solution, d)
-        (d / DONE).write_text(json.dumps({"run_id": report.run_id, "finished": report.finished}) + "\n")
+        (d / DONE).write_text(json.dumps({"run_id": report.run_id, "finished": report.finished, "inputs": self.inputs_fingerprint()}) + "\n")
         return report
 
     def fold_profile(self, report: Report, solution: Solution, run_dir: Path) -> None:
@@ -248,13 +246,17 @@ class HarnessEvaluator:
             self._spares.close()
             self._spares = None
 
-    def latest_report(self, solution_hash: str) -> Report | None:
-        """The most recent finished report of a solution with any baseline (for the champion column)."""
+    def latest_report(self, solution_hash: str, *, same_inputs: bool = False) -> Report | None:
+        """The most recent finished report of a solution with any baseline (for the champion column).
+        ``same_inputs``: only one measured on this evaluator's inputs (``inputs_fingerprint``; runs
+        finished before the fingerprint was recorded in their marker do not count then)."""
         folder = self.runs_dir / self.definition.name / solution_hash[:16]
         done = sorted((m for m in folder.glob(f"*/{DONE}") if ".lost-" not in m.parent.name),  # set aside: no result
                       key=lambda p: p.stat().st_mtime) if folder.is_dir() else []
         for marker in reversed(done):
             try:
+                if same_inputs and json.loads(marker.read_text()).get("inputs") != self.inputs_fingerprint():
+                    continue
                 return load_report(marker.parent / "report.json")
             except (ValueError, OSError):
                 continue

@@ -272,11 +272,16 @@ class PullRequestEvaluator:
         pr = self._ensure_pr(solution, nid, branch)
         if not pr.is_open:
             # Published before an interruption; the evaluation is cached, its decision is on the PR.
-            done = self.harness.latest_report(solution.content_hash())
+            # A PR is never reopened (the forge contract has no reopen), so a candidate decided on other
+            # inputs (a definition's generators or workloads changed since) keeps that decision, and says so.
+            same = self.harness.latest_report(solution.content_hash(), same_inputs=True)
+            done = same or self.harness.latest_report(solution.content_hash())
             if done is not None:
                 if nid not in self.outcomes():  # e.g. proposed again by a later campaign
+                    how = "merged" if pr.merged else "closed"
                     self._record(Outcome(nid, pr.number, "promote" if pr.merged else "reject",
-                                         f"decided earlier in #{pr.number} ({'merged' if pr.merged else 'closed'})"))
+                                         f"decided earlier in #{pr.number} ({how})" if same is not None else
+                                         f"decided earlier in #{pr.number} ({how}) on other inputs; not measured again"))
                 return done
         report: Report | None = None
         for _ in range(3):  # a re-benchmark is asked for when the champion or main moved meanwhile
@@ -290,7 +295,7 @@ class PullRequestEvaluator:
             report = self.harness.evaluate(solution, champ)
             # Measured by this process (no artifact in between): published as it is, with the
             # champion's latest report beside it.
-            shown = self.harness.latest_report(champ.content_hash()) if champ is not None else None
+            shown = self._champion_report(champ)
             pub = publish_results(forge, pr.number, head, report=report, champion=shown)
             action = pub.decision.action if pub.decision is not None else "error"
             if action != "rebenchmark":
@@ -306,6 +311,17 @@ class PullRequestEvaluator:
         self.event("decision", out.__dict__)
         assert report is not None
         return report
+
+    def inputs_fingerprint(self) -> str | None:
+        """What this evaluator's measurements depend on besides the solutions: the harness's (the search
+        memory's "tried" is per this value: bot.controller.memory); None for a harness without one."""
+        fp = getattr(self.harness, "inputs_fingerprint", None)
+        return fp() if callable(fp) else None
+
+    def _champion_report(self, champ: Solution | None) -> Report | None:
+        """The champion's latest report on these inputs, shown beside the candidate's (None when it was
+        only measured on other inputs: an old figure is not shown as today's)."""
+        return self.harness.latest_report(champ.content_hash(), same_inputs=True) if champ is not None else None
 
     def _ensure_pr(self, solution: Solution, nid: str, branch: str):
         node = self._node(nid)

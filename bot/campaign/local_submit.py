@@ -132,7 +132,7 @@ def submit(opts: SubmitOptions, event: Event | None = None, harness: Any = None)
     if opts.approve:
         forge.approve(pr.number, pr.head_sha, by=forge.owner, body="Approved with `kbot submit --approve` by the workspace's owner.")
     # Measured by this process (no artifact in between): published as it is, the champion's latest report beside it.
-    shown = harness.latest_report(champ.content_hash()) if champ is not None else None
+    shown = harness.latest_report(champ.content_hash(), same_inputs=True) if champ is not None else None
     pub = publish_results(forge, pr.number, pr.head_sha, report=report, champion=shown)
     out = {"pr": pr.number, "branch": pr.head_branch, "author": f"{opts.author.name} <{opts.author.email}>",
            "solution": sol.name, "solution_hash": sol.content_hash(), "decision": pub.decision.action if pub.decision else "error",

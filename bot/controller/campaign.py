@@ -62,17 +62,25 @@ class Evaluator(Protocol):
     # (see inputs_fingerprint below); without it the definition's and the workloads' content stand in.
 
 
+def definition_inputs_fingerprint(definition: Definition, workloads: list[Workload], config: Any = None) -> str:
+    """The definition's content and the workloads' full content (and, given, a sidecar fingerprint)."""
+    h = hashlib.sha256(json.dumps({
+        "definition": definition.content_hash(),
+        **({"config": config} if config is not None else {}),
+        "workloads": [w.model_dump(mode="json") for w in workloads],
+    }, sort_keys=True).encode())
+    return h.hexdigest()[:16]
+
+
 def inputs_fingerprint(definition: Definition, workloads: list[Workload], evaluator: Any) -> str:
     """What this campaign's measurements depend on besides the kernel: the evaluator's own fingerprint
     when it has one (the harness evaluator adds the definition's sidecar and reference code), else the
     definition's content and the workloads' content."""
     fp = getattr(evaluator, "inputs_fingerprint", None)
-    if callable(fp):
-        return str(fp())
-    h = hashlib.sha256(definition.content_hash().encode())
-    for w in workloads:
-        h.update(w.to_json().encode())
-    return h.hexdigest()[:16]
+    own = fp() if callable(fp) else None
+    if own is not None:
+        return str(own)
+    return definition_inputs_fingerprint(definition, workloads)
 
 
 def _memory_path(cfg: "CampaignConfig", store: Path | None) -> Path | None:
@@ -338,7 +346,10 @@ class Campaign:
             if n.id == ROOT:
                 continue
             camp.memory.note_proposed(n.config_key, n.id)
-            if n.status == EVALUATED and not any(a["node"] == n.id for a in camp.memory.attempts):
+            # A node evaluated on other inputs was just noted as proposed on these: its result (on the
+            # record) is noted again, so the entry does not stay pending.
+            restamped = n.config_key is not None and (camp.memory.tried.get(n.config_key) or {}).get("status") == "pending"
+            if n.status == EVALUATED and (restamped or not any(a["node"] == n.id for a in camp.memory.attempts)):
                 camp._note_result(n)
         camp.memory.save()
         return camp

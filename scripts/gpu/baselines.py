@@ -154,6 +154,9 @@ def main() -> int:
             run(definition, f"baseline:{name}", name, "baseline", [])
             write()
         champ = REPO / "kernels" / definition / "champion.json"
+        if args.beside_only and not (args.champions and champ.is_file()):
+            print(f"{definition}: --beside-only, but no champion to run beside ({champ} {'absent' if not champ.is_file() else 'not asked for'})",
+                  file=sys.stderr)
         if args.champions and names and champ.is_file():
             path = json.loads(champ.read_text()).get("solution_path")
             if isinstance(path, str) and (REPO / path).is_file():

@@ -273,27 +273,32 @@ def test_what_was_tried_on_other_inputs_is_proposed_again(rmsnorm_def, tmp_path)
     assert changed.has_tried(second[0].config_key)
 
 
-def test_the_harness_evaluator_fingerprint_follows_the_inputs(tmp_path):
+def test_a_local_campaign_remembers_per_the_harness_inputs(tmp_path):
+    """The fingerprint a local campaign stamps its memory with is the harness evaluator's (through the
+    PR evaluator the campaign calls), so an edit of the definition's sidecar makes earlier tries untried."""
     import shutil
 
     from bot.campaign.harness_evaluator import HarnessEvaluator
-    from bot.controller.campaign import inputs_fingerprint
+    from bot.campaign.local_loop import PullRequestEvaluator, Workspace
+    from bot.controller.campaign import definition_inputs_fingerprint, inputs_fingerprint
     from harness.schema import load_definition, load_workloads
 
     name = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
     folder = tmp_path / name
     shutil.copytree(Path(__file__).resolve().parents[2] / "definitions" / name, folder)
+    ws = Workspace(tmp_path / "ws")
 
-    def fp():
+    def campaign_fp():
         d = load_definition(folder / "definition.json")
-        ws = load_workloads(folder / "workloads.small.jsonl", d)
-        ev = HarnessEvaluator(d, ws, tmp_path / "runs", definition_path=folder / "definition.json")
-        assert inputs_fingerprint(d, ws, ev) == ev.inputs_fingerprint()
-        return ev.inputs_fingerprint(), inputs_fingerprint(d, ws, None)
+        wls = load_workloads(folder / "workloads.small.jsonl", d)
+        harness = HarnessEvaluator(d, wls, tmp_path / "runs", definition_path=folder / "definition.json")
+        pr_eval = PullRequestEvaluator(ws, harness, d, "001", tmp_path / "store")
+        assert pr_eval.inputs_fingerprint() == harness.inputs_fingerprint()
+        assert harness.inputs_fingerprint() != definition_inputs_fingerprint(d, wls)  # the sidecar counts
+        return inputs_fingerprint(d, wls, pr_eval)
 
-    a, plain_a = fp()
+    a = campaign_fp()
+    assert campaign_fp() == a  # stable
     side = folder / "kbot.yaml"
     side.write_text(side.read_text().replace("std: 160.0", "std: 1.0"))
-    b, plain_b = fp()
-    assert a != b  # the sidecar's generators are part of what was measured
-    assert plain_a == plain_b  # without the harness evaluator only the definition and workloads count
+    assert campaign_fp() != a

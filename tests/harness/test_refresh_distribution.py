@@ -47,3 +47,28 @@ def test_random_inputs_stay_unit_normal_and_a_list_still_works():
     r = Refresher(["a"], torch.Generator().manual_seed(0))
     r(x)
     assert abs(x["a"].std().item() - 1) < 0.05 and r.names == {"a": (1.0, 0.0)}
+
+
+def test_a_patched_torch_does_not_change_the_redraw(monkeypatch):
+    """The refresher calls what it captured at import: a candidate that patches torch.finfo, clamp,
+    mul or add afterwards (to make every timed input the same) changes nothing."""
+    names = {"q": (160.0, 0.0), "w": (6.9e-5, 0.0)}
+
+    def draw():
+        x = {"q": torch.zeros(4096, dtype=torch.float8_e4m3fn), "w": torch.zeros(4096)}
+        Refresher(names, torch.Generator().manual_seed(7))(x)
+        return x
+
+    honest = draw()
+
+    class NoRange:
+        max = 0.0
+
+    monkeypatch.setattr(torch, "finfo", lambda *a, **k: NoRange())
+    monkeypatch.setattr(torch, "clamp", lambda x, *a, **k: x * 0)
+    monkeypatch.setattr(torch.Tensor, "clamp_", lambda x, *a, **k: x.zero_())
+    monkeypatch.setattr(torch, "mul", lambda x, y: x * 0)
+    monkeypatch.setattr(torch, "add", lambda x, y: x * 0)
+    patched = draw()
+    for n in names:
+        assert torch.equal(patched[n].float(), honest[n].float()) and honest[n].float().abs().max() > 0

@@ -59,7 +59,7 @@ class SyntheticHarness:
         self.cache[key] = make_report(solution, ws, baseline)
         return self.cache[key]
 
-    def latest_report(self, solution_hash):
+    def latest_report(self, solution_hash, same_inputs=False):  # one set of inputs here
         found = [r for (h, _), r in self.cache.items() if h == solution_hash]
         return found[-1] if found else None
 
