@@ -95,9 +95,9 @@ class Refresher:
 
     Scalars and generator-made inputs (indices, lengths, tables; see REDRAWN_GENERATOR) keep their
     values; the named tensors get new contents before every timed call, so an output cache keyed on
-    pointers or on a fingerprint of the values cannot serve a timed call. ``names`` lists the inputs, or maps each to
-    the (std, mean) its values are drawn from (default (1, 0)): the same distribution it was made
-    with, so a timed call sees inputs of the magnitude the tolerance was set for.
+    pointers or on a fingerprint of the values cannot serve a timed call. ``names`` lists the inputs,
+    or maps each to the (std, mean) its values are drawn from (default (1, 0)): the same distribution
+    it was made with, so a timed call sees inputs of the magnitude the tolerance was set for.
     """
 
     names: list[str] | dict[str, tuple[float, float]]

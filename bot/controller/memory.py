@@ -12,9 +12,10 @@ starting point, so the prompt shows earlier campaigns' attempts apart from the c
 
 What was tried is only known for the inputs it was measured on: every ``tried`` entry records the
 campaign's ``inputs`` fingerprint (the definition, its sidecar's settings and reference code, the
-workloads; ``Evaluator.inputs_fingerprint``; not the harness's own generator or comparator code). Under other inputs an entry does not count as tried, so a
-configuration rejected before the inputs changed is proposed again. Entries from before fingerprints
-were recorded have none and still count (what they were measured on is unknown).
+workloads; ``Evaluator.inputs_fingerprint``; not the harness's own generator or comparator code).
+Under other inputs an entry does not count as tried, so a configuration rejected before the inputs
+changed is proposed again. Entries from before fingerprints were recorded have none and still count
+(what they were measured on is unknown).
 """
 
 from __future__ import annotations
