@@ -28,6 +28,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
+from bot.controller.campaign import own_fingerprint
 from bot.controller.tree import Tree
 from harness.gpu_pool import GPU, DeviceProvider, GPUSelectionError, HarnessFailure, NvidiaSmi, Pool, gpus_for
 from harness.report import Report
@@ -75,8 +76,7 @@ class GPUHarness:
 
     def inputs_fingerprint(self) -> str | None:
         """The lanes' (one definition, one set of workloads: the same for every GPU), None without one."""
-        fp = getattr(next(iter(self.lanes.values())), "inputs_fingerprint", None)
-        return fp() if callable(fp) else None
+        return own_fingerprint(next(iter(self.lanes.values())))
 
     def close(self) -> None:
         for h in self.lanes.values():

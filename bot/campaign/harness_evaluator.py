@@ -5,8 +5,8 @@ hashes everything that changes the measurement: the solution, the baseline it is
 definition (its content, and its sidecar's settings and reference code: a sidecar that names other
 generators or parameters must not be answered from a run on the old inputs), the workloads (their full
 content), the device, trials, seed and timing budget. The code of the harness itself (generators,
-comparators, what the reference imports) is not in the key: a change there needs a fresh workspace. A folder holding ``kbot-done.json`` is a
-finished evaluation and is never run again (that is what makes ``kbot optimize`` resume cheaply after
+comparators, what the reference imports) is not in the key: a change there needs a fresh workspace.
+A folder holding ``kbot-done.json`` is a finished evaluation and is never run again (that is what makes ``kbot optimize`` resume cheaply after
 a crash); a folder without it is an interrupted one and is resumed with ``resume=True`` (workloads
 that already have a trace line are not measured again).
 

@@ -36,7 +36,7 @@ from typing import Any, Callable
 from bot.campaign.attempts import AttemptError, ensure_attempt, folder_for, read_solution, solution_files, update_attempt
 from bot.campaign.gpu_rounds import gpus_summary, harness_for_gpus, measure_round
 from bot.campaign.harness_evaluator import HarnessEvaluator
-from bot.controller.campaign import Campaign, CampaignConfig, StepResult
+from bot.controller.campaign import Campaign, CampaignConfig, StepResult, own_fingerprint
 from bot.controller.tree import ROOT, solution_node_id
 from bot.forge.local import LocalForge
 from bot.names import STATUS_CONTEXT, attempt_branch
@@ -315,8 +315,7 @@ class PullRequestEvaluator:
     def inputs_fingerprint(self) -> str | None:
         """What this evaluator's measurements depend on besides the solutions: the harness's (the search
         memory's "tried" is per this value: bot.controller.memory); None for a harness without one."""
-        fp = getattr(self.harness, "inputs_fingerprint", None)
-        return fp() if callable(fp) else None
+        return own_fingerprint(self.harness)
 
     def _champion_report(self, champ: Solution | None) -> Report | None:
         """The champion's latest report on these inputs, shown beside the candidate's (None when it was

@@ -72,15 +72,18 @@ def definition_inputs_fingerprint(definition: Definition, workloads: list[Worklo
     return h.hexdigest()[:16]
 
 
+def own_fingerprint(evaluator: Any) -> str | None:
+    """``evaluator.inputs_fingerprint()`` where it has one (and it gives one), else None."""
+    fp = getattr(evaluator, "inputs_fingerprint", None)
+    return fp() if callable(fp) else None
+
+
 def inputs_fingerprint(definition: Definition, workloads: list[Workload], evaluator: Any) -> str:
     """What this campaign's measurements depend on besides the kernel: the evaluator's own fingerprint
     when it has one (the harness evaluator adds the definition's sidecar and reference code), else the
     definition's content and the workloads' content."""
-    fp = getattr(evaluator, "inputs_fingerprint", None)
-    own = fp() if callable(fp) else None
-    if own is not None:
-        return str(own)
-    return definition_inputs_fingerprint(definition, workloads)
+    own = own_fingerprint(evaluator)
+    return str(own) if own is not None else definition_inputs_fingerprint(definition, workloads)
 
 
 def _memory_path(cfg: "CampaignConfig", store: Path | None) -> Path | None:
