@@ -36,7 +36,9 @@ FUSE_HIST0 = 1 moves the split path's first radix pass into the scorer (each pro
 RADIX_BITS bits of its pages' scores and adds them with atomics: one launch fewer, at up to 64 atomics
 per page instead of up to 2^RADIX_BITS per 2048 scores). On the H200 the champion's selection, not its
 score pass, sets the time (41-46 us at 2560 pages against a 7.4 us floor; six selection launches), so
-a launch less is the point; not yet measured.
+a launch less was the point. Measured on the H200 (2026-12-02, PRs #13/#14 through `kbot submit`,
+docs/measurements.md recording 12): at the champion's other settings it is slower, 0.832x with 8-bit
+digits and 0.308x with 11-bit ones (the scorer's histogram and atomics cost more than the launch saved).
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
 SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0.
