@@ -19,12 +19,9 @@ PY="${PYTHON:-python3}"
 K=("$PY" -m harness.cli)
 WS="${WORKSPACE:-/tmp/kbot_contest_ws}"
 rc=0
-if [ -n "${WORKSPACE_TAR:-}" ]; then
-  if [ -e "$WS" ]; then
-    echo "WORKSPACE_TAR given but $WS exists: refusing to mix workspaces" >&2; exit 2
-  fi
-  mkdir -p "$WS" && tar -C "$WS" -xzf "$WORKSPACE_TAR" || { echo "cannot unpack $WORKSPACE_TAR" >&2; exit 2; }
-fi
+# shellcheck source=scripts/gpu/workspace_lib.sh
+source scripts/gpu/workspace_lib.sh
+unpack_workspace
 defs=()
 for sol in "$@"; do
   echo "=== $sol ($(date -u +%FT%TZ))" | tee -a "$OUT/submit.log"
@@ -37,14 +34,8 @@ done
 for def in $(printf '%s\n' "${defs[@]}" | sort -u); do
   "${K[@]}" leaderboard "$def" --workspace "$WS" >> "$OUT/records.txt" 2>&1 || true
 done
-{
-  "${K[@]}" pr list --workspace "$WS"
-  for n in $("${K[@]}" pr list --workspace "$WS" --json | "$PY" -c "import json,sys; print(' '.join(str(p['number']) for p in json.load(sys.stdin)))"); do
-    echo "================================================================ PR $n"
-    "${K[@]}" pr show "$n" --workspace "$WS"
-  done
-} >> "$OUT/records.txt" 2>&1
-tar -C "$WS" --exclude='build' --exclude='build_*' --exclude='*.so' --exclude='__pycache__' -czf "$OUT/workspace.tar.gz" . || rc=1
+write_pr_records
+pack_workspace || rc=1
 tail -n 40 "$OUT/submit.log"
 ls -la "$OUT"
 exit $rc

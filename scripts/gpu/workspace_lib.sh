@@ -1,0 +1,27 @@
+# Shared by the device scripts that run kbot's loop in a packed workspace (contest_campaign.sh,
+# submit_variants.sh); source it after setting PY, K (the kbot command as an array), WS and OUT.
+
+# unpack_workspace: WORKSPACE_TAR (when set) into WS, refusing to mix it with an existing workspace.
+unpack_workspace() {
+  [ -n "${WORKSPACE_TAR:-}" ] || return 0
+  if [ -e "$WS" ]; then
+    echo "WORKSPACE_TAR given but $WS exists: refusing to mix workspaces" >&2; exit 2
+  fi
+  mkdir -p "$WS" && tar -C "$WS" -xzf "$WORKSPACE_TAR" || { echo "cannot unpack $WORKSPACE_TAR" >&2; exit 2; }
+}
+
+# write_pr_records: `kbot pr list` and `kbot pr show` of every PR, appended to $OUT/records.txt.
+write_pr_records() {
+  {
+    "${K[@]}" pr list --workspace "$WS"
+    for n in $("${K[@]}" pr list --workspace "$WS" --json | "$PY" -c "import json,sys; print(' '.join(str(p['number']) for p in json.load(sys.stdin)))"); do
+      echo "================================================================ PR $n"
+      "${K[@]}" pr show "$n" --workspace "$WS"
+    done
+  } >> "$OUT/records.txt" 2>&1
+}
+
+# pack_workspace: the workspace without build folders or compiled objects, as $OUT/workspace.tar.gz.
+pack_workspace() {
+  tar -C "$WS" --exclude='build' --exclude='build_*' --exclude='*.so' --exclude='__pycache__' -czf "$OUT/workspace.tar.gz" .
+}
