@@ -7,6 +7,13 @@ kernel that feeds bf16 tiles to ``tl.dot`` — the natural way to use tensor cor
 fail on the CPU for a reason that has nothing to do with the kernel. The fix widens bf16 operands to
 float32 (exact) before the product, which is what the tensor cores compute (bf16 products are exact in
 float32, accumulated in float32).
+
+Its float32 -> bfloat16 conversion (``x.to(tl.bfloat16)``, a store into a bf16 pointer) drops the low 16
+bits, rounding toward zero, where the GPU's ``cvt.rn.bf16.f32`` rounds to nearest even. The bias is
+one-sided, so it adds up: a sparse-attention kernel that rounds its softmax weights to bf16 for the
+value product (as FlashMLA-style kernels do on the GPU) read 1.0547 on the CPU for an element whose
+float64 value is 1.0666 (1.0672 with round-to-nearest weights), failing the official atol = rtol =
+0.01 on one element of 2.5 million. The fix rounds to nearest even, as the GPU does.
 """
 
 from __future__ import annotations
@@ -20,8 +27,19 @@ def _bf16_to_f32(data: np.ndarray) -> np.ndarray:
     return (data.astype(np.uint32) << 16).view(np.float32)
 
 
+def _f32_to_bf16_rne(data: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns (uint16), rounded to nearest even; NaN stays a (quiet) NaN."""
+    bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = np.isnan(np.asarray(data, dtype=np.float32))
+    if np.any(nan):
+        rounded = np.where(nan, ((bits >> 16) | 0x0040).astype(np.uint16), rounded)
+    return rounded
+
+
 def apply() -> bool:
-    """Patch the interpreter's dot once; False when this Triton has no interpreter builder to patch."""
+    """Patch the interpreter's dot and its float32 -> bfloat16 cast once; False when this Triton has no
+    interpreter builder to patch."""
     if _APPLIED:
         return True
     try:
@@ -44,5 +62,14 @@ def apply() -> bool:
         return original(self, a, b, d, input_precision, max_num_imprecise_acc)
 
     builder.create_dot = create_dot
+    original_cast = getattr(builder, "cast_impl", None)
+    if original_cast is not None:
+
+        def cast_impl(self, src, dst_type):
+            if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+                return handle(_f32_to_bf16_rne(src.data), tl.bfloat16)
+            return original_cast(self, src, dst_type)
+
+        builder.cast_impl = cast_impl
     _APPLIED.append(True)
     return True
