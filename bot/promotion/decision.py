@@ -51,6 +51,11 @@ class PromotionPolicy(BaseModel):
     require_guard_clean: bool = True
     min_speedup: float = Field(1.03, ge=1.0, le=100.0)
     min_ci_lower: float = Field(1.0, ge=0.5, le=100.0)
+    # The speed rule also passes when the mean latency over the workloads drops by at least this factor
+    # (the champion's paired latencies as weights: sum(champion) / sum(champion / ratio)), so a gain on
+    # the workloads that hold the time is not diluted by many that did not move; the confidence and
+    # no-regression rules still apply. None: the geomean alone.
+    min_mean_speedup: float | None = Field(1.05, ge=1.0, le=100.0)
     max_regression: float = Field(0.02, ge=0.0, le=0.5)
     first_champion_min_speedup_vs_reference: float = Field(1.0, ge=0.0, le=1000.0)
     require_up_to_date: bool = True
@@ -91,6 +96,7 @@ class Decision:
     ci95: tuple[float, float] | None = None
     first_champion: bool = False
     energy_ratio: float | None = None  # candidate / champion energy per call, when energy broke a speed tie
+    mean_ratio: float | None = None  # champion / candidate mean latency (paired), when the evidence has it
 
     @property
     def headline(self) -> str:
@@ -99,6 +105,8 @@ class Decision:
             if self.first_champion:
                 return "first champion of this definition"
             text = f"{self.geomean:.3f}x over the champion, 95% CI [{self.ci95[0]:.3f}, {self.ci95[1]:.3f}]"
+            if self.mean_ratio is not None:
+                text += f"; mean latency {self.mean_ratio:.3f}x lower"
             if self.energy_ratio is not None:
                 text += f": a speed tie, broken by {1 - self.energy_ratio:.1%} less energy per call"
             return text
@@ -106,13 +114,22 @@ class Decision:
 
     def to_dict(self) -> dict[str, Any]:
         return {"action": self.action, "geomean": self.geomean, "ci95": self.ci95,
-                "first_champion": self.first_champion, "energy_ratio": self.energy_ratio,
+                "first_champion": self.first_champion, "energy_ratio": self.energy_ratio, "mean_ratio": self.mean_ratio,
                 "reasons": [{"rule": r.rule, "ok": r.ok, "detail": r.detail} for r in self.reasons]}
 
 
 
 def valid_ratio(r: tuple[float, float, float] | None) -> bool:
     return r is not None and all(math.isfinite(x) and x > 0 for x in r) and r[1] <= r[0] <= r[2]
+
+
+def mean_latency_ratio(ev: Evidence) -> float | None:
+    """Champion over candidate mean latency across the workloads, from each workload's paired ratio and
+    the champion's latency in the same job: sum(b) / sum(b / ratio). None unless every workload has both."""
+    pairs = [(w.baseline_ms, w.ratio[0]) for w in ev.workloads if w.ratio is not None]
+    if not pairs or len(pairs) != len(ev.workloads) or any(b is None or not math.isfinite(b) or b <= 0 for b, _ in pairs):
+        return None
+    return sum(b for b, _ in pairs) / sum(b / r for b, r in pairs)  # type: ignore[operator]
 
 
 def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, pr_head_sha: str | None,
@@ -156,7 +173,7 @@ def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, 
         rule("up to date with the default branch", up_to_date,
              "head contains the default branch" if up_to_date else "head is behind the default branch", "rebenchmark")
 
-    def finish(geo=None, ci=None, first=False) -> Decision:
+    def finish(geo=None, ci=None, first=False, mean=None) -> Decision:
         failed = [r for r in reasons if not r.ok]
         if any(r.verdict == "reject" for r in failed):
             action = "reject"
@@ -164,7 +181,7 @@ def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, 
             action = "rebenchmark"
         else:
             action = "promote"
-        return Decision(action, tuple(reasons), geo, ci, first)
+        return Decision(action, tuple(reasons), geo, ci, first, mean_ratio=mean)
 
     if any(not r.ok for r in reasons):
         # Either already rejected, or stale: speed numbers would not describe the merge; stop here.
@@ -191,14 +208,20 @@ def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, 
     g, (lo, hi) = geomean_ci(ratios)  # type: ignore[arg-type]
     floor = 1.0 - policy.max_regression
     slow = [w for w in ev.workloads if w.ratio[0] < floor]  # type: ignore[index]
-    faster = g >= policy.min_speedup and lo > policy.min_ci_lower
+    mean = mean_latency_ratio(ev)
+    on_mean = policy.min_mean_speedup is not None and mean is not None and mean >= policy.min_mean_speedup
+    faster = (g >= policy.min_speedup or on_mean) and lo > policy.min_ci_lower
     tie = energy_tie(ev, policy, g, lo, hi) if not faster and not slow else None
     if tie is not None and tie[0]:
         # Lexicographic: speed decided nothing (a tie within noise), so energy decides.
         rule("speedup", True, f"geomean {g:.3f}x vs champion, 95% CI [{lo:.3f}, {hi:.3f}] contains 1: a speed tie")
         rule("energy tie-break", True, tie[1])
     else:
-        rule("speedup", g >= policy.min_speedup, f"geomean {g:.3f}x vs champion (needs ≥ {policy.min_speedup:g})")
+        detail = f"geomean {g:.3f}x vs champion (needs ≥ {policy.min_speedup:g})"
+        if policy.min_mean_speedup is not None and mean is not None:
+            detail += (f"{'; ' if g >= policy.min_speedup else ', or '}mean latency {mean:.3f}x lower "
+                       f"(needs ≥ {policy.min_mean_speedup:g}{', met' if on_mean else ''})")
+        rule("speedup", g >= policy.min_speedup or on_mean, detail)
         rule("confidence", lo > policy.min_ci_lower,
              f"95% CI lower bound {lo:.3f} (needs > {policy.min_ci_lower:g})")
         if tie is not None:
@@ -207,9 +230,9 @@ def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, 
          f"no workload slower than {floor:.3f}x" if not slow
          else f"{len(slow)} workload(s) slower than the champion beyond {policy.max_regression:.0%} "
               f"(worst {min(w.ratio[0] for w in slow):.3f}x)")  # type: ignore[index]
-    d = finish(g, (lo, hi))
+    d = finish(g, (lo, hi), mean=mean)
     if d.action == "promote" and tie is not None and tie[0]:
-        d = Decision(d.action, d.reasons, d.geomean, d.ci95, d.first_champion, energy_ratio=tie[2])
+        d = Decision(d.action, d.reasons, d.geomean, d.ci95, d.first_champion, energy_ratio=tie[2], mean_ratio=mean)
     return d
 
 

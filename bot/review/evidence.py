@@ -87,6 +87,9 @@ def evidence(report: Report, head_sha: str | None) -> dict[str, Any]:
         # Per workload, aligned with "w": [fraction of the roofline floor, floor ms, bound class] (null
         # where there is none): the speed-of-light stop rule and the summaries read it back on GitHub.
         **({"roofline": [roofline_row(w) for w in report.workloads]} if any(roofline_row(w) for w in report.workloads) else {}),
+        # Per workload, aligned with "w": the paired baseline's median latency in ms (null where none): with
+        # the paired ratios it gives the mean-latency ratio the promotion's speed rule also accepts.
+        **({"bms": [baseline_ms(w) for w in report.workloads]} if any(baseline_ms(w) for w in report.workloads) else {}),
         "fb": feedback_rows(report),
     }
 
@@ -94,6 +97,11 @@ def evidence(report: Report, head_sha: str | None) -> dict[str, Any]:
 def roofline_row(w: WorkloadResult) -> list[Any] | None:
     r = w.roofline
     return [r.fraction, r.floor_ms, r.bound] if r is not None and r.fraction is not None else None
+
+
+def baseline_ms(w: WorkloadResult) -> float | None:
+    b = w.baseline_latency_ms
+    return b.median if b is not None and w.speedup_vs_baseline is not None else None
 
 
 def energy_pair(w: WorkloadResult) -> list[float] | None:
@@ -153,6 +161,7 @@ class WorkloadEvidence:
     failed_checks: tuple[str, ...] = ()  # kbot's extra checks failed (the status stays the official verdict)
     energy: tuple[float, float] | None = None  # NVML J per call: (candidate, paired champion), same job
     roofline: tuple[float, float, str | None] | None = None  # (fraction of the floor, floor ms, bound class)
+    baseline_ms: float | None = None  # the paired champion's median latency (ms), measured in the same job
 
 
 @dataclass(frozen=True)
@@ -175,7 +184,7 @@ class Evidence:
             ws.append(WorkloadEvidence(
                 w.uuid, w.status.value, w.correctness.failed_trials if w.correctness else 0,
                 (r.median, r.ci95[0], r.ci95[1]) if r else None, w.speedup_vs_reference, failed_checks(w),
-                (e[0], e[1]) if e else None, (roof[0], roof[1], roof[2]) if roof else None))
+                (e[0], e[1]) if e else None, (roof[0], roof[1], roof[2]) if roof else None, baseline_ms(w)))
         return cls(report.definition, report.solution, report.solution_hash, report.baseline_hash, head_sha,
                    len(report.findings) + sum(len(w.findings) for w in report.workloads), tuple(ws),
                    feedback_from_rows(feedback_rows(report)))
@@ -185,8 +194,8 @@ class Evidence:
         """From ``evidence`` data (a block read back with ``read_evidence``); ValueError if malformed."""
         try:
             ws = []
-            energy, roofs = data.get("energy"), data.get("roofline")
-            for name, extra in (("energy", energy), ("roofline", roofs)):
+            energy, roofs, bms = data.get("energy"), data.get("roofline"), data.get("bms")
+            for name, extra in (("energy", energy), ("roofline", roofs), ("bms", bms)):
                 if extra is not None and (not isinstance(extra, list) or len(extra) != len(data["w"])):
                     raise ValueError(f"the {name} list does not match the workloads")
             for i, row in enumerate(data["w"]):
@@ -207,8 +216,10 @@ class Evidence:
                 if rf is not None:
                     frac, floor, bound = rf
                     rf = (float(frac), float(floor), str(bound)[:16] if bound is not None else None)
+                bm = bms[i] if bms is not None else None
                 ws.append(WorkloadEvidence(str(uuid), str(status), int(failed), rt,
-                                           float(vs_ref) if vs_ref is not None else None, tuple(str(c)[:80] for c in checks), en, rf))
+                                           float(vs_ref) if vs_ref is not None else None, tuple(str(c)[:80] for c in checks), en, rf,
+                                           float(bm) if bm is not None else None))
             return cls(str(data["definition"]), str(data["solution"]), str(data["solution_hash"]),
                        data.get("baseline_hash"), data.get("head_sha"), int(data["findings"]), tuple(ws),
                        feedback_from_rows(data.get("fb", [])))

@@ -243,3 +243,50 @@ def test_evidence_block_carries_the_top_feedback_items():
     for bad in ([["r", "high"]], [["r", "loud", "t", "", "", None, {}]], "x"):
         with pytest.raises(ValueError, match="feedback"):
             Evidence.from_block({**evidence(rep, HEAD), "fb": bad})
+
+
+def _heavy_two(heavy_ratio=(1.25, 1.24, 1.26), light_ratio=(1.0, 0.99, 1.01), light_n=17):
+    """Many light workloads that did not move and two heavy ones (20x the time) that did."""
+    light = [workload(i, light_ratio, median=0.2) for i in range(light_n)]
+    heavy = [workload(light_n + i, heavy_ratio, median=4.0) for i in range(2)]
+    return report(light + heavy)
+
+
+def test_mean_latency_gain_promotes_what_the_geomean_dilutes():
+    rep = _heavy_two()
+    d = run(rep)
+    g, _ = geomean_ci([(w.speedup_vs_baseline.median, *w.speedup_vs_baseline.ci95) for w in rep.workloads])
+    assert g < P.min_speedup and d.geomean == pytest.approx(g)  # the geomean alone would reject it
+    champion = sum(w.baseline_latency_ms.median for w in rep.workloads)
+    candidate = sum(w.baseline_latency_ms.median / w.speedup_vs_baseline.median for w in rep.workloads)
+    assert d.mean_ratio == pytest.approx(champion / candidate) and d.mean_ratio > 1.15
+    assert d.action == "promote", d.reasons
+    speed = next(r for r in d.reasons if r.rule == "speedup")
+    assert "mean latency" in speed.detail and "met" in speed.detail
+    assert "mean latency" in d.headline
+    # the geomean-only policy rejects the same evidence
+    assert run(rep, policy=PromotionPolicy(min_mean_speedup=None)).action == "reject"
+
+
+def test_mean_latency_gain_still_needs_no_regression_and_confidence():
+    rep = _heavy_two()
+    rep.workloads[0] = workload(0, (0.95, 0.94, 0.96), median=0.2)  # one light workload 5% slower
+    d = run(rep)
+    assert d.action == "reject" and failed_rules(d) == {"no regression"}
+    small = run(_heavy_two(heavy_ratio=(1.04, 1.03, 1.05)))  # mean only 1.03x lower: under 1.05
+    assert small.action == "reject" and "speedup" in failed_rules(small)
+
+
+def test_mean_latency_needs_every_champion_latency():
+    rep = _heavy_two()
+    block = evidence(rep, HEAD)
+    assert len(block["bms"]) == len(rep.workloads)
+    ev = Evidence.from_block(read_evidence(evidence_block(rep, HEAD)))
+    assert [w.baseline_ms for w in ev.workloads] == [w.baseline_latency_ms.median for w in rep.workloads]
+    assert decide(ev, P, champion_hash=CH, pr_head_sha=HEAD, up_to_date=True).action == "promote"
+    old = {k: v for k, v in block.items() if k != "bms"}  # a block written before the field existed
+    old_ev = Evidence.from_block(old)
+    d = decide(old_ev, P, champion_hash=CH, pr_head_sha=HEAD, up_to_date=True)
+    assert d.mean_ratio is None and d.action == "reject"  # the geomean alone decides
+    with pytest.raises(ValueError, match="bms"):
+        Evidence.from_block({**block, "bms": block["bms"][:-1]})
