@@ -27,7 +27,8 @@
 #   campaign_profiled kbot optimize rmsnorm_h4096 on the GPU with profiling on (2 rounds x 2 candidates,
 #                --profile-budget 20): every candidate's feedback items and profiling seconds (~4)
 #   profile_contest `kbot profile` (ncu + SASS) of the MoE champion's GEMMs at 14107 and 901 tokens and of
-#                the sparse-attention champion at 64 and 384 tokens: where the large workloads' time goes (~4)
+#                the sparse-attention champion at 64 and 384 tokens and the GDN prefill champion on one 8192-token
+#                sequence: where the large workloads' time goes (~5)
 # Each step's exit code is in $OUT/steps.txt; the script exits non-zero if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -94,11 +95,13 @@ for p in sorted(pathlib.Path(sys.argv[1]).rglob("report.json")):
   return $rc
 }
 step_profile_contest() {
-  local rc=0 moe=moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048 dsa=dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64
+  local rc=0 moe=moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048 dsa=dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64 gdn=gdn_prefill_qk4_v8_d128_k_last
   "$PY" -m harness.cli profile "$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["solution_path"])' "kernels/$moe/champion.json")" \
     -d "$moe" --workload c66ecfb6 --workload 47730731 --kernel-regex gemm --no-energy --out "$OUT/work/profile_moe" || rc=1
   "$PY" -m harness.cli profile "$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["solution_path"])' "kernels/$dsa/champion.json")" \
     -d "$dsa" --workload c4d99b7a --workload 9a682295 --no-energy --out "$OUT/work/profile_dsa" || rc=1
+  "$PY" -m harness.cli profile "$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["solution_path"])' "kernels/$gdn/champion.json")" \
+    -d "$gdn" --workload 57948903 --no-energy --out "$OUT/work/profile_gdn_prefill" || rc=1
   return $rc
 }
 step_operators() {
