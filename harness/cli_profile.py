@@ -18,6 +18,7 @@ from .dataset import click_option as dataset_click_option
 from .profile.pipeline import profile_report  # noqa: F401  (re-exported for harness/cli.py)
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_HARNESS = 0, 2, 3
+PROFILE_SEED = 0  # the seed `kbot profile` builds a workload's inputs with (its roofline counts the same inputs)
 DATASET_OPT = dataset_click_option()
 
 
@@ -212,6 +213,7 @@ def profile_cmd(solution_json, definition_arg, workload_ids, workloads_path, dat
     from .ceilings import ceilings_for
     from .profile.pipeline import analyze, profile_workload
     from .schema import SchemaError, load_solution, load_workloads
+    from .timed_counts import input_counts_for
 
     resolved = _resolve(definition_arg, dataset_arg, workloads_path, quiet=as_json)
     definition, dpath, wpath = resolved.definition, resolved.path, resolved.workloads_path
@@ -233,9 +235,15 @@ def profile_cmd(solution_json, definition_arg, workload_ids, workloads_path, dat
     results = []
     for w in chosen:
         wdir = Path(out_dir) / definition.name / w.uuid
-        collected, files = profile_workload(solution, definition, w, wdir, definition_path=dpath,
+        collected, files = profile_workload(solution, definition, w, wdir, definition_path=dpath, seed=PROFILE_SEED,
                                             kernel_regex=kernel_regex, energy=not no_energy)
-        outcome = analyze(definition, definition.resolve_axes(w.axes), collected, ceilings=ceilings, absent=w.absent_inputs())
+        try:  # a floor that depends on the inputs (MoE: the experts the routing touches) counts the profiled ones
+            given = input_counts_for(definition, w, input_seed=PROFILE_SEED, definition_path=dpath)
+        except Exception as e:  # noqa: BLE001
+            click.echo(f"warning: the roofline uses the spec's lower bounds: the inputs could not be counted ({e})", err=True)
+            given = None
+        outcome = analyze(definition, definition.resolve_axes(w.axes), collected, ceilings=ceilings, absent=w.absent_inputs(),
+                          given=given)
         outcome.files = files
         data = outcome.to_json(definition=definition.name, workload=w.uuid, inputs=resolved.provenance())
         (wdir / "feedback.json").write_text(json.dumps(data, indent=2, default=str) + "\n")

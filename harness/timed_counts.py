@@ -22,11 +22,21 @@ def timed_input_counts(definition: Definition, workload: Workload, *, seed: int,
     """The spec's counts for the inputs the worker times ``workload`` on (run seed ``seed``), or None when
     the definition's roofline counts nothing from its inputs. Raises on anything it cannot count (the
     caller falls back to the spec's lower bounds and says why)."""
+    from .inputs import TIMED_TRIAL, seed_for
+
+    return input_counts_for(definition, workload, input_seed=seed_for(seed, workload.uuid, TIMED_TRIAL), definition_path=definition_path,
+                            config_overrides=config_overrides, dataset_root=dataset_root)
+
+
+def input_counts_for(definition: Definition, workload: Workload, *, input_seed: int, definition_path: Path | None = None,
+                     config_overrides: dict[str, Any] | None = None, dataset_root: str | Path | None = None) -> dict[str, float] | None:
+    """The spec's counts for the inputs ``make_inputs`` builds with exactly ``input_seed`` (the profiler's
+    driver builds its inputs so), or None when the roofline counts nothing from its inputs."""
     spec = load_spec(definition)
     if spec.counter is None:
         return None
     from .defconfig import load_config
-    from .inputs import TIMED_TRIAL, make_inputs, seed_for  # imports torch and registers the operators' counters
+    from .inputs import make_inputs  # imports torch and registers the operators' counters
     from .measure import refreshable_inputs
 
     if spec.counter not in COUNTERS:
@@ -37,7 +47,7 @@ def timed_input_counts(definition: Definition, workload: Workload, *, seed: int,
     moving = set(counter.reads) & set(refreshable_inputs(definition, workload.inputs, config.inputs, built))
     if moving:
         raise ValueError(f"input counter {spec.counter} reads {sorted(moving)}, which the timer refreshes between calls")
-    inputs = make_inputs(definition, workload, seed=seed_for(seed, workload.uuid, TIMED_TRIAL), device="cpu", config=config,
+    inputs = make_inputs(definition, workload, seed=input_seed, device="cpu", config=config,
                          dataset_root=Path(dataset_root) if dataset_root else None, only=frozenset(counter.reads))
     got = counter.fn(inputs, definition.resolve_axes(workload.axes), config)
     return input_counts(spec, dict(got))  # the spec's names, each at or above its lower bound (else ValueError)

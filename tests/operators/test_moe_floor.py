@@ -105,3 +105,45 @@ def test_the_routing_made_alone_is_the_routing_of_a_full_build(T, offset):
         assert (alone[k] == full[k]).all() if hasattr(full[k], "shape") else alone[k] == full[k]
     axes = defn.resolve_axes(w.axes)
     assert local_routing_counts(alone, axes, cfg) == local_routing_counts(full, axes, cfg)
+
+
+def test_kbot_profile_counts_the_profiled_inputs(tmp_path, monkeypatch):
+    """`kbot profile` builds its inputs with PROFILE_SEED; its roofline counts those inputs' routing (the
+    experts they touch), not the spec's lower bounds: the H200 profile of 2026-12-03 showed the 14107-token
+    workload "91x over a 50 us floor" with FLOPs 0 where the counted floor is ~1.4 ms."""
+    from click.testing import CliRunner
+
+    import harness.ceilings as hc
+    import harness.profile.pipeline as pl
+    import torch
+    from harness.cli_profile import PROFILE_SEED, profile_cmd
+    from harness.defconfig import load_config
+    from harness.profile import Collected
+    from harness.timed_counts import input_counts_for
+
+    defn, _ = ours(MOE)
+    w = next(w for w in load_workloads(DDIR / "workloads.small.jsonl", defn))
+    seen = {}
+
+    def fake_profile(solution, definition, wl, wdir, **kw):
+        seen.update(kw)
+        wdir.mkdir(parents=True, exist_ok=True)
+        return [Collected(source="ncu", evidence={"kernel_time_us": 900.0, "sm_count": 132})], {}
+
+    c = Ceilings(gpu_name="NVIDIA H200", device="cuda", source="documented", copy_bandwidth_gbs=4300.0, matmul_tflops={"fp8": 1980.0, "bf16": 790.0})
+    monkeypatch.setattr(pl, "profile_workload", fake_profile)
+    monkeypatch.setattr(hc, "ceilings_for", lambda device: c)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    sol = DDIR / "reference_solution.json"
+    r = CliRunner().invoke(profile_cmd, [str(sol), "-d", MOE, "--workloads", str(DDIR / "workloads.small.jsonl"),
+                                 "--workload", w.uuid[:8], "--out", str(tmp_path), "--json", "--no-energy"])
+    assert r.exit_code == 0, r.output
+    assert seen["seed"] == PROFILE_SEED
+    data = json.loads((tmp_path / MOE / w.uuid / "feedback.json").read_text())
+    given = input_counts_for(defn, w, input_seed=PROFILE_SEED, definition_path=DDIR / "definition.json")
+    inputs = make_inputs(defn, w, seed=PROFILE_SEED, config=load_config(MOE, DDIR / "definition.json"))
+    assert given == {k: float(v) for k, v in local_routing_counts(inputs, defn.resolve_axes(w.axes), load_config(MOE, DDIR / "definition.json")).items()}
+    assert given["local_pairs"] > 0
+    counted = roofline(defn, defn.resolve_axes(w.axes), c, given=given)
+    assert data["roofline"]["flops"] == pytest.approx(counted.flops) and data["roofline"]["flops"] > 0
+    assert data["roofline"]["bytes"] == pytest.approx(counted.bytes)
