@@ -106,6 +106,7 @@ def write_pointer(forge: Forge, pr: PullRequest, ev: Evidence, decision: Decisio
         "summary": {
             "speedup_vs_previous": decision.geomean if not decision.first_champion else None,
             "ci95_vs_previous": list(decision.ci95) if decision.ci95 else None,
+            **({"mean_latency_vs_previous": decision.mean_ratio} if decision.mean_ratio is not None and not decision.first_champion else {}),
             "workloads": len(ev.workloads),
             **({k: v for k, v in summary.items() if k in SUMMARY_KEYS} if summary else {}),
         },
