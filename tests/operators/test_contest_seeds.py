@@ -31,9 +31,12 @@ VARIANTS = {
     ],
     ATTENTION: [
         {},  # split-KV + merge
-        {"TARGET_PROGRAMS": 1},  # one split per token: the direct path, no merge
+        {"TARGET_PROGRAMS": 1, "LARGE_T_SPLIT": 1},  # one split per token: the direct path, no merge
         {"BLOCK_N": 64, "MIN_SPLIT_LEN": 512, "MERGE_BLOCK_D": 512},
         {"BLOCK_N": 16, "MIN_SPLIT_LEN": 128},
+        {"MERGE_PAR_MIN_SPLITS": 1000000},  # the per-token merge at every split count
+        {"TARGET_PROGRAMS": 1, "MERGE_PAR_MIN_SPLITS": 2},  # the large-batch rule (2 splits each), parallel merge
+        {"TARGET_PROGRAMS": 1, "LARGE_T_SPLIT": 4},  # 4 splits each, the per-token merge
     ],
     PREFILL: [
         {},  # token-by-token for the short workloads; chunked with BV 16 for the two-sequence one
@@ -148,7 +151,7 @@ idx[2, :] = -1  # nothing valid: output 0, lse -inf
 ro, rlse = ref(qn, qp, ckv, kpe, idx, 0.07)
 out = []
 for seed in load_seeds(ATTENTION):
-    for v in ({}, {"TARGET_PROGRAMS": 1}):
+    for v in ({}, {"TARGET_PROGRAMS": 1}, {"TARGET_PROGRAMS": 1, "LARGE_T_SPLIT": 1}):  # 32 splits, 2, one (no merge)
         ns = {}
         exec(compile(apply(seed, v).source("main.py") if v else seed.source("main.py"), seed.name, "exec"), ns)
         o, lse = ns["run"](qn, qp, ckv, kpe, idx, 0.07)
@@ -169,6 +172,6 @@ def test_attention_seeds_handle_padding_anywhere_in_a_split():
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads(p.stdout.strip().splitlines()[-1])
-    assert rows and len(rows) == 2 * len(list((REPO / "skills" / "seeds" / ATTENTION).glob("[!_]*.py")))
+    assert rows and len(rows) == 3 * len(list((REPO / "skills" / "seeds" / ATTENTION).glob("[!_]*.py")))
     bad = [r for r in rows if r["nan"] or not r["lse_inf_match"] or r["out_err"] > 1e-2 or r["lse_err"] > 1e-3]
     assert not bad, bad

@@ -13,13 +13,22 @@ tiles' gathers with this tile's math. The running max stays -inf until a valid i
 rescaling uses 0 in its place then, so an all-padding tile adds nothing and makes no NaN. With one split the program normalizes and writes ``output``
 and the base-2 ``lse`` itself; otherwise it writes its unnormalized partial (acc, running max, sum).
 
-``_merge`` — grid (tokens, DC / MERGE_BLOCK_D): rescales the partials to the global max, sums them and
-writes ``output`` and ``lse = max + log2(sum)``; a token with no valid index gets output 0 and lse -inf.
+``_merge`` — grid (tokens x heads, DC / MERGE_BLOCK_D), every split's partial loaded in one tile — and
+``_merge_heads`` — grid (tokens, DC / MERGE_BLOCK_D), all heads per program, the splits one after another:
+rescale the partials to the global max, sum them and write ``output`` and ``lse = max + log2(sum)``; a
+token with no valid index gets output 0 and lse -inf. ``_merge`` from MERGE_PAR_MIN_SPLITS splits on (few
+tokens: the serial loop's dependent loads cost 23 us at 32 splits on one token), ``_merge_heads`` below:
+the H200 (2026-12-03, PR #16 of the contest forge) timed the parallel merge 6-9% slower for the whole
+call at 48-64 tokens (8 splits) and 4% at 256 (2 splits), 1.3-1.7x faster at 1-16 tokens (16-32 splits).
 
 Split count: the smallest power of two that gives at least TARGET_PROGRAMS programs, no more than
 TOPK / MIN_SPLIT_LEN splits (each split must amortize its partial's 32 KiB write). Decode batches of a
 few tokens therefore spread each token over many SMs; batches of TARGET_PROGRAMS tokens or more run
-one split per token and skip the merge (TARGET_PROGRAMS = 1: never split).
+LARGE_T_SPLIT splits each (1: no merge). Two resident programs per SM
+(registers and shared memory) make 264 slots on the H200, so 384 tokens in one split each are 1.45
+waves with the second one half empty; two splits make 768 programs, 2.9 waves, for 16 x 512 x 4 bytes of
+partials per token and split (32 KiB against the 2.36 MB of rows the token gathers): the H200 timed the
+384-token workload 1.236x faster with two splits (PR #17, 2026-12-03).
 
 On the CPU (Triton interpreter) the dots widen bf16 to fp32 first (see ``_mm``); on the GPU they are
 bf16 x bf16 -> fp32 ``mma.sync`` (M = 16 is under wgmma's 64).
@@ -38,7 +47,7 @@ launches it recorded (Triton's default 3 stages) and reports for ``_attend``: 8 
 no spills, 20 async copies. Not yet timed on the GPU.
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start):
-BLOCK_N, NUM_WARPS, NUM_STAGES, TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D.
+BLOCK_N, NUM_WARPS, NUM_STAGES, TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D, LARGE_T_SPLIT, MERGE_PAR_MIN_SPLITS.
 """
 
 import torch
@@ -56,6 +65,8 @@ NUM_STAGES = 2  # kbot: tunable [2, 1, 3]
 TARGET_PROGRAMS = 264  # kbot: tunable [264, 132, 528, 1] role=split
 MIN_SPLIT_LEN = 64  # kbot: tunable [64, 128, 256, 512] role=split
 MERGE_BLOCK_D = 128  # kbot: tunable [128, 64, 256, 512] role=block
+LARGE_T_SPLIT = 2  # kbot: tunable [2, 1, 4] role=split
+MERGE_PAR_MIN_SPLITS = 16  # kbot: tunable [16, 8, 32, 2, 1000000] role=other
 
 
 @triton.jit
@@ -123,6 +134,37 @@ def _attend(qn_ptr, qp_ptr, ckv_ptr, kpe_ptr, idx_ptr, sm_scale,
 @triton.jit
 def _merge(po_ptr, pm_ptr, pl_ptr, o_ptr, lse_ptr,
            H: tl.constexpr, DC: tl.constexpr, NSPLIT: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One (token, head, BLOCK_D columns) per program; every split's partial is loaded in one [NSPLIT,
+    BLOCK_D] tile, so the loads are independent (one memory round trip, not NSPLIT dependent ones:
+    ncu on one token, 2026-12-02, timed the split-by-split loop at 23.4 us against 9.5 us for _attend)."""
+    th = tl.program_id(0).to(tl.int64)  # token * H + head
+    t = th // H
+    h = th % H
+    d0 = tl.program_id(1) * BLOCK_D
+    splits = tl.arange(0, NSPLIT)
+    d = d0 + tl.arange(0, BLOCK_D)
+    pm = tl.load(pm_ptr + (t * NSPLIT + splits) * H + h)  # [NSPLIT]
+    pl = tl.load(pl_ptr + (t * NSPLIT + splits) * H + h)
+    part = tl.load(po_ptr + ((t * NSPLIT + splits[:, None]) * H + h) * DC + d[None, :])  # [NSPLIT, BLOCK_D]
+    mx = tl.max(pm, axis=0)  # -inf when no split saw a valid index
+    has = mx > float("-inf")
+    mx_safe = tl.where(has, mx, 0.0)
+    wts = tl.where(pl > 0, tl.exp2(pm - mx_safe), 0.0)  # empty splits weigh 0
+    total = tl.sum(pl * wts, axis=0)
+    ok = total > 0
+    inv = 1.0 / tl.where(ok, total, 1.0)
+    acc = tl.sum(part * wts[:, None], axis=0)  # [BLOCK_D]
+    out = tl.where(ok, acc * inv, 0.0)
+    tl.store(o_ptr + th * DC + d, out.to(o_ptr.dtype.element_ty))
+    if d0 == 0:
+        tl.store(lse_ptr + th, tl.where(ok, mx_safe + tl.log2(tl.where(ok, total, 1.0)), float("-inf")))
+
+
+@triton.jit
+def _merge_heads(po_ptr, pm_ptr, pl_ptr, o_ptr, lse_ptr,
+           H: tl.constexpr, DC: tl.constexpr, NSPLIT: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One (token, BLOCK_D columns) per program, all heads at once, the splits walked one after another:
+    fewer, larger programs; the H200 timed it faster than _merge at 2-8 splits (48-256 tokens, 2026-12-03)."""
     t = tl.program_id(0).to(tl.int64)
     d0 = tl.program_id(1) * BLOCK_D
     heads = tl.arange(0, H)
@@ -164,7 +206,7 @@ def run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, output=Non
     qn, qp, idx = q_nope.contiguous(), q_pe.contiguous(), sparse_indices.contiguous()
     ckv, kpe = ckv_cache.contiguous(), kpe_cache.contiguous()
     # Splits from the shapes only (no host sync): enough programs to fill the GPU, each split long enough.
-    nsplit = 1
+    nsplit = min(LARGE_T_SPLIT, max(1, TOPK // BLOCK_N))
     if T < TARGET_PROGRAMS:
         nsplit = min(triton.next_power_of_2(triton.cdiv(TARGET_PROGRAMS, T)), max(1, TOPK // max(MIN_SPLIT_LEN, BLOCK_N)))
     split_len = TOPK // nsplit
@@ -177,7 +219,10 @@ def run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, output=Non
     _attend[(T, nsplit)](qn, qp, ckv, kpe, idx, sm_scale, output, lse, po, pm, pl,
                          H=H, DC=Dc, DP=Dp, TOPK=K, BLOCK_N=BLOCK_N, SPLIT_LEN=split_len, NSPLIT=nsplit,
                          NUM_STAGES=NUM_STAGES, WIDEN=not q_nope.is_cuda, num_warps=NUM_WARPS)
-    if nsplit > 1:
-        _merge[(T, Dc // MERGE_BLOCK_D)](po, pm, pl, output, lse, H=H, DC=Dc, NSPLIT=nsplit, BLOCK_D=MERGE_BLOCK_D,
+    if nsplit >= MERGE_PAR_MIN_SPLITS:
+        _merge[(T * H, Dc // MERGE_BLOCK_D)](po, pm, pl, output, lse, H=H, DC=Dc, NSPLIT=nsplit, BLOCK_D=MERGE_BLOCK_D,
                                          num_warps=4)
+    elif nsplit > 1:
+        _merge_heads[(T, Dc // MERGE_BLOCK_D)](po, pm, pl, output, lse, H=H, DC=Dc, NSPLIT=nsplit, BLOCK_D=MERGE_BLOCK_D,
+                                               num_warps=4)
     return output, lse
