@@ -366,6 +366,7 @@ class OptimizeOptions:
     workloads: Path | None = None
     dataset: Path | None = None  # an official FlashInfer-Trace dataset (harness.dataset)
     budget_s: float | None = None  # timing budget per workload (default: 0.3 s on CPU, 1.0 s on GPU)
+    baselines: bool | None = None  # declared baselines beside each candidate (None: on the GPU only)
     trials: int | None = None
     new: bool = False  # start a new campaign even if an unfinished one exists
     profile: bool = True  # feedback items on every evaluation (static evidence; ncu too on the GPU)
@@ -485,7 +486,7 @@ def optimize(opts: OptimizeOptions, event: Event | None = None, harness: Any = N
             return HarnessEvaluator(definition, workloads, ws.runs, device=device, trials=opts.trials,
                                     timing=timing_for(device, opts.budget_s), definition_path=def_path,
                                     provenance=resolved.provenance(len(workloads)), gpu=gpu,
-                                    profile=opts.profile, profile_budget_s=opts.profile_budget_s,
+                                    profile=opts.profile, profile_budget_s=opts.profile_budget_s, with_baselines=opts.baselines,
                                     progress=lambda k, d: event(f"harness.{k}", d if isinstance(d, dict) else {"obj": d}))
         harness = harness_for_gpus(opts.gpus, device, lane, gpu_provider, event) if opts.gpus is not None else lane()
 

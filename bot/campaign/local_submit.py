@@ -82,6 +82,7 @@ class SubmitOptions:
     workloads: Path | None = None
     dataset: Path | None = None
     budget_s: float | None = None
+    baselines: bool | None = None  # declared baselines beside the candidate (None: on the GPU only)
     approve: bool = False
 
 
@@ -120,7 +121,8 @@ def submit(opts: SubmitOptions, event: Event | None = None, harness: Any = None)
     submission.record(forge, sub, forge.owner)
     if harness is None:
         harness = HarnessEvaluator(definition, workloads, ws.runs, device=device, timing=timing_for(device, opts.budget_s),
-                                   definition_path=resolved.path, provenance=resolved.provenance(len(workloads)))
+                                   definition_path=resolved.path, provenance=resolved.provenance(len(workloads)),
+                                   with_baselines=opts.baselines)
     forge.set_status(pr.head_sha, "pending", context=STATUS_CONTEXT, description=f"evaluating on {harness.device}")
     event("evaluate", {"pr": pr.number, "solution": sol.name, "champion": champ.name if champ else None,
                        "inputs": resolved.describe(len(workloads))})

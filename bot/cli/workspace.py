@@ -204,6 +204,10 @@ def evaluation_options(fn):
                      help="Workloads JSONL (default on CPU: the definition's workloads.small.jsonl when present)."),
         DATASET_OPT,
         click.option("--budget", "budget_s", type=click.FloatRange(0.01, 600), help="Timing budget per workload in seconds."),
+        click.option("--baselines/--no-baselines", "baselines", default=None,
+                     help="Measure the definition's declared baselines beside each candidate (default: on the GPU "
+                          "only). --no-baselines spares their time (a torch.compile baseline compiles for every "
+                          "workload); the review then has no 'vs best baseline' column."),
     )):
         fn = opt(fn)
     return fn
@@ -262,8 +266,8 @@ def register(cli: click.Group) -> None:
     def optimize_cmd(definition: str, agent: str | None, model: str | None, base_url: str | None,
                      temperature: float | None, max_tokens: int | None, top_p: float | None, agent_config: str | None,
                      rounds: int, candidates: int, device: str, workspace: str,
-                     workloads: str | None, dataset_arg: str | None, budget_s: float | None, new: bool, gpus: str | None,
-                     profile: bool, profile_budget_s: float, as_json: bool) -> None:
+                     workloads: str | None, dataset_arg: str | None, budget_s: float | None, baselines: bool | None, new: bool,
+                     gpus: str | None, profile: bool, profile_budget_s: float, as_json: bool) -> None:
         """Run the optimization loop on a local forge: each candidate is a branch + PR, evaluated by the
         harness against the champion, reviewed, and merged if the promotion policy says so.
         Re-running after an interruption resumes: finished evaluations and PRs are not repeated."""
@@ -274,7 +278,7 @@ def register(cli: click.Group) -> None:
         err = Console(stderr=True, soft_wrap=True)  # one line per event, even in a log file
         opts = OptimizeOptions(definition=definition, agent=agent, rounds=rounds, candidates=candidates, device=device,
                                workspace=Path(workspace), workloads=Path(workloads) if workloads else None,
-                               dataset=_dataset(dataset_arg), budget_s=budget_s, new=new, gpus=gpus,
+                               dataset=_dataset(dataset_arg), budget_s=budget_s, baselines=baselines, new=new, gpus=gpus,
                                agent_settings={"model": model, "base_url": base_url, "temperature": temperature,
                                                "max_tokens": max_tokens, "top_p": top_p},
                                agent_config=Path(agent_config) if agent_config else None,
@@ -311,7 +315,8 @@ def register(cli: click.Group) -> None:
     @evaluation_options
     @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON on stdout.")
     def submit_cmd(solution_json: str, author: str | None, definition: str | None, approve: bool, device: str, workspace: str,
-                   workloads: str | None, dataset_arg: str | None, budget_s: float | None, as_json: bool) -> None:
+                   workloads: str | None, dataset_arg: str | None, budget_s: float | None, baselines: bool | None,
+                   as_json: bool) -> None:
         """Submit a kernel written by a person: a branch with the person's commit, a PR naming them, the
         same evaluation (paired with the champion), review and promotion rules as an agent's attempt.
         Merging a person's code also needs a maintainer's approval of the measured head: --approve, or
@@ -325,7 +330,7 @@ def register(cli: click.Group) -> None:
         try:
             opts = SubmitOptions(solution=Path(solution_json), author=parse_author(author), definition=definition,
                                  workspace=Path(workspace), device=device, workloads=Path(workloads) if workloads else None,
-                                 dataset=_dataset(dataset_arg), budget_s=budget_s, approve=approve)
+                                 dataset=_dataset(dataset_arg), budget_s=budget_s, baselines=baselines, approve=approve)
             out = submit(opts, _progress_printer(err))
         except (LoopError, ValueError, RuntimeError) as e:
             _fail(str(e))

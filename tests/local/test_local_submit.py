@@ -128,3 +128,36 @@ def test_kbot_submit_on_the_command_line_with_the_real_harness(tmp_path):
     # rendered for the terminal: the Markdown escapes are gone, the evidence blob is not shown
     assert shown.returncode == 0 and "kbot evaluation: ada_torch_rmsnorm" in shown.stdout
     assert "kbot:evidence" not in shown.stdout
+
+
+@pytest.mark.parametrize("flag,want", [([], None), (["--no-baselines"], False), (["--baselines"], True)])
+def test_submit_and_optimize_take_the_baselines_switch_to_the_evaluator(tmp_path, monkeypatch, flag, want):
+    """--no-baselines reaches the HarnessEvaluator of `kbot submit` and of `kbot optimize` (declared
+    baselines are measured beside every candidate on the GPU by default; a torch.compile one compiles for
+    every workload)."""
+    import click
+    from click.testing import CliRunner
+
+    import bot.campaign.harness_evaluator as he
+    from bot.cli.workspace import register
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def capture(self, *a, **kw):
+        seen.append(self.with_baselines)
+        raise Stop()
+
+    monkeypatch.setattr(he.HarnessEvaluator, "evaluate", capture)
+    monkeypatch.setattr(he.HarnessEvaluator, "declared_baselines", lambda self: [])
+    g = click.Group()
+    register(g)
+    sol = person_kernel(tmp_path)
+    r = CliRunner().invoke(g, ["submit", str(sol), "--author", "Ada Lovelace <ada@example.org>", "--workspace", str(tmp_path / "ws"),
+                               "--device", "cpu", "--workloads", str(WORKLOADS), *flag])
+    assert isinstance(r.exception, Stop), r.output
+    r = CliRunner().invoke(g, ["optimize", "rmsnorm_h4096", "--agent", "offline", "--workspace", str(tmp_path / "ws2"),
+                               "--device", "cpu", "--workloads", str(WORKLOADS), "--rounds", "1", "--candidates", "1", *flag])
+    assert seen == [want, want], (seen, r.output)
