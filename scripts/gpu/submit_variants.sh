@@ -8,7 +8,9 @@
 #     WORKSPACE_TAR=docs/measurements/h200-<date>/NN-workspace.tar.gz bash scripts/gpu/submit_variants.sh A.json [B.json ...]
 #   WORKSPACE (default /tmp/kbot_contest_ws): where the workspace is unpacked; SUBMIT_TIMEOUT: seconds per
 #   submission (SIGINT after it; the evaluation resumes from the run cache on a re-run); BUDGET: timing
-#   budget per workload (seconds); AUTHOR (default "kbot team <team@kbot.invalid>").
+#   budget per workload (seconds); AUTHOR (default "kbot team <team@kbot.invalid>"); SUBMIT_ARGS: more
+#   `kbot submit` options (e.g. --no-baselines: skip the declared baselines, whose torch.compile one
+#   compiles for every workload).
 # Outputs under $OUT: submit.log (each submission's JSON outcome), records.txt, workspace.tar.gz.
 # Exit 0 when every submission was evaluated (whatever the decision).
 set -uo pipefail
@@ -27,7 +29,7 @@ for sol in "$@"; do
   echo "=== $sol ($(date -u +%FT%TZ))" | tee -a "$OUT/submit.log"
   # shellcheck disable=SC2086
   ${SUBMIT_TIMEOUT:+timeout -s INT -k 30 "$SUBMIT_TIMEOUT"} "${K[@]}" submit "$sol" --approve --device cuda \
-    --author "${AUTHOR:-kbot team <team@kbot.invalid>}" ${BUDGET:+--budget "$BUDGET"} --workspace "$WS" --json \
+    --author "${AUTHOR:-kbot team <team@kbot.invalid>}" ${BUDGET:+--budget "$BUDGET"} ${SUBMIT_ARGS:-} --workspace "$WS" --json \
     >> "$OUT/submit.log" 2>&1 || rc=1
   defs+=("$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["definition"])' "$sol")")
 done

@@ -71,6 +71,9 @@ def test_seed_variants_pass_both_checks():
         (70, {"G1_BN": 64}),                                               # 64-column requant blocks, GEMM2 K steps of 64
         (70, {"G1_BN": 64, "BLOCK_M": 128, "INTER_FP8": False}),
         (70, {"BIG_TILE_TOKENS": 64}),                                     # the big-batch tiles, as chosen by run()
+        (70, {"PREFETCH_SCALES": 1}),                                      # next step's scales loaded a step early
+        (70, {"PREFETCH_SCALES": 1, "INTER_FP8": False, "BIG_TILE_TOKENS": 64}),
+        (5, {"PREFETCH_SCALES": 1}),                                       # the swap-AB GEMM1 of small batches
     )]
     # a batch whose tokens mostly reach no local expert: those rows must be written as zeros
     cases.append({"T": 6, "offset": 160, "seed": 3, "params": {"local_share": 0.0, "hot_local": 0, "visible_bias_tokens": 0}})

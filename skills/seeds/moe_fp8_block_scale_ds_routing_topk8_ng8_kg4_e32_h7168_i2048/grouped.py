@@ -50,6 +50,10 @@ Tunables (``# kbot: tunable``) list the best-known-good value first (the start c
   BLOCK_M / G2_BLOCK_M say (many rows per expert: more FLOPs per L2 byte pays for the emptier tiles);
 - G1_PROGS_PER_SM: persistent GEMM1 programs per SM (its shared memory fits one CTA per SM, so 2 makes
   a second wave that starts when the first ends); PROGS_PER_SM: the same for the other GEMMs.
+- PREFETCH_SCALES: each K step loads the block scales of the next one (the first before the loop), so the
+  promotion FMA does not wait on a load issued in its own step. ncu of the 64-row champion at 14107
+  tokens (2026-12-03): GEMM1 3.22 ms, 51% of its stalls long-scoreboard, its only register loads the
+  32-bit scale loads and the token ids. Not yet timed on the GPU, hence off by default.
 Every K step of every GEMM waits for its wgmma before the scale FMA (SASS: WARPGROUP.DEPBAR 0): the
 promotion overlaps MMAs only across CTAs resident on one SM.
 """
@@ -77,6 +81,7 @@ NUM_STAGES = 3  # kbot: tunable [3, 4, 2] role=stages
 PROGS_PER_SM = 2  # kbot: tunable [2, 1, 4] role=other
 G1_PROGS_PER_SM = 2  # kbot: tunable [2, 1] role=other
 BIG_TILE_TOKENS = 512  # kbot: tunable [512, 256, 2048, 1000000] role=other
+PREFETCH_SCALES = 0  # kbot: tunable [0, 1] role=other
 # From BIG_TILE_TOKENS tokens on, both large-batch GEMMs take 128-row m-tiles (GEMM2 with 8 warps): the
 # H200 measured them 25% faster at 14107 tokens (4.66 vs 6.23 ms) and 7% at 901, 11% slower at 80
 # tokens, where ~35 rows per expert leave a 128-row tile mostly empty (docs/measurements/h200-2026-12-01,
@@ -262,7 +267,8 @@ def _tile_of(tile, counts_ptr, E_LOCAL: tl.constexpr, BM: tl.constexpr, N_TILES:
 
 @triton.jit
 def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, T, KSTEPS: tl.constexpr,
-                H: tl.constexpr, I: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr, SWAP: tl.constexpr):
+                H: tl.constexpr, I: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr, SWAP: tl.constexpr,
+                PREFETCH: tl.constexpr):
     """One GEMM1 tile over K blocks kb0 .. kb0 + KSTEPS: BM rows of expert e (their tokens' activations)
     against BN up rows and the BN matching gate rows of W13_e (gate = rows I..2I), the block scales
     applied per 128-wide K step: ``acc += dot(a, w) * a_scale[row] * w_scale[nblock, kblock]``.
@@ -285,20 +291,32 @@ def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_en
     else:
         acc_u = tl.zeros((BM, BN), dtype=tl.float32)
         acc_g = tl.zeros((BM, BN), dtype=tl.float32)
+    if PREFETCH:  # the first step's scales before the loop; each step then loads the next one's
+        sa = tl.load(hs_scale_ptr + kb0 * T + tok, mask=rmask, other=0.0)
+        su = tl.load(su_ptrs + kb0)
+        sg = tl.load(sg_ptrs + kb0)
     for kk in range(KSTEPS):
         kb = kb0 + kk
         a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
-        sa = tl.load(hs_scale_ptr + kb * T + tok, mask=rmask, other=0.0)  # hidden_states_scale is [H / 128, T]
+        if PREFETCH:
+            nk = tl.minimum(kb + 1, kb0 + KSTEPS - 1)  # the last step reloads its own (in L1)
+            sa_next = tl.load(hs_scale_ptr + nk * T + tok, mask=rmask, other=0.0)
+            su_next = tl.load(su_ptrs + nk)
+            sg_next = tl.load(sg_ptrs + nk)
+        else:
+            sa = tl.load(hs_scale_ptr + kb * T + tok, mask=rmask, other=0.0)  # hidden_states_scale is [H / 128, T]
+            su = tl.load(su_ptrs + kb)
+            sg = tl.load(sg_ptrs + kb)
         wu = tl.load(wu_ptrs)
         wg = tl.load(wg_ptrs)
-        su = tl.load(su_ptrs + kb)
-        sg = tl.load(sg_ptrs + kb)
         if SWAP:
             acc_u += tl.dot(wu, tl.trans(a)) * (su[:, None] * sa[None, :])
             acc_g += tl.dot(wg, tl.trans(a)) * (sg[:, None] * sa[None, :])
         else:
             acc_u += tl.dot(a, tl.trans(wu)) * (sa[:, None] * su[None, :])
             acc_g += tl.dot(a, tl.trans(wg)) * (sa[:, None] * sg[None, :])
+        if PREFETCH:
+            sa, su, sg = sa_next, su_next, sg_next
         a_ptrs += QB
         wu_ptrs += QB
         wg_ptrs += QB
@@ -309,7 +327,7 @@ def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_en
 def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_ptr, inter_ptr, inter_scale_ptr, T,
                   H: tl.constexpr, I: tl.constexpr, E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                   GROUP: tl.constexpr, INTER_FP8: tl.constexpr, QB: tl.constexpr, FP8_MAX: tl.constexpr,
-                  INTERP: tl.constexpr):
+                  INTERP: tl.constexpr, PREFETCH: tl.constexpr):
     """[rows_e, H] x W13_e^T -> up * silu(gate), persistent over tiles of BM rows and BN up + BN gate
     columns (BN divides QB: a tile's weight columns share one scale block). With INTER_FP8 the tile's
     BN intermediate columns are one requant block (scale per (row, BN columns))."""
@@ -319,7 +337,7 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_pt
     for tile in range(tl.program_id(0), total, tl.num_programs(0)):
         e, r0, r_end, n, _s = _tile_of(tile, counts_ptr, E_LOCAL, BM, N_TILES, 1, GROUP)
         rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, 0, T,
-                                                      KB, H, I, BM, BN, QB, False)
+                                                      KB, H, I, BM, BN, QB, False, PREFETCH)
         c = acc_u * (acc_g / (1.0 + tl.exp(-acc_g)))
         o_ptrs = inter_ptr + rows[:, None].to(tl.int64) * I + cols[None, :]
         if INTER_FP8:
@@ -334,7 +352,8 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_pt
 @triton.jit
 def _gemm2_kernel(inter_ptr, inter_scale_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, H: tl.constexpr, I: tl.constexpr,
                   E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.constexpr,
-                  INTER_FP8: tl.constexpr, QB: tl.constexpr, IQB: tl.constexpr, INTERP: tl.constexpr):
+                  INTER_FP8: tl.constexpr, QB: tl.constexpr, IQB: tl.constexpr, INTERP: tl.constexpr,
+                  PREFETCH: tl.constexpr):
     """[rows_e, I] x W2_e^T -> bf16 rows of expert outputs, persistent over tiles; K steps of IQB (the
     intermediate's scale block, dividing QB: W2's scale is that of the QB block holding the step)."""
     N_TILES: tl.constexpr = H // BN
@@ -351,15 +370,30 @@ def _gemm2_kernel(inter_ptr, inter_scale_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, 
         w_ptrs = w_ptr + e.to(tl.int64) * (H * I) + cols[:, None].to(tl.int64) * I + k[None, :]
         s_ptrs = ws_ptr + e * (H // QB) * KBW + (cols // QB) * KBW
         acc = tl.zeros((BM, BN), dtype=tl.float32)
+        if PREFETCH:  # the first step's scales before the loop; each step then loads the next one's
+            sw = tl.load(s_ptrs)
+            if INTER_FP8:
+                sa = tl.load(inter_scale_ptr + rows * KB, mask=rmask, other=0.0)
         for kb in range(KB):
             a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
             w = tl.load(w_ptrs)
-            sw = tl.load(s_ptrs + (kb * IQB) // QB)
+            if PREFETCH:
+                nk = tl.minimum(kb + 1, KB - 1)
+                sw_next = tl.load(s_ptrs + (nk * IQB) // QB)
+                if INTER_FP8:
+                    sa_next = tl.load(inter_scale_ptr + rows * KB + nk, mask=rmask, other=0.0)
+            else:
+                sw = tl.load(s_ptrs + (kb * IQB) // QB)
             if INTER_FP8:
-                sa = tl.load(inter_scale_ptr + rows * KB + kb, mask=rmask, other=0.0)
+                if not PREFETCH:
+                    sa = tl.load(inter_scale_ptr + rows * KB + kb, mask=rmask, other=0.0)
                 acc += tl.dot(a, tl.trans(w)) * (sa[:, None] * sw[None, :])
             else:
                 acc += _dot_bf16(a, tl.trans(w.to(tl.bfloat16)), INTERP) * sw[None, :]
+            if PREFETCH:
+                sw = sw_next
+                if INTER_FP8:
+                    sa = sa_next
             a_ptrs += IQB
             w_ptrs += IQB
         tl.store(y_ptr + rows[:, None].to(tl.int64) * H + cols[None, :], acc.to(tl.bfloat16), mask=rmask[:, None])
@@ -371,7 +405,7 @@ def _gemm2_kernel(inter_ptr, inter_scale_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, 
 @triton.jit
 def _gemm1_swap_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_ptr, part_ptr, T, P,
                        H: tl.constexpr, I: tl.constexpr, E_LOCAL: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
-                       SPLIT: tl.constexpr, QB: tl.constexpr):
+                       SPLIT: tl.constexpr, QB: tl.constexpr, PREFETCH: tl.constexpr):
     """Swap-AB GEMM1: (W13 rows) x (tokens)^T per K split; fp32 partials part[split, row, 0:2I]."""
     N_TILES: tl.constexpr = I // BN
     KB_PER: tl.constexpr = H // QB // SPLIT
@@ -380,7 +414,7 @@ def _gemm1_swap_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_t
         e, r0, r_end, n, sp = _tile_of(tile, counts_ptr, E_LOCAL, BT, N_TILES, SPLIT, 1)
         kb0 = sp * KB_PER
         rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, T,
-                                                      KB_PER, H, I, BT, BN, QB, True)
+                                                      KB_PER, H, I, BT, BN, QB, True, PREFETCH)
         p_ptrs = part_ptr + sp.to(tl.int64) * P * (2 * I) + rows[None, :].to(tl.int64) * (2 * I) + cols[:, None]
         tl.store(p_ptrs, acc_u, mask=rmask[None, :])
         tl.store(p_ptrs + I, acc_g, mask=rmask[None, :])
@@ -470,12 +504,12 @@ def _route_small_warps(bt):
 def _gemm1_consts(H, I, E_LOCAL, interp, bm=None):
     """The large-batch GEMM1's constexprs for the current tunables (also what scripts/moe_aot.py compiles)."""
     return dict(H=H, I=I, E_LOCAL=E_LOCAL, BM=bm or BLOCK_M, BN=G1_BN, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, FP8_MAX=FP8_MAX,
-                INTERP=interp)
+                INTERP=interp, PREFETCH=bool(PREFETCH_SCALES))
 
 
 def _gemm2_consts(H, I, E_LOCAL, interp, bm=None):
     return dict(H=H, I=I, E_LOCAL=E_LOCAL, BM=bm or G2_BLOCK_M, BN=BLOCK_N2, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, IQB=G1_BN,
-                INTERP=interp)
+                INTERP=interp, PREFETCH=bool(PREFETCH_SCALES))
 
 
 def _m_tiles_ub(pairs, bm, n_experts):
@@ -532,7 +566,8 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
         mt = _m_tiles_ub(P, SMALL_BT, E_LOCAL)
         _gemm1_swap_kernel[_grid(mt * (I // SMALL_BN) * split, dev)](
             hs, hs_scale, gemm1_weights, gemm1_weights_scale, counts, sorted_tok, part, T, P, H=H, I=I, E_LOCAL=E_LOCAL,
-            BT=SMALL_BT, BN=SMALL_BN, SPLIT=split, QB=QBLOCK, num_warps=SMALL_WARPS, num_stages=SMALL_STAGES)
+            BT=SMALL_BT, BN=SMALL_BN, SPLIT=split, QB=QBLOCK, PREFETCH=bool(PREFETCH_SCALES), num_warps=SMALL_WARPS,
+            num_stages=SMALL_STAGES)
         inter = torch.empty((P, I), dtype=torch.bfloat16, device=dev)
         _swiglu_kernel[(triton.cdiv(P, 16), I // QBLOCK)](part, counts, inter, P, I=I, E_LOCAL=E_LOCAL, SPLIT=split,
                                                            BR=16, BC=QBLOCK, num_warps=4)
