@@ -22,6 +22,8 @@ def timed_input_counts(definition: Definition, workload: Workload, *, seed: int,
     """The spec's counts for the inputs the worker times ``workload`` on (run seed ``seed``), or None when
     the definition's roofline counts nothing from its inputs. Raises on anything it cannot count (the
     caller falls back to the spec's lower bounds and says why)."""
+    if load_spec(definition).counter is None:
+        return None  # before importing torch (harness.inputs)
     from .inputs import TIMED_TRIAL, seed_for
 
     return input_counts_for(definition, workload, input_seed=seed_for(seed, workload.uuid, TIMED_TRIAL), definition_path=definition_path,

@@ -106,7 +106,7 @@ class Decision:
                 return "first champion of this definition"
             text = f"{self.geomean:.3f}x over the champion, 95% CI [{self.ci95[0]:.3f}, {self.ci95[1]:.3f}]"
             if self.mean_ratio is not None:
-                text += f"; mean latency {self.mean_ratio:.3f}x lower"
+                text += f"; mean latency {ratio_text(self.mean_ratio)}"
             if self.energy_ratio is not None:
                 text += f": a speed tie, broken by {1 - self.energy_ratio:.1%} less energy per call"
             return text
@@ -123,13 +123,20 @@ def valid_ratio(r: tuple[float, float, float] | None) -> bool:
     return r is not None and all(math.isfinite(x) and x > 0 for x in r) and r[1] <= r[0] <= r[2]
 
 
-def mean_latency_ratio(ev: Evidence) -> float | None:
+def mean_latency_ratio(ev: Evidence) -> tuple[float, float] | None:
     """Champion over candidate mean latency across the workloads, from each workload's paired ratio and
-    the champion's latency in the same job: sum(b) / sum(b / ratio). None unless every workload has both."""
-    pairs = [(w.baseline_ms, w.ratio[0]) for w in ev.workloads if w.ratio is not None]
-    if not pairs or len(pairs) != len(ev.workloads) or any(b is None or not math.isfinite(b) or b <= 0 for b, _ in pairs):
+    the champion's latency in the same job: sum(b) / sum(b / ratio), and the same with each ratio's 95%
+    lower bound (a conservative bound on the mean's gain). None unless every workload has both."""
+    rows = [(w.baseline_ms, w.ratio[0], w.ratio[1]) for w in ev.workloads if w.ratio is not None]
+    if not rows or len(rows) != len(ev.workloads) or any(b is None or not math.isfinite(b) or b <= 0 for b, _, _ in rows):
         return None
-    return sum(b for b, _ in pairs) / sum(b / r for b, r in pairs)  # type: ignore[operator]
+    total = sum(b for b, _, _ in rows)  # type: ignore[misc]
+    return total / sum(b / r for b, r, _ in rows), total / sum(b / lo for b, _, lo in rows)  # type: ignore[operator]
+
+
+def ratio_text(x: float) -> str:
+    """A champion/candidate latency ratio in words: '1.199x lower' or '1.010x higher'."""
+    return f"{x:.3f}x lower" if x >= 1.0 else f"{1.0 / x:.3f}x higher"
 
 
 def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, pr_head_sha: str | None,
@@ -208,8 +215,12 @@ def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, 
     g, (lo, hi) = geomean_ci(ratios)  # type: ignore[arg-type]
     floor = 1.0 - policy.max_regression
     slow = [w for w in ev.workloads if w.ratio[0] < floor]  # type: ignore[index]
-    mean = mean_latency_ratio(ev)
-    on_mean = policy.min_mean_speedup is not None and mean is not None and mean >= policy.min_mean_speedup
+    m = mean_latency_ratio(ev)
+    mean, mean_lo = m if m is not None else (None, None)
+    # on the mean alone, its own conservative bound must clear min_ci_lower too (a heavy workload's wide
+    # interval could otherwise carry a noisy mean over the threshold)
+    on_mean = (policy.min_mean_speedup is not None and mean is not None and mean >= policy.min_mean_speedup
+               and mean_lo is not None and mean_lo > policy.min_ci_lower)
     faster = (g >= policy.min_speedup or on_mean) and lo > policy.min_ci_lower
     tie = energy_tie(ev, policy, g, lo, hi) if not faster and not slow else None
     if tie is not None and tie[0]:
@@ -218,9 +229,12 @@ def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, 
         rule("energy tie-break", True, tie[1])
     else:
         detail = f"geomean {g:.3f}x vs champion (needs ≥ {policy.min_speedup:g})"
-        if policy.min_mean_speedup is not None and mean is not None:
-            detail += (f"{'; ' if g >= policy.min_speedup else ', or '}mean latency {mean:.3f}x lower "
-                       f"(needs ≥ {policy.min_mean_speedup:g}{', met' if on_mean else ''})")
+        if policy.min_mean_speedup is not None and mean is not None and mean_lo is not None:
+            if g >= policy.min_speedup:
+                detail += f"; mean latency {ratio_text(mean)}"
+            else:
+                detail += (f", or mean latency {ratio_text(mean)} with its lower bound {mean_lo:.3f} "
+                           f"(needs ≥ {policy.min_mean_speedup:g} and > {policy.min_ci_lower:g}{': met' if on_mean else ''})")
         rule("speedup", g >= policy.min_speedup or on_mean, detail)
         rule("confidence", lo > policy.min_ci_lower,
              f"95% CI lower bound {lo:.3f} (needs > {policy.min_ci_lower:g})")

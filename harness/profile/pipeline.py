@@ -319,10 +319,15 @@ def profile_report(report: Report, out: Path, definition: Definition, solution: 
     elif static and solution is not None and solution.spec.language.value == "triton":
         static_ev = [static_compile(solution, definition, budget, launches=recorded_launches(report), sandbox_mode=mode)]
     gathered: dict[str, tuple[list[Collected], dict[str, str]]] = {}
+    from ..inputs import TIMED_TRIAL, seed_for  # torch, only where workloads are profiled
+
+    run_seed = int((report.config or {}).get("seed", 0) or 0)
     for wr in chosen:
-        # Each step asks the budget itself; one it refuses reports its evidence missing, with why.
+        # Each step asks the budget itself; one it refuses reports its evidence missing, with why. The
+        # profiled inputs are the timed ones, whose counts (given_counts) set the roofline's floor.
         gathered[wr.uuid] = profile_workload(solution, definition, by_uuid[wr.uuid], out / "profile" / wr.uuid,
                                              definition_path=definition_path, sandbox_mode=mode,
+                                             seed=seed_for(run_seed, wr.uuid, TIMED_TRIAL),
                                              metrics=plans[wr.uuid].metrics, gpu=gpu, budget=budget,
                                              energy=wr.energy_j_per_call is None)
     for wr in passing:

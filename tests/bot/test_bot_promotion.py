@@ -290,3 +290,27 @@ def test_mean_latency_needs_every_champion_latency():
     assert d.mean_ratio is None and d.action == "reject"  # the geomean alone decides
     with pytest.raises(ValueError, match="bms"):
         Evidence.from_block({**block, "bms": block["bms"][:-1]})
+
+
+def test_a_noisy_heavy_workload_cannot_carry_the_mean_alone():
+    """The mean's own conservative bound (each ratio at its interval's low end) must clear min_ci_lower:
+    two heavy workloads at 1.30x with intervals [0.80, 1.90] give a mean of 1.2x but a bound under 1."""
+    rep = _heavy_two(heavy_ratio=(1.30, 0.80, 1.90))
+    d = run(rep)
+    assert d.action == "reject" and "speedup" in failed_rules(d)
+    speed = next(r for r in d.reasons if r.rule == "speedup")
+    assert "lower bound" in speed.detail and "met" not in speed.detail
+
+
+def test_mean_wording_and_a_missing_champion_latency():
+    # a geomean promotion whose mean moved the other way says so in words, not "0.99x lower"
+    light = [workload(i, (1.08, 1.07, 1.09), median=0.2) for i in range(6)]
+    heavy = [workload(6, (0.985, 0.98, 0.99), median=20.0)]
+    d = run(report(light + heavy))
+    assert d.action == "promote" and d.mean_ratio < 1 and "higher" in d.headline and "lower" not in d.headline
+    # one workload without the champion's latency: no mean, the geomean alone decides
+    block = evidence(_heavy_two(), HEAD)
+    block["bms"][3] = None
+    ev = Evidence.from_block(block)
+    d = decide(ev, P, champion_hash=CH, pr_head_sha=HEAD, up_to_date=True)
+    assert d.mean_ratio is None and d.action == "reject"

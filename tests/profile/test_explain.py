@@ -177,8 +177,11 @@ def test_profile_report_profiles_a_spread_of_workloads(tmp_path, monkeypatch):
 
     calls = []
 
+    seeds = {}
+
     def fake_profile(solution, definition, w, wdir, **kw):
         calls.append(w.axes["N"])
+        seeds[w.uuid] = kw.get("seed")
         return [Collected(source="ncu", evidence={"grid_size": 4, "sm_count": 132})], {"ncu_csv": "x"}
 
     monkeypatch.setattr(pl, "profile_workload", fake_profile)
@@ -191,6 +194,10 @@ def test_profile_report_profiles_a_spread_of_workloads(tmp_path, monkeypatch):
     wl = [Workload(uuid=f"w{n}", axes={"N": n}, inputs={}) for n in sizes]
     profile_report(report, tmp_path, d, None, wl, ceilings=H200, max_profiled=3)
     assert len(calls) == 3 and min(calls) == sizes[0] and max(calls) == sizes[-1]
+    # the profiled inputs are the timed ones (their counts set the roofline): the timed trial's seed
+    from harness.inputs import TIMED_TRIAL, seed_for
+
+    assert seeds and all(v == seed_for(0, u, TIMED_TRIAL) for u, v in seeds.items()), seeds
     profiled = [w for w in report.workloads if w.feedback and w.feedback[0].rule == "grid_too_small"]
     assert len(profiled) == 3
     others = [w for w in report.workloads if w.axes["N"] not in calls]
