@@ -53,8 +53,9 @@ class PromotionPolicy(BaseModel):
     min_ci_lower: float = Field(1.0, ge=0.5, le=100.0)
     # The speed rule also passes when the mean latency over the workloads drops by at least this factor
     # (the champion's paired latencies as weights: sum(champion) / sum(champion / ratio)), so a gain on
-    # the workloads that hold the time is not diluted by many that did not move; the confidence and
-    # no-regression rules still apply. None: the geomean alone.
+    # the workloads that hold the time is not diluted by many that did not move. On the mean alone, the
+    # mean from each ratio's 95% lower bound must clear min_ci_lower as well; the geomean's confidence and
+    # the no-regression rules still apply. None: the geomean alone.
     min_mean_speedup: float | None = Field(1.05, ge=1.0, le=100.0)
     max_regression: float = Field(0.02, ge=0.0, le=0.5)
     first_champion_min_speedup_vs_reference: float = Field(1.0, ge=0.0, le=1000.0)
