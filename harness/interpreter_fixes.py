@@ -31,10 +31,8 @@ def _f32_to_bf16_rne(data: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bit patterns (uint16), rounded to nearest even; NaN stays a (quiet) NaN."""
     bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32).astype(np.uint64)
     rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-    nan = np.isnan(np.asarray(data, dtype=np.float32))
-    if np.any(nan):
-        rounded = np.where(nan, ((bits >> 16) | 0x0040).astype(np.uint16), rounded)
-    return rounded
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000  # exponent all ones, mantissa not zero
+    return np.where(nan, ((bits >> 16) | 0x0040).astype(np.uint16), rounded)
 
 
 def apply() -> bool:

@@ -94,14 +94,14 @@ for p in sorted(pathlib.Path(sys.argv[1]).rglob("report.json")):
   rm -rf "$ws"
   return $rc
 }
+champion_of() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["solution_path"])' "kernels/$1/champion.json"; }
 step_profile_contest() {
   local rc=0 moe=moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048 dsa=dsa_sparse_attention_h16_ckv512_kpe64_topk2048_ps64 gdn=gdn_prefill_qk4_v8_d128_k_last
-  "$PY" -m harness.cli profile "$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["solution_path"])' "kernels/$moe/champion.json")" \
-    -d "$moe" --workload c66ecfb6 --workload 47730731 --kernel-regex gemm --no-energy --out "$OUT/work/profile_moe" || rc=1
-  "$PY" -m harness.cli profile "$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["solution_path"])' "kernels/$dsa/champion.json")" \
-    -d "$dsa" --workload c4d99b7a --workload 9a682295 --no-energy --out "$OUT/work/profile_dsa" || rc=1
-  "$PY" -m harness.cli profile "$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["solution_path"])' "kernels/$gdn/champion.json")" \
-    -d "$gdn" --workload 57948903 --no-energy --out "$OUT/work/profile_gdn_prefill" || rc=1
+  "$PY" -m harness.cli profile "$(champion_of "$moe")" -d "$moe" --workload c66ecfb6 --workload 47730731 --kernel-regex gemm \
+    --no-energy --out "$OUT/work/profile_moe" || rc=1
+  "$PY" -m harness.cli profile "$(champion_of "$dsa")" -d "$dsa" --workload c4d99b7a --workload 9a682295 --no-energy \
+    --out "$OUT/work/profile_dsa" || rc=1
+  "$PY" -m harness.cli profile "$(champion_of "$gdn")" -d "$gdn" --workload 57948903 --no-energy --out "$OUT/work/profile_gdn_prefill" || rc=1
   return $rc
 }
 step_operators() {
