@@ -22,7 +22,9 @@ the H200 (2026-12-03, PR #16 of the contest forge) timed the parallel merge 6-9%
 call at 48-64 tokens (8 splits) and 4% at 256 (2 splits), 1.3-1.7x faster at 1-16 tokens (16-32 splits).
 
 Split count: the smallest power of two that gives at least TARGET_PROGRAMS programs, no more than
-TOPK / MIN_SPLIT_LEN splits (each split must amortize its partial's 32 KiB write). Decode batches of a
+TOPK / MIN_SPLIT_LEN splits (each split must amortize its partial's 32 KiB write); up to FEW_TOKENS
+tokens the splits may be as short as FEW_MIN_SPLIT_LEN (the H200, 2026-12-03, PR #20: 32-index splits
+made 1-2 tokens 1.18x faster, 3-4 tokens 1.01-1.03x, and 6 tokens 0.936x slower). Decode batches of a
 few tokens therefore spread each token over many SMs; batches of TARGET_PROGRAMS tokens or more run
 LARGE_T_SPLIT splits each (1: no merge). Two resident programs per SM
 (registers and shared memory) make 264 slots on the H200, so 384 tokens in one split each are 1.45
@@ -47,7 +49,8 @@ launches it recorded (Triton's default 3 stages) and reports for ``_attend``: 8 
 no spills, 20 async copies. Not yet timed on the GPU.
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start):
-BLOCK_N, NUM_WARPS, NUM_STAGES, TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D, LARGE_T_SPLIT, MERGE_PAR_MIN_SPLITS.
+BLOCK_N, NUM_WARPS, NUM_STAGES, TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D, LARGE_T_SPLIT, MERGE_PAR_MIN_SPLITS, FEW_TOKENS,
+FEW_MIN_SPLIT_LEN.
 """
 
 import torch
@@ -64,6 +67,8 @@ NUM_WARPS = 8  # kbot: tunable [8, 4, 16]
 NUM_STAGES = 2  # kbot: tunable [2, 1, 3]
 TARGET_PROGRAMS = 264  # kbot: tunable [264, 132, 528, 1] role=split
 MIN_SPLIT_LEN = 64  # kbot: tunable [64, 128, 256, 512] role=split
+FEW_TOKENS = 4  # kbot: tunable [4, 2, 0, 8] role=split
+FEW_MIN_SPLIT_LEN = 32  # kbot: tunable [32, 64] role=split
 MERGE_BLOCK_D = 128  # kbot: tunable [128, 64, 256, 512] role=block
 LARGE_T_SPLIT = 2  # kbot: tunable [2, 1, 4] role=split
 MERGE_PAR_MIN_SPLITS = 16  # kbot: tunable [16, 8, 32, 2, 1000000] role=other
@@ -208,7 +213,8 @@ def run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, output=Non
     # Splits from the shapes only (no host sync): enough programs to fill the GPU, each split long enough.
     nsplit = min(LARGE_T_SPLIT, max(1, TOPK // BLOCK_N))
     if T < TARGET_PROGRAMS:
-        nsplit = min(triton.next_power_of_2(triton.cdiv(TARGET_PROGRAMS, T)), max(1, TOPK // max(MIN_SPLIT_LEN, BLOCK_N)))
+        min_len = FEW_MIN_SPLIT_LEN if T <= FEW_TOKENS else MIN_SPLIT_LEN
+        nsplit = min(triton.next_power_of_2(triton.cdiv(TARGET_PROGRAMS, T)), max(1, TOPK // max(min_len, BLOCK_N)))
     split_len = TOPK // nsplit
     if nsplit == 1:
         po = pm = pl = output  # unused by the direct path

@@ -56,11 +56,11 @@ SCALE_BYTES = 4
 
 PAGES = 2  # kbot: tunable [2, 1, 4, 8] role=block
 SCORE_WARPS = 4  # kbot: tunable [4, 8]
-SELECT_BLOCK = 2048  # kbot: tunable [2048, 1024, 4096] role=block
+SELECT_BLOCK = 2048  # kbot: tunable [2048, 1024, 4096, 512] role=block
 SELECT_WARPS = 8  # kbot: tunable [8, 4, 16]
 RADIX_BITS = 8  # kbot: tunable [8, 11] role=other
 SPLIT_BELOW_ROWS = 1000000  # kbot: tunable [1000000, 32, 16, 64, 1] role=split
-SPLIT_CHUNK = 2048  # kbot: tunable [2048, 1024, 4096, 8192, 16384, 32768] role=split
+SPLIT_CHUNK = 2048  # kbot: tunable [2048, 1024, 4096, 8192, 16384, 32768, 512] role=split
 FUSE_HIST0 = 0  # kbot: tunable [0, 1] role=other
 
 
