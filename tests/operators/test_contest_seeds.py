@@ -28,6 +28,8 @@ VARIANTS = {
         {"FUSE_HIST0": 1},  # the first radix pass in the scorer
         {"FUSE_HIST0": 1, "RADIX_BITS": 11, "PAGES": 4, "SPLIT_CHUNK": 4096},
         {"FUSE_HIST0": 1, "SPLIT_BELOW_ROWS": 1},  # fusing asked for, but the row-per-program path: not fused
+        {"ZERO_IN_SCORER": 0, "SMALL_CHUNK": 1024},  # the scratch zeroed by a memset; 1024-score chunks
+        {"SMALL_CHUNK_MAX_SCORES": 0, "SELECT_BLOCK": 512},  # SPLIT_CHUNK at every size, 4 blocks per chunk
     ],
     ATTENTION: [
         {},  # split-KV + merge

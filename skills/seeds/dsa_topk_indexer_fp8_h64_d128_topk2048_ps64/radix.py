@@ -40,8 +40,23 @@ a launch less was the point. Measured on the H200 (2026-12-02, PRs #13/#14 throu
 docs/measurements.md recording 12): at the champion's other settings it is slower, 0.832x with 8-bit
 digits and 0.308x with 11-bit ones (the scorer's histogram and atomics cost more than the launch saved).
 
+ZERO_IN_SCORER = 1 (without FUSE_HIST0) zeroes each long row's histograms and slot counters in the scorer's
+first program of that row instead of a ``torch.zeros`` memset before it: one kernel fewer per call. The
+split passes only read them after the scorer's launch has finished.
+
+Chunk size by the call's size: each split pass costs a program's dependent chain (row length, the earlier
+passes' histograms, a block of scores from L2, a ``tl.histogram`` of it, atomics), so short chunks make a
+pass shorter while there are few scores, and long ones win once the programs outnumber the GPU's slots.
+Tables of at most SMALL_CHUNK_MAX_SCORES scores (B x pages x 64) take SMALL_CHUNK-score chunks, larger
+ones SPLIT_CHUNK. Rows that all pass through use one TOPK-wide block whatever SELECT_BLOCK says.
+Measured on the H200 (2026-12-03, PRs #23/#24, paired against the champion, recording 22): 512-score
+chunks everywhere made the 9 workloads of 98k-131k scores 1.06-1.18x faster, 1.11-1.26x with
+ZERO_IN_SCORER, but the 786k- and 1M-score ones 0.81-0.83x slower and the pass-through ones 0.92-0.94x
+(512-wide blocks there); the dispatch keeps the gains only. Not yet measured as a whole.
+
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
-SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0.
+SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
+ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES.
 """
 
 import torch
@@ -62,16 +77,28 @@ RADIX_BITS = 8  # kbot: tunable [8, 11] role=other
 SPLIT_BELOW_ROWS = 1000000  # kbot: tunable [1000000, 32, 16, 64, 1] role=split
 SPLIT_CHUNK = 2048  # kbot: tunable [2048, 1024, 4096, 8192, 16384, 32768, 512] role=split
 FUSE_HIST0 = 0  # kbot: tunable [0, 1] role=other
+ZERO_IN_SCORER = 1  # kbot: tunable [1, 0] role=other
+SMALL_CHUNK = 512  # kbot: tunable [512, 1024, 2048] role=split
+SMALL_CHUNK_MAX_SCORES = 262144  # kbot: tunable [262144, 0, 131072, 524288] role=split
 
 
 @triton.jit
-def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_ptr, s_stride, hist_ptr,
+def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_ptr, s_stride, hist_ptr, cnt_ptr,
                  TOPK: tl.constexpr, H: tl.constexpr, D: tl.constexpr, PS: tl.constexpr,
-                 PAGES: tl.constexpr, HIST0: tl.constexpr, BITS: tl.constexpr):
+                 PAGES: tl.constexpr, HIST0: tl.constexpr, ZERO: tl.constexpr, BITS: tl.constexpr):
     b = tl.program_id(0)
     first = tl.program_id(1) * PAGES
     n = tl.load(lens_ptr + b)
     if (n > TOPK) & (first * PS < n):
+        if ZERO:  # the split selection's scratch of this row (read only by later launches)
+            if first == 0:
+                NBZ: tl.constexpr = 1 << BITS
+                NPZ: tl.constexpr = (32 + BITS - 1) // BITS
+                zbins = tl.arange(0, NBZ)
+                for p in tl.static_range(NPZ):
+                    tl.store(hist_ptr + (b * NPZ + p) * NBZ + zbins, tl.zeros([NBZ], dtype=tl.int32))
+                two = tl.arange(0, 2)
+                tl.store(cnt_ptr + b * 2 + two, tl.zeros([2], dtype=tl.int32))
         heads = tl.arange(0, H)
         dims = tl.arange(0, D)
         toks = tl.arange(0, PS)
@@ -282,30 +309,36 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
         unused = torch.empty((1,), dtype=torch.float32, device=dev)  # no scores are read
         _select_rows[(B,)](
             unused, 0, seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
-            TOPK=TOPK, PS=PS, BLOCK=SELECT_BLOCK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+            TOPK=TOPK, PS=PS, BLOCK=TOPK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
         return topk_indices
     scores = torch.empty((B, mp * PS), dtype=torch.float32, device=dev)
     split = B < SPLIT_BELOW_ROWS
     npass = (32 + RADIX_BITS - 1) // RADIX_BITS
-    if split:  # the split path's histograms (+ 2 counters per row), zeroed before the scorer may add pass 0
-        hist = torch.zeros((B * npass * (1 << RADIX_BITS) + B * 2,), dtype=torch.int32, device=dev)
     fused = split and FUSE_HIST0 == 1
+    zero_in_scorer = split and not fused and ZERO_IN_SCORER == 1
+    if split:  # the split path's histograms (+ 2 counters per row): zero before pass 0 adds to them
+        size = B * npass * (1 << RADIX_BITS) + B * 2
+        hist = (torch.empty if zero_in_scorer else torch.zeros)((size,), dtype=torch.int32, device=dev)
+    else:
+        hist = scores  # not read
+    cnt = hist[B * npass * (1 << RADIX_BITS):] if split else scores
     _score_pages[(B, triton.cdiv(mp, PAGES))](
-        q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist if split else scores,
-        TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, HIST0=fused, BITS=RADIX_BITS, num_warps=SCORE_WARPS)
+        q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist, cnt,
+        TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, HIST0=fused, ZERO=zero_in_scorer, BITS=RADIX_BITS,
+        num_warps=SCORE_WARPS)
     if not split:  # enough rows to fill the GPU with one program each
         _select_rows[(B,)](
             scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
             TOPK=TOPK, PS=PS, BLOCK=SELECT_BLOCK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
         return topk_indices
     # Few rows: each row's selection spread over chunks of SPLIT_CHUNK scores (one pass per launch).
-    cnt = hist[B * npass * (1 << RADIX_BITS):]
-    grid = (B, triton.cdiv(mp * PS, SPLIT_CHUNK))
-    block = min(SELECT_BLOCK, SPLIT_CHUNK)
+    chunk = SMALL_CHUNK if B * mp * PS <= SMALL_CHUNK_MAX_SCORES else SPLIT_CHUNK
+    grid = (B, triton.cdiv(mp * PS, chunk))
+    block = min(SELECT_BLOCK, chunk)
     for p in range(1 if fused else 0, npass):
         _split_hist[grid](scores, scores.stride(0), seq_lens, hist, P_NOW=p,
-                          TOPK=TOPK, CHUNK=SPLIT_CHUNK, BLOCK=block, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+                          TOPK=TOPK, CHUNK=chunk, BLOCK=block, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
     _split_gather[grid](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
-                        topk_indices.stride(0), hist, cnt, TOPK=TOPK, PS=PS, CHUNK=SPLIT_CHUNK, BLOCK=block,
+                        topk_indices.stride(0), hist, cnt, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block,
                         BITS=RADIX_BITS, num_warps=SELECT_WARPS)
     return topk_indices
