@@ -30,6 +30,8 @@ VARIANTS = {
         {"FUSE_HIST0": 1, "SPLIT_BELOW_ROWS": 1},  # fusing asked for, but the row-per-program path: not fused
         {"ZERO_IN_SCORER": 0, "SMALL_CHUNK": 1024},  # the scratch zeroed by a memset; 1024-score chunks
         {"SMALL_CHUNK_MAX_SCORES": 0, "SELECT_BLOCK": 512},  # SPLIT_CHUNK at every size, 4 blocks per chunk
+        {"WIDE_MAX_SCORES": 262144},  # 8 + 12 + 12-bit passes, the scratch zeroed by the scorer
+        {"WIDE_MAX_SCORES": 262144, "ZERO_IN_SCORER": 0, "SMALL_CHUNK": 2048},  # the same after a memset, one chunk
     ],
     ATTENTION: [
         {},  # split-KV + merge

@@ -54,9 +54,14 @@ chunks everywhere made the 9 workloads of 98k-131k scores 1.06-1.18x faster, 1.1
 ZERO_IN_SCORER, but the 786k- and 1M-score ones 0.81-0.83x slower and the pass-through ones 0.92-0.94x
 (512-wide blocks there); the dispatch keeps the gains only. Not yet measured as a whole.
 
+WIDE_MAX_SCORES: tables of at most that many scores take three passes of 8, 12 and 12 bits instead of
+four of 8 (``_wide_hist``): the first a ``tl.histogram`` of every key, the other two one atomic increment
+per key still in the running into 4096 bins (few keys after the first pass, spread over many bins, so
+the atomics hardly collide). One pass, one dependent chain, fewer per call. Not yet measured.
+
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
 SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
-ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES.
+ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES, WIDE_MAX_SCORES.
 """
 
 import torch
@@ -80,23 +85,24 @@ FUSE_HIST0 = 0  # kbot: tunable [0, 1] role=other
 ZERO_IN_SCORER = 1  # kbot: tunable [1, 0] role=other
 SMALL_CHUNK = 512  # kbot: tunable [512, 1024, 2048] role=split
 SMALL_CHUNK_MAX_SCORES = 262144  # kbot: tunable [262144, 0, 131072, 524288] role=split
+WIDE_MAX_SCORES = 0  # kbot: tunable [0, 262144, 1048576] role=other
+WIDE_ROW = 256 + 2 * 4096  # a row's histograms with wide digits: 8, 12 and 12 bits
 
 
 @triton.jit
 def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_ptr, s_stride, hist_ptr, cnt_ptr,
                  TOPK: tl.constexpr, H: tl.constexpr, D: tl.constexpr, PS: tl.constexpr,
-                 PAGES: tl.constexpr, HIST0: tl.constexpr, ZERO: tl.constexpr, BITS: tl.constexpr):
+                 PAGES: tl.constexpr, HIST0: tl.constexpr, ZERO: tl.constexpr, ROW: tl.constexpr,
+                 BITS: tl.constexpr):
     b = tl.program_id(0)
     first = tl.program_id(1) * PAGES
     n = tl.load(lens_ptr + b)
     if (n > TOPK) & (first * PS < n):
         if ZERO:  # the split selection's scratch of this row (read only by later launches)
-            if first == 0:
-                NBZ: tl.constexpr = 1 << BITS
-                NPZ: tl.constexpr = (32 + BITS - 1) // BITS
-                zbins = tl.arange(0, NBZ)
-                for p in tl.static_range(NPZ):
-                    tl.store(hist_ptr + (b * NPZ + p) * NBZ + zbins, tl.zeros([NBZ], dtype=tl.int32))
+            if first == 0:  # ROW ints of histograms per row (a multiple of 256)
+                zbins = tl.arange(0, 256)
+                for i in tl.static_range(ROW // 256):
+                    tl.store(hist_ptr + b * ROW + i * 256 + zbins, tl.zeros([256], dtype=tl.int32))
                 two = tl.arange(0, 2)
                 tl.store(cnt_ptr + b * 2 + two, tl.zeros([2], dtype=tl.int32))
         heads = tl.arange(0, H)
@@ -252,8 +258,73 @@ def _split_hist(s_ptr, s_stride, lens_ptr, hist_ptr, P_NOW: tl.constexpr,
 
 
 @triton.jit
+def _pick(bins_ptr, NB: tl.constexpr, want):
+    """The digit of the bin holding the want-th largest key of a histogram, and how many keys of that
+    bin are still wanted."""
+    bins = tl.arange(0, NB)
+    hist = tl.load(bins_ptr + bins)
+    above = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0)  # keys in strictly higher bins
+    sel = (above < want) & (above + hist >= want)  # exactly one bin
+    return tl.sum(tl.where(sel, bins, 0), axis=0).to(tl.uint32), want - tl.sum(tl.where(sel, above, 0), axis=0)
+
+
+@triton.jit
+def _wide_state(hist_ptr, b, P_DONE: tl.constexpr, TOPK: tl.constexpr, ROW: tl.constexpr):
+    """(prefix, want) of row b after P_DONE wide-digit passes (8, 12, 12 bits; histograms at 0, 256, 4352)."""
+    row = hist_ptr + b * ROW
+    prefix = tl.zeros([], dtype=tl.uint32)
+    want = tl.full([], TOPK, tl.int32)
+    if P_DONE > 0:
+        prefix, want = _pick(row, 256, want)
+    if P_DONE > 1:
+        d1, want = _pick(row + 256, 4096, want)
+        prefix = (prefix << 12) | d1
+    if P_DONE > 2:
+        d2, want = _pick(row + 256 + 4096, 4096, want)
+        prefix = (prefix << 12) | d2
+    return prefix, want
+
+
+@triton.jit
+def _wide_hist(s_ptr, s_stride, lens_ptr, hist_ptr, P_NOW: tl.constexpr,
+               TOPK: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROW: tl.constexpr):
+    """Wide-digit pass P_NOW of the radix select. Pass 0: the top 8 bits of every key, a ``tl.histogram``
+    per block. Passes 1 and 2: the next 12 bits of the keys still in the running (higher digits equal to
+    the prefix), one atomic increment per such key into a 4096-bin histogram: after pass 0 they are a
+    fraction of the row spread over many bins, where a 4096-bin ``tl.histogram`` would cost ~16x a
+    256-bin one for every key."""
+    b = tl.program_id(0)
+    c0 = tl.program_id(1) * CHUNK
+    n = tl.load(lens_ptr + b)
+    if (n > TOPK) & (c0 < n):
+        row = hist_ptr + b * ROW
+        ar = tl.arange(0, BLOCK)
+        if P_NOW == 0:
+            bins = tl.arange(0, 256)
+            hist = tl.zeros([256], dtype=tl.int32)
+            for start in range(c0, c0 + CHUNK, BLOCK):
+                t = start + ar
+                ok = t < n
+                key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+                hist += tl.histogram(tl.where(ok, (key >> 24).to(tl.int32), 0), 256)
+                hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
+            tl.atomic_add(row + bins, hist, mask=hist != 0, sem="relaxed")
+        else:
+            HI: tl.constexpr = 36 - 12 * P_NOW  # 24, then 12
+            prefix, want = _wide_state(hist_ptr, b, P_NOW, TOPK, ROW)
+            for start in range(c0, c0 + CHUNK, BLOCK):
+                t = start + ar
+                ok = t < n
+                key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+                ok = ok & ((key >> HI) == prefix)
+                digit = ((key >> (HI - 12)) & 4095).to(tl.int32)
+                tl.atomic_add(row + 256 + (P_NOW - 1) * 4096 + digit, ok.to(tl.int32), mask=ok, sem="relaxed")
+
+
+@triton.jit
 def _split_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride, hist_ptr, cnt_ptr,
-                  TOPK: tl.constexpr, PS: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr):
+                  TOPK: tl.constexpr, PS: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr,
+                  WIDE: tl.constexpr, ROW: tl.constexpr):
     """Writes one chunk's share of a row's ids: pass-through rows in token order, long rows every key
     above the threshold and the first ties (slots claimed with atomics on the row's two counters)."""
     b = tl.program_id(0)
@@ -270,8 +341,11 @@ def _split_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_str
                 page = tl.load(bt_row + t // PS, mask=ok, other=0)
                 tl.store(out_row + t, tl.where(ok, page * PS + t % PS, -1), mask=t < TOPK)
     elif c0 < n:
-        NPASS: tl.constexpr = (32 + BITS - 1) // BITS
-        thr, want = _select_state(hist_ptr, b, NPASS, TOPK, BITS)
+        if WIDE:
+            thr, want = _wide_state(hist_ptr, b, 3, TOPK, ROW)
+        else:
+            NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+            thr, want = _select_state(hist_ptr, b, NPASS, TOPK, BITS)
         first_eq = TOPK - want
         for start in range(c0, c0 + CHUNK, BLOCK):
             t = start + ar
@@ -316,15 +390,16 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     npass = (32 + RADIX_BITS - 1) // RADIX_BITS
     fused = split and FUSE_HIST0 == 1
     zero_in_scorer = split and not fused and ZERO_IN_SCORER == 1
+    wide = split and not fused and RADIX_BITS == 8 and B * mp * PS <= WIDE_MAX_SCORES
+    row = WIDE_ROW if wide else npass * (1 << RADIX_BITS)  # histogram ints per row
     if split:  # the split path's histograms (+ 2 counters per row): zero before pass 0 adds to them
-        size = B * npass * (1 << RADIX_BITS) + B * 2
-        hist = (torch.empty if zero_in_scorer else torch.zeros)((size,), dtype=torch.int32, device=dev)
+        hist = (torch.empty if zero_in_scorer else torch.zeros)((B * row + B * 2,), dtype=torch.int32, device=dev)
+        cnt = hist[B * row:]
     else:
-        hist = scores  # not read
-    cnt = hist[B * npass * (1 << RADIX_BITS):] if split else scores
+        hist = cnt = scores  # not read
     _score_pages[(B, triton.cdiv(mp, PAGES))](
         q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist, cnt,
-        TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, HIST0=fused, ZERO=zero_in_scorer, BITS=RADIX_BITS,
+        TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, HIST0=fused, ZERO=zero_in_scorer, ROW=row, BITS=RADIX_BITS,
         num_warps=SCORE_WARPS)
     if not split:  # enough rows to fill the GPU with one program each
         _select_rows[(B,)](
@@ -335,10 +410,15 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     chunk = SMALL_CHUNK if B * mp * PS <= SMALL_CHUNK_MAX_SCORES else SPLIT_CHUNK
     grid = (B, triton.cdiv(mp * PS, chunk))
     block = min(SELECT_BLOCK, chunk)
-    for p in range(1 if fused else 0, npass):
-        _split_hist[grid](scores, scores.stride(0), seq_lens, hist, P_NOW=p,
-                          TOPK=TOPK, CHUNK=chunk, BLOCK=block, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+    if wide:  # 8 + 12 + 12 bits: three passes instead of four
+        for p in range(3):
+            _wide_hist[grid](scores, scores.stride(0), seq_lens, hist, P_NOW=p,
+                             TOPK=TOPK, CHUNK=chunk, BLOCK=block, ROW=row, num_warps=SELECT_WARPS)
+    else:
+        for p in range(1 if fused else 0, npass):
+            _split_hist[grid](scores, scores.stride(0), seq_lens, hist, P_NOW=p,
+                              TOPK=TOPK, CHUNK=chunk, BLOCK=block, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
     _split_gather[grid](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
                         topk_indices.stride(0), hist, cnt, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block,
-                        BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+                        BITS=RADIX_BITS, WIDE=wide, ROW=row, num_warps=SELECT_WARPS)
     return topk_indices
