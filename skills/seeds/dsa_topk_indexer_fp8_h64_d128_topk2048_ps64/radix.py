@@ -44,6 +44,12 @@ ZERO_IN_SCORER = 1 (without FUSE_HIST0) zeroes each long row's histograms and sl
 first program of that row instead of a ``torch.zeros`` memset before it: one kernel fewer per call. The
 split passes only read them after the scorer's launch has finished.
 
+Carried state: every program of split pass p needs its row's (threshold prefix, keys still wanted)
+after the p passes before it. Each program of pass p stores that state in a per-row slot, and pass p + 1
+advances the slot by pass p's histogram: one histogram scan per program instead of p. ncu of the
+champion at 64 x 16k (recording 10) had the passes at 7.9, 8.7, 9.6 and 10.4 us and the gather at 11.5:
+~0.8 us more per earlier pass re-scanned. Not yet measured.
+
 Chunk size by the call's size: each split pass costs a program's dependent chain (row length, the earlier
 passes' histograms, a block of scores from L2, a ``tl.histogram`` of it, atomics), so short chunks make a
 pass shorter while there are few scores, and long ones win once the programs outnumber the GPU's slots.
@@ -209,27 +215,53 @@ def _select_rows(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stri
 
 
 @triton.jit
-def _select_state(hist_ptr, b, P_DONE: tl.constexpr, TOPK: tl.constexpr, BITS: tl.constexpr):
-    """(prefix, want) after the first P_DONE passes of a row's radix select, from their histograms."""
-    NB: tl.constexpr = 1 << BITS
-    NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+def _pick(bins_ptr, NB: tl.constexpr, want):
+    """The digit of the bin holding the want-th largest key of a histogram, and how many keys of that
+    bin are still wanted."""
     bins = tl.arange(0, NB)
-    prefix = tl.zeros([], dtype=tl.uint32)
-    want = tl.full([], TOPK, tl.int32)
-    for p in tl.static_range(P_DONE):
-        hi = 32 - p * BITS
-        lo = hi - BITS if hi > BITS else 0
-        hist = tl.load(hist_ptr + (b * NPASS + p) * NB + bins)
-        total = tl.sum(hist, axis=0)
-        above = total - tl.cumsum(hist, axis=0)
-        sel = (above < want) & (above + hist >= want)
-        want -= tl.sum(tl.where(sel, above, 0), axis=0)
-        prefix = (prefix << (hi - lo)) | tl.sum(tl.where(sel, bins, 0), axis=0).to(tl.uint32)
+    hist = tl.load(bins_ptr + bins)
+    above = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0)  # keys in strictly higher bins
+    sel = (above < want) & (above + hist >= want)  # exactly one bin
+    return tl.sum(tl.where(sel, bins, 0), axis=0).to(tl.uint32), want - tl.sum(tl.where(sel, above, 0), axis=0)
+
+
+@triton.jit
+def _row_state(hist_ptr, st_ptr, b, P: tl.constexpr, TOPK: tl.constexpr, BITS: tl.constexpr,
+               WIDE: tl.constexpr, ROW: tl.constexpr):
+    """(prefix, want) of row b after its first P >= 1 radix passes: the threshold key's digits found so far
+    and how many keys with that prefix are still to be taken. The state after P - 1 passes is read from
+    the row's slot, which every program of pass P - 1 stored (all the same values), and advanced by pass
+    P - 1's histogram: one histogram scan per program, not P."""
+    slot = st_ptr + b * 8  # 4 slots of (prefix, want); slot p: the state after p passes
+    if P == 1:
+        prefix = tl.zeros([], dtype=tl.uint32)
+        want = tl.full([], TOPK, tl.int32)
+    else:
+        prefix = tl.load(slot + 2 * (P - 1)).to(tl.uint32, bitcast=True)
+        want = tl.load(slot + 2 * (P - 1) + 1)
+    if WIDE:  # digits of 8, 12, 12 bits; histograms at 0, 256, 4352 of the row's ROW ints
+        if P == 1:
+            prefix, want = _pick(hist_ptr + b * ROW, 256, want)
+        else:
+            d, want = _pick(hist_ptr + b * ROW + 256 + (P - 2) * 4096, 4096, want)
+            prefix = (prefix << 12) | d
+    else:
+        NB: tl.constexpr = 1 << BITS
+        HI: tl.constexpr = 32 - (P - 1) * BITS  # pass P - 1 read bits [HI - W, HI)
+        W: tl.constexpr = BITS if HI > BITS else HI
+        d, want = _pick(hist_ptr + b * ROW + (P - 1) * NB, NB, want)
+        prefix = (prefix << W) | d
     return prefix, want
 
 
 @triton.jit
-def _split_hist(s_ptr, s_stride, lens_ptr, hist_ptr, P_NOW: tl.constexpr,
+def _store_state(st_ptr, b, P: tl.constexpr, prefix, want):
+    tl.store(st_ptr + b * 8 + 2 * P, prefix.to(tl.int32, bitcast=True))
+    tl.store(st_ptr + b * 8 + 2 * P + 1, want)
+
+
+@triton.jit
+def _split_hist(s_ptr, s_stride, lens_ptr, hist_ptr, st_ptr, P_NOW: tl.constexpr,
                 TOPK: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr):
     """Pass P_NOW of the radix select, one chunk of one row per program, histograms summed by atomics."""
     b = tl.program_id(0)
@@ -243,7 +275,11 @@ def _split_hist(s_ptr, s_stride, lens_ptr, hist_ptr, P_NOW: tl.constexpr,
         W = hi - lo
         bins = tl.arange(0, NB)
         ar = tl.arange(0, BLOCK)
-        prefix, want = _select_state(hist_ptr, b, P_NOW, TOPK, BITS)
+        if P_NOW > 0:
+            prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, BITS, False, NPASS * NB)
+            _store_state(st_ptr, b, P_NOW, prefix, want)
+        else:
+            prefix = tl.zeros([], dtype=tl.uint32)
         hist = tl.zeros([NB], dtype=tl.int32)
         for start in range(c0, c0 + CHUNK, BLOCK):
             t = start + ar
@@ -258,35 +294,7 @@ def _split_hist(s_ptr, s_stride, lens_ptr, hist_ptr, P_NOW: tl.constexpr,
 
 
 @triton.jit
-def _pick(bins_ptr, NB: tl.constexpr, want):
-    """The digit of the bin holding the want-th largest key of a histogram, and how many keys of that
-    bin are still wanted."""
-    bins = tl.arange(0, NB)
-    hist = tl.load(bins_ptr + bins)
-    above = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0)  # keys in strictly higher bins
-    sel = (above < want) & (above + hist >= want)  # exactly one bin
-    return tl.sum(tl.where(sel, bins, 0), axis=0).to(tl.uint32), want - tl.sum(tl.where(sel, above, 0), axis=0)
-
-
-@triton.jit
-def _wide_state(hist_ptr, b, P_DONE: tl.constexpr, TOPK: tl.constexpr, ROW: tl.constexpr):
-    """(prefix, want) of row b after P_DONE wide-digit passes (8, 12, 12 bits; histograms at 0, 256, 4352)."""
-    row = hist_ptr + b * ROW
-    prefix = tl.zeros([], dtype=tl.uint32)
-    want = tl.full([], TOPK, tl.int32)
-    if P_DONE > 0:
-        prefix, want = _pick(row, 256, want)
-    if P_DONE > 1:
-        d1, want = _pick(row + 256, 4096, want)
-        prefix = (prefix << 12) | d1
-    if P_DONE > 2:
-        d2, want = _pick(row + 256 + 4096, 4096, want)
-        prefix = (prefix << 12) | d2
-    return prefix, want
-
-
-@triton.jit
-def _wide_hist(s_ptr, s_stride, lens_ptr, hist_ptr, P_NOW: tl.constexpr,
+def _wide_hist(s_ptr, s_stride, lens_ptr, hist_ptr, st_ptr, P_NOW: tl.constexpr,
                TOPK: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROW: tl.constexpr):
     """Wide-digit pass P_NOW of the radix select. Pass 0: the top 8 bits of every key, a ``tl.histogram``
     per block. Passes 1 and 2: the next 12 bits of the keys still in the running (higher digits equal to
@@ -311,7 +319,8 @@ def _wide_hist(s_ptr, s_stride, lens_ptr, hist_ptr, P_NOW: tl.constexpr,
             tl.atomic_add(row + bins, hist, mask=hist != 0, sem="relaxed")
         else:
             HI: tl.constexpr = 36 - 12 * P_NOW  # 24, then 12
-            prefix, want = _wide_state(hist_ptr, b, P_NOW, TOPK, ROW)
+            prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, 8, True, ROW)
+            _store_state(st_ptr, b, P_NOW, prefix, want)
             for start in range(c0, c0 + CHUNK, BLOCK):
                 t = start + ar
                 ok = t < n
@@ -322,7 +331,7 @@ def _wide_hist(s_ptr, s_stride, lens_ptr, hist_ptr, P_NOW: tl.constexpr,
 
 
 @triton.jit
-def _split_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride, hist_ptr, cnt_ptr,
+def _split_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride, hist_ptr, cnt_ptr, st_ptr,
                   TOPK: tl.constexpr, PS: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr,
                   WIDE: tl.constexpr, ROW: tl.constexpr):
     """Writes one chunk's share of a row's ids: pass-through rows in token order, long rows every key
@@ -341,11 +350,8 @@ def _split_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_str
                 page = tl.load(bt_row + t // PS, mask=ok, other=0)
                 tl.store(out_row + t, tl.where(ok, page * PS + t % PS, -1), mask=t < TOPK)
     elif c0 < n:
-        if WIDE:
-            thr, want = _wide_state(hist_ptr, b, 3, TOPK, ROW)
-        else:
-            NPASS: tl.constexpr = (32 + BITS - 1) // BITS
-            thr, want = _select_state(hist_ptr, b, NPASS, TOPK, BITS)
+        NPASS: tl.constexpr = 3 if WIDE else (32 + BITS - 1) // BITS
+        thr, want = _row_state(hist_ptr, st_ptr, b, NPASS, TOPK, BITS, WIDE, ROW)
         first_eq = TOPK - want
         for start in range(c0, c0 + CHUNK, BLOCK):
             t = start + ar
@@ -393,10 +399,12 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     wide = split and not fused and RADIX_BITS == 8 and B * mp * PS <= WIDE_MAX_SCORES
     row = WIDE_ROW if wide else npass * (1 << RADIX_BITS)  # histogram ints per row
     if split:  # the split path's histograms (+ 2 counters per row): zero before pass 0 adds to them
-        hist = (torch.empty if zero_in_scorer else torch.zeros)((B * row + B * 2,), dtype=torch.int32, device=dev)
+        # + 2 slot counters and 4 (prefix, want) state slots per row (the slots are written before read)
+        hist = (torch.empty if zero_in_scorer else torch.zeros)((B * row + B * 10,), dtype=torch.int32, device=dev)
         cnt = hist[B * row:]
+        st = hist[B * row + B * 2:]
     else:
-        hist = cnt = scores  # not read
+        hist = cnt = st = scores  # not read
     _score_pages[(B, triton.cdiv(mp, PAGES))](
         q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist, cnt,
         TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, HIST0=fused, ZERO=zero_in_scorer, ROW=row, BITS=RADIX_BITS,
@@ -412,13 +420,13 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     block = min(SELECT_BLOCK, chunk)
     if wide:  # 8 + 12 + 12 bits: three passes instead of four
         for p in range(3):
-            _wide_hist[grid](scores, scores.stride(0), seq_lens, hist, P_NOW=p,
+            _wide_hist[grid](scores, scores.stride(0), seq_lens, hist, st, P_NOW=p,
                              TOPK=TOPK, CHUNK=chunk, BLOCK=block, ROW=row, num_warps=SELECT_WARPS)
     else:
         for p in range(1 if fused else 0, npass):
-            _split_hist[grid](scores, scores.stride(0), seq_lens, hist, P_NOW=p,
+            _split_hist[grid](scores, scores.stride(0), seq_lens, hist, st, P_NOW=p,
                               TOPK=TOPK, CHUNK=chunk, BLOCK=block, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
     _split_gather[grid](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
-                        topk_indices.stride(0), hist, cnt, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block,
+                        topk_indices.stride(0), hist, cnt, st, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block,
                         BITS=RADIX_BITS, WIDE=wide, ROW=row, num_warps=SELECT_WARPS)
     return topk_indices
