@@ -32,6 +32,8 @@ VARIANTS = {
         {"SMALL_CHUNK_MAX_SCORES": 0, "SELECT_BLOCK": 512},  # SPLIT_CHUNK at every size, 4 blocks per chunk
         {"WIDE_MAX_SCORES": 262144},  # 8 + 12 + 12-bit passes, the scratch zeroed by the scorer
         {"WIDE_MAX_SCORES": 262144, "ZERO_IN_SCORER": 0, "SMALL_CHUNK": 2048},  # the same after a memset, one chunk
+        {"PAGES": 2, "TILE_PAGES": 2},  # two pages per dot
+        {"PAGES": 1, "TILE_PAGES": 4, "FUSE_HIST0": 1},  # a tile wider than the program's pages: the rest masked
     ],
     ATTENTION: [
         {},  # split-KV + merge

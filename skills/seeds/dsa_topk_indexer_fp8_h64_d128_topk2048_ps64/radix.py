@@ -44,6 +44,12 @@ ZERO_IN_SCORER = 1 (without FUSE_HIST0) zeroes each long row's histograms and sl
 first program of that row instead of a ``torch.zeros`` memset before it: one kernel fewer per call. The
 split passes only read them after the scorer's launch has finished.
 
+TILE_PAGES: pages scored by one ``tl.dot`` (N = 64 x TILE_PAGES tokens, their keys gathered through the
+block table in one load), so a program has TILE_PAGES pages in flight instead of one after another, and
+loads q once for them. ncu of the champion (PAGES = 1) at 64 x 16k (recording 10): the scorer 72.7 us for
+131 MB, 39% of DRAM peak, 8 programs of 4 warps per SM by registers (48% of warps active): latency, not
+bandwidth. Not yet measured.
+
 Carried state: every program of split pass p needs its row's (threshold prefix, keys still wanted)
 after the p passes before it. Each program of pass p stores that state in a per-row slot, and pass p + 1
 advances the slot by pass p's histogram: one histogram scan per program instead of p. ncu of the
@@ -66,7 +72,7 @@ per key still in the running into 4096 bins (few keys after the first pass, spre
 the atomics hardly collide). One pass, one dependent chain, fewer per call. Not yet measured.
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
-SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
+TILE_PAGES, SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
 ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES, WIDE_MAX_SCORES.
 """
 
@@ -81,6 +87,7 @@ PAGE = 64
 SCALE_BYTES = 4
 
 PAGES = 2  # kbot: tunable [2, 1, 4, 8] role=block
+TILE_PAGES = 1  # kbot: tunable [1, 2, 4] role=block
 SCORE_WARPS = 4  # kbot: tunable [4, 8]
 SELECT_BLOCK = 2048  # kbot: tunable [2048, 1024, 4096, 512] role=block
 SELECT_WARPS = 8  # kbot: tunable [8, 4, 16]
@@ -98,8 +105,8 @@ WIDE_ROW = 256 + 2 * 4096  # a row's histograms with wide digits: 8, 12 and 12 b
 @triton.jit
 def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_ptr, s_stride, hist_ptr, cnt_ptr,
                  TOPK: tl.constexpr, H: tl.constexpr, D: tl.constexpr, PS: tl.constexpr,
-                 PAGES: tl.constexpr, HIST0: tl.constexpr, ZERO: tl.constexpr, ROW: tl.constexpr,
-                 BITS: tl.constexpr):
+                 PAGES: tl.constexpr, TILE: tl.constexpr, HIST0: tl.constexpr, ZERO: tl.constexpr,
+                 ROW: tl.constexpr, BITS: tl.constexpr):
     b = tl.program_id(0)
     first = tl.program_id(1) * PAGES
     n = tl.load(lens_ptr + b)
@@ -113,7 +120,8 @@ def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_p
                 tl.store(cnt_ptr + b * 2 + two, tl.zeros([2], dtype=tl.int32))
         heads = tl.arange(0, H)
         dims = tl.arange(0, D)
-        toks = tl.arange(0, PS)
+        TT: tl.constexpr = TILE * PS
+        rows = tl.arange(0, TT)  # the tokens of TILE pages, gathered through the block table
         q = tl.load(q_ptr + b * (H * D) + heads[:, None] * D + dims[None, :])  # fp8 [H, D]
         w = tl.load(w_ptr + b * H + heads)  # f32 [H]
         if HIST0:  # the selection's first radix pass, on the scores while they are in registers
@@ -121,23 +129,25 @@ def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_p
             NPASS: tl.constexpr = (32 + BITS - 1) // BITS
             bins = tl.arange(0, NB)
             h0 = tl.zeros([NB], dtype=tl.int32)
-        for i in range(PAGES):
-            lp = first + i
-            if lp * PS < n:
-                page = tl.load(bt_ptr + b * bt_stride + lp).to(tl.int64)
+        for i in range(0, PAGES, TILE):
+            if (first + i) * PS < n:
+                lp = first + i + rows // PS  # each row's logical page
+                own = ((i + rows // PS) < PAGES) & (lp * PS < n)  # pages of this program that exist
+                page = tl.load(bt_ptr + b * bt_stride + lp, mask=own, other=0).to(tl.int64)
                 # Page bytes: PS*D fp8 values (token-major), then PS float32 scales.
-                k = tl.load(k8_ptr + page * (PS * (D + 4)) + toks[:, None] * D + dims[None, :])  # fp8 [PS, D]
-                sc = tl.load(k32_ptr + page * (PS * (D + 4) // 4) + (PS * D // 4) + toks)  # f32 [PS]
-                logits = tl.dot(q, tl.trans(k))  # [H, PS] fp32, fp8 tensor cores
+                k = tl.load(k8_ptr + page[:, None] * (PS * (D + 4)) + (rows % PS)[:, None] * D + dims[None, :],
+                            mask=own[:, None], other=0.0)  # fp8 [TT, D]
+                sc = tl.load(k32_ptr + page * (PS * (D + 4) // 4) + (PS * D // 4) + rows % PS, mask=own, other=0.0)
+                logits = tl.dot(q, tl.trans(k))  # [H, TT] fp32, fp8 tensor cores
                 logits = logits * sc[None, :]  # scale before relu: exact for any sign of scale
-                score = tl.sum(tl.maximum(logits, 0.0) * w[:, None], axis=0)  # [PS]
-                pos = lp * PS + toks
-                tl.store(s_ptr + b * s_stride + pos, score, mask=pos < n)
+                score = tl.sum(tl.maximum(logits, 0.0) * w[:, None], axis=0)  # [TT]
+                pos = (first + i) * PS + rows
+                ok = own & (pos < n)
+                tl.store(s_ptr + b * s_stride + pos, score, mask=ok)
                 if HIST0:  # the top BITS bits of the order-preserving key (pass 0 of _split_hist)
-                    ok = pos < n
                     digit = (_ordered_key(score) >> (32 - BITS)).to(tl.int32)
                     h0 += tl.histogram(tl.where(ok, digit, 0), NB)
-                    h0 -= tl.where(bins == 0, PS - tl.sum(ok.to(tl.int32), axis=0), 0)
+                    h0 -= tl.where(bins == 0, TT - tl.sum(ok.to(tl.int32), axis=0), 0)
         if HIST0:
             tl.atomic_add(hist_ptr + (b * NPASS) * NB + bins, h0, mask=h0 != 0, sem="relaxed")
 
@@ -407,7 +417,7 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
         hist = cnt = st = scores  # not read
     _score_pages[(B, triton.cdiv(mp, PAGES))](
         q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist, cnt,
-        TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, HIST0=fused, ZERO=zero_in_scorer, ROW=row, BITS=RADIX_BITS,
+        TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, TILE=TILE_PAGES, HIST0=fused, ZERO=zero_in_scorer, ROW=row, BITS=RADIX_BITS,
         num_warps=SCORE_WARPS)
     if not split:  # enough rows to fill the GPU with one program each
         _select_rows[(B,)](
