@@ -272,21 +272,21 @@ def _store_state(st_ptr, b, P: tl.constexpr, prefix, want):
 
 @triton.jit
 def _split_hist(s_ptr, s_stride, lens_ptr, hist_ptr, st_ptr, P_NOW: tl.constexpr,
-                TOPK: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr):
-    """Pass P_NOW of the radix select, one chunk of one row per program, histograms summed by atomics."""
+                TOPK: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr, ROW: tl.constexpr):
+    """Pass P_NOW of the radix select, one chunk of one row per program, histograms summed by atomics
+    (a row's histograms are ROW ints from b * ROW; the wide digits' pass 0 is this pass 0 at 8 bits)."""
     b = tl.program_id(0)
     c0 = tl.program_id(1) * CHUNK
     n = tl.load(lens_ptr + b)
     if (n > TOPK) & (c0 < n):
         NB: tl.constexpr = 1 << BITS
-        NPASS: tl.constexpr = (32 + BITS - 1) // BITS
         hi = 32 - P_NOW * BITS
         lo = hi - BITS if hi > BITS else 0
         W = hi - lo
         bins = tl.arange(0, NB)
         ar = tl.arange(0, BLOCK)
         if P_NOW > 0:
-            prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, BITS, False, NPASS * NB)
+            prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, BITS, False, ROW)
             _store_state(st_ptr, b, P_NOW, prefix, want)
         else:
             prefix = tl.zeros([], dtype=tl.uint32)
@@ -300,44 +300,32 @@ def _split_hist(s_ptr, s_stride, lens_ptr, hist_ptr, st_ptr, P_NOW: tl.constexpr
             digit = ((key >> lo) & ((1 << W) - 1)).to(tl.int32)
             hist += tl.histogram(tl.where(ok, digit, 0), NB)
             hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
-        tl.atomic_add(hist_ptr + (b * NPASS + P_NOW) * NB + bins, hist, mask=hist != 0, sem="relaxed")
+        tl.atomic_add(hist_ptr + b * ROW + P_NOW * NB + bins, hist, mask=hist != 0, sem="relaxed")
 
 
 @triton.jit
 def _wide_hist(s_ptr, s_stride, lens_ptr, hist_ptr, st_ptr, P_NOW: tl.constexpr,
                TOPK: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROW: tl.constexpr):
-    """Wide-digit pass P_NOW of the radix select. Pass 0: the top 8 bits of every key, a ``tl.histogram``
-    per block. Passes 1 and 2: the next 12 bits of the keys still in the running (higher digits equal to
-    the prefix), one atomic increment per such key into a 4096-bin histogram: after pass 0 they are a
-    fraction of the row spread over many bins, where a 4096-bin ``tl.histogram`` would cost ~16x a
-    256-bin one for every key."""
+    """Wide-digit pass P_NOW (1 or 2; pass 0 is ``_split_hist``'s at 8 bits): the next 12 bits of the keys
+    still in the running (higher digits equal to the prefix), one atomic increment per such key into a
+    4096-bin histogram: after pass 0 they are a fraction of the row spread over many bins, where a
+    4096-bin ``tl.histogram`` would cost ~16x a 256-bin one for every key."""
     b = tl.program_id(0)
     c0 = tl.program_id(1) * CHUNK
     n = tl.load(lens_ptr + b)
     if (n > TOPK) & (c0 < n):
+        HI: tl.constexpr = 36 - 12 * P_NOW  # 24, then 12
         row = hist_ptr + b * ROW
         ar = tl.arange(0, BLOCK)
-        if P_NOW == 0:
-            bins = tl.arange(0, 256)
-            hist = tl.zeros([256], dtype=tl.int32)
-            for start in range(c0, c0 + CHUNK, BLOCK):
-                t = start + ar
-                ok = t < n
-                key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
-                hist += tl.histogram(tl.where(ok, (key >> 24).to(tl.int32), 0), 256)
-                hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
-            tl.atomic_add(row + bins, hist, mask=hist != 0, sem="relaxed")
-        else:
-            HI: tl.constexpr = 36 - 12 * P_NOW  # 24, then 12
-            prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, 8, True, ROW)
-            _store_state(st_ptr, b, P_NOW, prefix, want)
-            for start in range(c0, c0 + CHUNK, BLOCK):
-                t = start + ar
-                ok = t < n
-                key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
-                ok = ok & ((key >> HI) == prefix)
-                digit = ((key >> (HI - 12)) & 4095).to(tl.int32)
-                tl.atomic_add(row + 256 + (P_NOW - 1) * 4096 + digit, ok.to(tl.int32), mask=ok, sem="relaxed")
+        prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, 8, True, ROW)
+        _store_state(st_ptr, b, P_NOW, prefix, want)
+        for start in range(c0, c0 + CHUNK, BLOCK):
+            t = start + ar
+            ok = t < n
+            key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+            ok = ok & ((key >> HI) == prefix)
+            digit = ((key >> (HI - 12)) & 4095).to(tl.int32)
+            tl.atomic_add(row + 256 + (P_NOW - 1) * 4096 + digit, ok.to(tl.int32), mask=ok, sem="relaxed")
 
 
 @triton.jit
@@ -428,14 +416,12 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     chunk = SMALL_CHUNK if B * mp * PS <= SMALL_CHUNK_MAX_SCORES else SPLIT_CHUNK
     grid = (B, triton.cdiv(mp * PS, chunk))
     block = min(SELECT_BLOCK, chunk)
-    if wide:  # 8 + 12 + 12 bits: three passes instead of four
-        for p in range(3):
-            _wide_hist[grid](scores, scores.stride(0), seq_lens, hist, st, P_NOW=p,
-                             TOPK=TOPK, CHUNK=chunk, BLOCK=block, ROW=row, num_warps=SELECT_WARPS)
-    else:
-        for p in range(1 if fused else 0, npass):
-            _split_hist[grid](scores, scores.stride(0), seq_lens, hist, st, P_NOW=p,
-                              TOPK=TOPK, CHUNK=chunk, BLOCK=block, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+    for p in range(1 if fused else 0, 1 if wide else npass):  # wide: pass 0 at 8 bits, then 12 and 12 below
+        _split_hist[grid](scores, scores.stride(0), seq_lens, hist, st, P_NOW=p,
+                          TOPK=TOPK, CHUNK=chunk, BLOCK=block, BITS=RADIX_BITS, ROW=row, num_warps=SELECT_WARPS)
+    for p in range(1, 3) if wide else ():
+        _wide_hist[grid](scores, scores.stride(0), seq_lens, hist, st, P_NOW=p,
+                         TOPK=TOPK, CHUNK=chunk, BLOCK=block, ROW=row, num_warps=SELECT_WARPS)
     _split_gather[grid](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
                         topk_indices.stride(0), hist, cnt, st, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block,
                         BITS=RADIX_BITS, WIDE=wide, ROW=row, num_warps=SELECT_WARPS)
