@@ -215,7 +215,10 @@ def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, 
     ratios = [w.ratio for w in ev.workloads]  # type: ignore[misc]
     g, (lo, hi) = geomean_ci(ratios)  # type: ignore[arg-type]
     floor = 1.0 - policy.max_regression
-    slow = [w for w in ev.workloads if w.ratio[0] < floor]  # type: ignore[index]
+    # A regression is a workload measured slower: its paired ratio beyond max_regression and its 95%
+    # interval below parity. A ratio whose interval contains 1 is the comparison's noise (a 5 µs workload
+    # on an unchanged code path read 0.975x [0.958, 1.007]), and rejecting on it rejects honest code.
+    slow = [w for w in ev.workloads if w.ratio[0] < floor and w.ratio[2] < 1.0]  # type: ignore[index]
     m = mean_latency_ratio(ev)
     mean, mean_lo = m if m is not None else (None, None)
     # on the mean alone, its own conservative bound must clear min_ci_lower too (a heavy workload's wide
@@ -242,9 +245,9 @@ def decide(ev: Evidence, policy: PromotionPolicy, *, champion_hash: str | None, 
         if tie is not None:
             rule("energy tie-break", True, f"not applied: {tie[1]}")  # informative: speed alone decided
     rule("no regression", not slow,
-         f"no workload slower than {floor:.3f}x" if not slow
+         f"no workload measured slower than {floor:.3f}x (95% interval below 1)" if not slow
          else f"{len(slow)} workload(s) slower than the champion beyond {policy.max_regression:.0%} "
-              f"(worst {min(w.ratio[0] for w in slow):.3f}x)")  # type: ignore[index]
+              f"(worst {min(w.ratio[0] for w in slow):.3f}x, 95% interval below 1)")  # type: ignore[index]
     d = finish(g, (lo, hi), mean=mean)
     if d.action == "promote" and tie is not None and tie[0]:
         d = Decision(d.action, d.reasons, d.geomean, d.ci95, d.first_champion, energy_ratio=tie[2], mean_ratio=mean)

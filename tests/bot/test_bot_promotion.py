@@ -91,6 +91,17 @@ def test_regression_within_tolerance_is_fine():
     assert run(rep).action == "promote"
 
 
+def test_slower_point_within_noise_is_not_a_regression():
+    # 2.5% slower on the point, but the interval contains 1: noise, not a measured slowdown
+    noisy = report([workload(0, (1.30, 1.28, 1.32)), workload(1, (1.30, 1.28, 1.32)), workload(2, (0.975, 0.958, 1.007))])
+    assert run(noisy).action == "promote"
+    # the same point with an interval below 1 is measured: rejected
+    measured = report([workload(0, (1.30, 1.28, 1.32)), workload(1, (1.30, 1.28, 1.32)), workload(2, (0.975, 0.965, 0.985))])
+    d = run(measured)
+    assert d.action == "reject" and failed_rules(d) == {"no regression"}
+    assert "0.975x" in d.headline and "interval below 1" in d.headline
+
+
 def test_behind_main_asks_for_rebenchmark():
     d = run(good(), up_to_date=False)
     assert d.action == "rebenchmark" and failed_rules(d) == {"up to date with the default branch"}
@@ -203,7 +214,7 @@ def test_energy_does_not_decide_when_the_speeds_differ_or_the_saving_is_small():
     d = run(with_energy(good(ratio=(1.00, 0.98, 1.02)), 0.98e-3, 1.00e-3))
     assert d.action == "reject" and any("not applied" in r.detail for r in d.reasons if r.rule == "energy tie-break")
     # a tie with a regressing workload: the regression rule still rejects
-    rep = with_energy(report([workload(0, (1.05, 0.99, 1.10)), workload(1, (0.95, 0.90, 1.01))]), 0.5e-3, 1.0e-3)
+    rep = with_energy(report([workload(0, (1.05, 0.99, 1.10)), workload(1, (0.95, 0.91, 0.99))]), 0.5e-3, 1.0e-3)
     assert run(rep).action == "reject"
     # the policy switch
     off = PromotionPolicy(energy_tie_break=None)
