@@ -1,0 +1,432 @@
+"""DSA top-k indexer (64 heads x 128, FP8 paged keys, page size 64, top 2048): FP8 tensor-core scores,
+then an exact radix select on the GPU. No host synchronization: every choice below is made from shapes
+on the host or per row on the GPU.
+
+1. ``_score_pages`` — grid (batch, page groups). A program walks PAGES pages of one sequence through
+   the block table; per page it loads the 64 tokens' FP8 keys (8 KiB, contiguous) and their float32
+   scales (the 256 bytes after the page's FP8 data), computes ``q [64 heads, 128] @ k^T`` with one
+   FP8 x FP8 -> FP32 ``tl.dot`` (M = 64 heads, N = 64 tokens, K = 128: ``wgmma m64n64k32 e4m3``),
+   multiplies by the token's scale, applies relu, weights the heads and sums them: one float32 score
+   per token into a scratch row. Rows no longer than top-k are skipped: they select every token,
+   whatever the scores.
+2. Selection, exact: a most-significant-digit radix select over the scores' order-preserving uint32
+   keys (RADIX_BITS bits per pass: a ``tl.histogram`` per block, a cumulative sum to find the bucket
+   holding the 2048th largest key) ends with the exact threshold key and how many keys equal to it to
+   take; a last pass writes the ids of every key above the threshold and that many ties, through the
+   block table. Rows of at most 2048 tokens pass through (token order, then -1). The ids are not in
+   score order: the definition's comparator (as the official evaluator) compares the sorted scores.
+   - ``_select_rows`` (batch >= SPLIT_BELOW_ROWS): one program per row does every pass (ties taken in
+     token order). Also the only launch when the table is at most 2048 tokens wide (all pass-through).
+   - ``_split_hist`` x passes + ``_split_gather`` (fewer rows): each row is cut into SPLIT_CHUNK-score
+     chunks, one program each; a launch per pass merges the chunks' histograms with atomics, and the
+     gather claims output slots with atomics (the order, and which ties, vary between runs).
+
+Costs (see skills/operators/dsa_topk_indexer.md): the scorer is HBM-bound (124 FLOP per byte on
+fp8 tensor cores); the selection re-reads the 4-byte scores ceil(32 / RADIX_BITS) + 1 times, mostly
+from L2; few-row batches pay a launch per pass instead of idle SMs.
+
+Why the split path with one block per chunk is the start: on the H200 (2026-12-02, CUPTI) the first
+defaults (split below 32 rows, 8192-score chunks) took 60-69 us for one or two rows of 8k-128k tokens
+whatever the length, against floors of 0.3-4 us: a chunk's program ran its 4 radix passes and the
+gather as 20 dependent block iterations. With SPLIT_CHUNK = SELECT_BLOCK every program does one block
+per launch, and splitting at any batch size keeps B x n / 2048 programs per pass instead of B (64
+programs of 40 block iterations each at 64 rows of 16k tokens). Not yet measured.
+
+FUSE_HIST0 = 1 moves the split path's first radix pass into the scorer (each program histograms the top
+RADIX_BITS bits of its pages' scores and adds them with atomics: one launch fewer, at up to 64 atomics
+per page instead of up to 2^RADIX_BITS per 2048 scores). On the H200 the champion's selection, not its
+score pass, sets the time (41-46 us at 2560 pages against a 7.4 us floor; six selection launches), so
+a launch less was the point. Measured on the H200 (2026-12-02, PRs #13/#14 through `kbot submit`,
+docs/measurements.md recording 12): at the champion's other settings it is slower, 0.832x with 8-bit
+digits and 0.308x with 11-bit ones (the scorer's histogram and atomics cost more than the launch saved).
+
+ZERO_IN_SCORER = 1 (without FUSE_HIST0) zeroes each long row's histograms and slot counters in the scorer's
+first program of that row instead of a ``torch.zeros`` memset before it: one kernel fewer per call. The
+split passes only read them after the scorer's launch has finished.
+
+Carried state: every program of split pass p needs its row's (threshold prefix, keys still wanted)
+after the p passes before it. Each program of pass p stores that state in a per-row slot, and pass p + 1
+advances the slot by pass p's histogram: one histogram scan per program instead of p. ncu of the
+champion at 64 x 16k (recording 10) had the passes at 7.9, 8.7, 9.6 and 10.4 us and the gather at 11.5:
+~0.8 us more per earlier pass re-scanned. Not yet measured.
+
+Chunk size by the call's size: each split pass costs a program's dependent chain (row length, the earlier
+passes' histograms, a block of scores from L2, a ``tl.histogram`` of it, atomics), so short chunks make a
+pass shorter while there are few scores, and long ones win once the programs outnumber the GPU's slots.
+Tables of at most SMALL_CHUNK_MAX_SCORES scores (B x pages x 64) take SMALL_CHUNK-score chunks, larger
+ones SPLIT_CHUNK. Rows that all pass through use one TOPK-wide block whatever SELECT_BLOCK says.
+Measured on the H200 (2026-12-03, PRs #23/#24, paired against the champion, recording 22): 512-score
+chunks everywhere made the 9 workloads of 98k-131k scores 1.06-1.18x faster, 1.11-1.26x with
+ZERO_IN_SCORER, but the 786k- and 1M-score ones 0.81-0.83x slower and the pass-through ones 0.92-0.94x
+(512-wide blocks there); the dispatch keeps the gains only. Not yet measured as a whole.
+
+WIDE_MAX_SCORES: tables of at most that many scores take three passes of 8, 12 and 12 bits instead of
+four of 8 (``_wide_hist``): the first a ``tl.histogram`` of every key, the other two one atomic increment
+per key still in the running into 4096 bins (few keys after the first pass, spread over many bins, so
+the atomics hardly collide). One pass, one dependent chain, fewer per call. Not yet measured.
+
+Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
+SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
+ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES, WIDE_MAX_SCORES.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+TOPK = 2048
+HEADS = 64
+DIM = 128
+PAGE = 64
+SCALE_BYTES = 4
+
+PAGES = 1  # kbot: tunable [2, 1, 4, 8] role=block
+SCORE_WARPS = 4  # kbot: tunable [4, 8]
+SELECT_BLOCK = 2048  # kbot: tunable [2048, 1024, 4096, 512] role=block
+SELECT_WARPS = 8  # kbot: tunable [8, 4, 16]
+RADIX_BITS = 8  # kbot: tunable [8, 11] role=other
+SPLIT_BELOW_ROWS = 1000000  # kbot: tunable [1000000, 32, 16, 64, 1] role=split
+SPLIT_CHUNK = 2048  # kbot: tunable [2048, 1024, 4096, 8192, 16384, 32768, 512] role=split
+FUSE_HIST0 = 0  # kbot: tunable [0, 1] role=other
+ZERO_IN_SCORER = 1  # kbot: tunable [1, 0] role=other
+SMALL_CHUNK = 512  # kbot: tunable [512, 1024, 2048] role=split
+SMALL_CHUNK_MAX_SCORES = 262144  # kbot: tunable [262144, 0, 131072, 524288] role=split
+WIDE_MAX_SCORES = 262144  # kbot: tunable [0, 262144, 1048576] role=other
+WIDE_ROW = 256 + 2 * 4096  # a row's histograms with wide digits: 8, 12 and 12 bits
+
+
+@triton.jit
+def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_ptr, s_stride, hist_ptr, cnt_ptr,
+                 TOPK: tl.constexpr, H: tl.constexpr, D: tl.constexpr, PS: tl.constexpr,
+                 PAGES: tl.constexpr, HIST0: tl.constexpr, ZERO: tl.constexpr, ROW: tl.constexpr,
+                 BITS: tl.constexpr):
+    b = tl.program_id(0)
+    first = tl.program_id(1) * PAGES
+    n = tl.load(lens_ptr + b)
+    if (n > TOPK) & (first * PS < n):
+        if ZERO:  # the split selection's scratch of this row (read only by later launches)
+            if first == 0:  # ROW ints of histograms per row (a multiple of 256)
+                zbins = tl.arange(0, 256)
+                for i in tl.static_range(ROW // 256):
+                    tl.store(hist_ptr + b * ROW + i * 256 + zbins, tl.zeros([256], dtype=tl.int32))
+                two = tl.arange(0, 2)
+                tl.store(cnt_ptr + b * 2 + two, tl.zeros([2], dtype=tl.int32))
+        heads = tl.arange(0, H)
+        dims = tl.arange(0, D)
+        toks = tl.arange(0, PS)
+        q = tl.load(q_ptr + b * (H * D) + heads[:, None] * D + dims[None, :])  # fp8 [H, D]
+        w = tl.load(w_ptr + b * H + heads)  # f32 [H]
+        if HIST0:  # the selection's first radix pass, on the scores while they are in registers
+            NB: tl.constexpr = 1 << BITS
+            NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+            bins = tl.arange(0, NB)
+            h0 = tl.zeros([NB], dtype=tl.int32)
+        for i in range(PAGES):
+            lp = first + i
+            if lp * PS < n:
+                page = tl.load(bt_ptr + b * bt_stride + lp).to(tl.int64)
+                # Page bytes: PS*D fp8 values (token-major), then PS float32 scales.
+                k = tl.load(k8_ptr + page * (PS * (D + 4)) + toks[:, None] * D + dims[None, :])  # fp8 [PS, D]
+                sc = tl.load(k32_ptr + page * (PS * (D + 4) // 4) + (PS * D // 4) + toks)  # f32 [PS]
+                logits = tl.dot(q, tl.trans(k))  # [H, PS] fp32, fp8 tensor cores
+                logits = logits * sc[None, :]  # scale before relu: exact for any sign of scale
+                score = tl.sum(tl.maximum(logits, 0.0) * w[:, None], axis=0)  # [PS]
+                pos = lp * PS + toks
+                tl.store(s_ptr + b * s_stride + pos, score, mask=pos < n)
+                if HIST0:  # the top BITS bits of the order-preserving key (pass 0 of _split_hist)
+                    ok = pos < n
+                    digit = (_ordered_key(score) >> (32 - BITS)).to(tl.int32)
+                    h0 += tl.histogram(tl.where(ok, digit, 0), NB)
+                    h0 -= tl.where(bins == 0, PS - tl.sum(ok.to(tl.int32), axis=0), 0)
+        if HIST0:
+            tl.atomic_add(hist_ptr + (b * NPASS) * NB + bins, h0, mask=h0 != 0, sem="relaxed")
+
+
+@triton.jit
+def _ordered_key(s):
+    """float32 -> uint32 whose unsigned order is the float order (negative floats flipped)."""
+    bits = s.to(tl.uint32, bitcast=True)
+    return tl.where((bits & 0x80000000) != 0, ~bits, bits | 0x80000000)
+
+
+@triton.jit
+def _select_rows(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride,
+                 TOPK: tl.constexpr, PS: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr):
+    b = tl.program_id(0)
+    n = tl.load(lens_ptr + b)
+    ar = tl.arange(0, BLOCK)
+    out_row = out_ptr + b * out_stride
+    bt_row = bt_ptr + b * bt_stride
+    if n <= TOPK:
+        # Every token is selected: physical ids in token order, then -1.
+        for start in range(0, TOPK, BLOCK):
+            t = start + ar
+            ok = t < n
+            page = tl.load(bt_row + t // PS, mask=ok, other=0)
+            tl.store(out_row + t, tl.where(ok, page * PS + t % PS, -1), mask=t < TOPK)  # BLOCK may exceed TOPK
+    else:
+        NB: tl.constexpr = 1 << BITS
+        NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+        bins = tl.arange(0, NB)
+        s_row = s_ptr + b * s_stride
+        prefix = tl.zeros([], dtype=tl.uint32)  # the threshold key's digits found so far
+        want = tl.full([], TOPK, tl.int32)  # how many keys with that prefix are still to be taken
+        for p in tl.static_range(NPASS):
+            # This pass looks at bits [lo, hi) of the key; keys must match the prefix above hi.
+            hi = 32 - p * BITS
+            lo = hi - BITS if hi > BITS else 0
+            W = hi - lo
+            hist = tl.zeros([NB], dtype=tl.int32)
+            for start in range(0, n, BLOCK):
+                t = start + ar
+                ok = t < n
+                key = _ordered_key(tl.load(s_row + t, mask=ok, other=0.0))
+                if p > 0:
+                    ok = ok & ((key >> hi) == prefix)
+                digit = ((key >> lo) & ((1 << W) - 1)).to(tl.int32)
+                # Out-of-set lanes are counted in bin 0 and taken out again (no masked histogram needed).
+                hist += tl.histogram(tl.where(ok, digit, 0), NB)
+                hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
+            total = tl.sum(hist, axis=0)
+            above = total - tl.cumsum(hist, axis=0)  # keys in strictly higher bins
+            sel = (above < want) & (above + hist >= want)  # exactly one bin
+            digit_star = tl.sum(tl.where(sel, bins, 0), axis=0)
+            want -= tl.sum(tl.where(sel, above, 0), axis=0)
+            prefix = (prefix << W) | digit_star.to(tl.uint32)
+        # prefix is now the exact threshold key; take every key above it and `want` keys equal to it.
+        n_gt = tl.zeros([], dtype=tl.int32)
+        n_eq = tl.zeros([], dtype=tl.int32)
+        first_eq = TOPK - want
+        for start in range(0, n, BLOCK):
+            t = start + ar
+            ok = t < n
+            key = _ordered_key(tl.load(s_row + t, mask=ok, other=0.0))
+            gt = ok & (key > prefix)
+            eq = ok & (key == prefix)
+            gt_i = gt.to(tl.int32)
+            eq_i = eq.to(tl.int32)
+            rank_eq = n_eq + tl.cumsum(eq_i, axis=0) - 1
+            take = gt | (eq & (rank_eq < want))
+            pos = tl.where(gt, n_gt + tl.cumsum(gt_i, axis=0) - 1, first_eq + rank_eq)
+            page = tl.load(bt_row + t // PS, mask=take, other=0)
+            tl.store(out_row + pos, page * PS + t % PS, mask=take)
+            n_gt += tl.sum(gt_i, axis=0)
+            n_eq += tl.sum(eq_i, axis=0)
+
+
+@triton.jit
+def _pick(bins_ptr, NB: tl.constexpr, want):
+    """The digit of the bin holding the want-th largest key of a histogram, and how many keys of that
+    bin are still wanted."""
+    bins = tl.arange(0, NB)
+    hist = tl.load(bins_ptr + bins)
+    above = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0)  # keys in strictly higher bins
+    sel = (above < want) & (above + hist >= want)  # exactly one bin
+    return tl.sum(tl.where(sel, bins, 0), axis=0).to(tl.uint32), want - tl.sum(tl.where(sel, above, 0), axis=0)
+
+
+@triton.jit
+def _row_state(hist_ptr, st_ptr, b, P: tl.constexpr, TOPK: tl.constexpr, BITS: tl.constexpr,
+               WIDE: tl.constexpr, ROW: tl.constexpr):
+    """(prefix, want) of row b after its first P >= 1 radix passes: the threshold key's digits found so far
+    and how many keys with that prefix are still to be taken. The state after P - 1 passes is read from
+    the row's slot, which every program of pass P - 1 stored (all the same values), and advanced by pass
+    P - 1's histogram: one histogram scan per program, not P."""
+    slot = st_ptr + b * 8  # 4 slots of (prefix, want); slot p: the state after p passes
+    if P == 1:
+        prefix = tl.zeros([], dtype=tl.uint32)
+        want = tl.full([], TOPK, tl.int32)
+    else:
+        prefix = tl.load(slot + 2 * (P - 1)).to(tl.uint32, bitcast=True)
+        want = tl.load(slot + 2 * (P - 1) + 1)
+    if WIDE:  # digits of 8, 12, 12 bits; histograms at 0, 256, 4352 of the row's ROW ints
+        if P == 1:
+            prefix, want = _pick(hist_ptr + b * ROW, 256, want)
+        else:
+            d, want = _pick(hist_ptr + b * ROW + 256 + (P - 2) * 4096, 4096, want)
+            prefix = (prefix << 12) | d
+    else:
+        NB: tl.constexpr = 1 << BITS
+        HI: tl.constexpr = 32 - (P - 1) * BITS  # pass P - 1 read bits [HI - W, HI)
+        W: tl.constexpr = BITS if HI > BITS else HI
+        d, want = _pick(hist_ptr + b * ROW + (P - 1) * NB, NB, want)
+        prefix = (prefix << W) | d
+    return prefix, want
+
+
+@triton.jit
+def _store_state(st_ptr, b, P: tl.constexpr, prefix, want):
+    tl.store(st_ptr + b * 8 + 2 * P, prefix.to(tl.int32, bitcast=True))
+    tl.store(st_ptr + b * 8 + 2 * P + 1, want)
+
+
+@triton.jit
+def _split_hist(s_ptr, s_stride, lens_ptr, hist_ptr, st_ptr, P_NOW: tl.constexpr,
+                TOPK: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr):
+    """Pass P_NOW of the radix select, one chunk of one row per program, histograms summed by atomics."""
+    b = tl.program_id(0)
+    c0 = tl.program_id(1) * CHUNK
+    n = tl.load(lens_ptr + b)
+    if (n > TOPK) & (c0 < n):
+        NB: tl.constexpr = 1 << BITS
+        NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+        hi = 32 - P_NOW * BITS
+        lo = hi - BITS if hi > BITS else 0
+        W = hi - lo
+        bins = tl.arange(0, NB)
+        ar = tl.arange(0, BLOCK)
+        if P_NOW > 0:
+            prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, BITS, False, NPASS * NB)
+            _store_state(st_ptr, b, P_NOW, prefix, want)
+        else:
+            prefix = tl.zeros([], dtype=tl.uint32)
+        hist = tl.zeros([NB], dtype=tl.int32)
+        for start in range(c0, c0 + CHUNK, BLOCK):
+            t = start + ar
+            ok = t < n
+            key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+            if P_NOW > 0:
+                ok = ok & ((key >> hi) == prefix)
+            digit = ((key >> lo) & ((1 << W) - 1)).to(tl.int32)
+            hist += tl.histogram(tl.where(ok, digit, 0), NB)
+            hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
+        tl.atomic_add(hist_ptr + (b * NPASS + P_NOW) * NB + bins, hist, mask=hist != 0, sem="relaxed")
+
+
+@triton.jit
+def _wide_hist(s_ptr, s_stride, lens_ptr, hist_ptr, st_ptr, P_NOW: tl.constexpr,
+               TOPK: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROW: tl.constexpr):
+    """Wide-digit pass P_NOW of the radix select. Pass 0: the top 8 bits of every key, a ``tl.histogram``
+    per block. Passes 1 and 2: the next 12 bits of the keys still in the running (higher digits equal to
+    the prefix), one atomic increment per such key into a 4096-bin histogram: after pass 0 they are a
+    fraction of the row spread over many bins, where a 4096-bin ``tl.histogram`` would cost ~16x a
+    256-bin one for every key."""
+    b = tl.program_id(0)
+    c0 = tl.program_id(1) * CHUNK
+    n = tl.load(lens_ptr + b)
+    if (n > TOPK) & (c0 < n):
+        row = hist_ptr + b * ROW
+        ar = tl.arange(0, BLOCK)
+        if P_NOW == 0:
+            bins = tl.arange(0, 256)
+            hist = tl.zeros([256], dtype=tl.int32)
+            for start in range(c0, c0 + CHUNK, BLOCK):
+                t = start + ar
+                ok = t < n
+                key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+                hist += tl.histogram(tl.where(ok, (key >> 24).to(tl.int32), 0), 256)
+                hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
+            tl.atomic_add(row + bins, hist, mask=hist != 0, sem="relaxed")
+        else:
+            HI: tl.constexpr = 36 - 12 * P_NOW  # 24, then 12
+            prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, 8, True, ROW)
+            _store_state(st_ptr, b, P_NOW, prefix, want)
+            for start in range(c0, c0 + CHUNK, BLOCK):
+                t = start + ar
+                ok = t < n
+                key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+                ok = ok & ((key >> HI) == prefix)
+                digit = ((key >> (HI - 12)) & 4095).to(tl.int32)
+                tl.atomic_add(row + 256 + (P_NOW - 1) * 4096 + digit, ok.to(tl.int32), mask=ok, sem="relaxed")
+
+
+@triton.jit
+def _split_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride, hist_ptr, cnt_ptr, st_ptr,
+                  TOPK: tl.constexpr, PS: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr,
+                  WIDE: tl.constexpr, ROW: tl.constexpr):
+    """Writes one chunk's share of a row's ids: pass-through rows in token order, long rows every key
+    above the threshold and the first ties (slots claimed with atomics on the row's two counters)."""
+    b = tl.program_id(0)
+    c0 = tl.program_id(1) * CHUNK
+    n = tl.load(lens_ptr + b)
+    ar = tl.arange(0, BLOCK)
+    out_row = out_ptr + b * out_stride
+    bt_row = bt_ptr + b * bt_stride
+    if n <= TOPK:
+        if c0 < TOPK:
+            for start in range(c0, c0 + CHUNK, BLOCK):
+                t = start + ar
+                ok = t < n
+                page = tl.load(bt_row + t // PS, mask=ok, other=0)
+                tl.store(out_row + t, tl.where(ok, page * PS + t % PS, -1), mask=t < TOPK)
+    elif c0 < n:
+        NPASS: tl.constexpr = 3 if WIDE else (32 + BITS - 1) // BITS
+        thr, want = _row_state(hist_ptr, st_ptr, b, NPASS, TOPK, BITS, WIDE, ROW)
+        first_eq = TOPK - want
+        for start in range(c0, c0 + CHUNK, BLOCK):
+            t = start + ar
+            ok = t < n
+            key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+            gt = (ok & (key > thr)).to(tl.int32)
+            eq = (ok & (key == thr)).to(tl.int32)
+            n_gt = tl.sum(gt, axis=0)
+            n_eq = tl.sum(eq, axis=0)
+            base_gt = tl.atomic_add(cnt_ptr + b * 2, n_gt, mask=n_gt > 0, sem="relaxed")
+            base_eq = tl.atomic_add(cnt_ptr + b * 2 + 1, n_eq, mask=n_eq > 0, sem="relaxed")
+            rank_eq = base_eq + tl.cumsum(eq, axis=0) - 1
+            take = (gt > 0) | ((eq > 0) & (rank_eq < want))
+            pos = tl.where(gt > 0, base_gt + tl.cumsum(gt, axis=0) - 1, first_eq + rank_eq)
+            page = tl.load(bt_row + t // PS, mask=take, other=0)
+            tl.store(out_row + pos, page * PS + t % PS, mask=take)
+
+
+def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_indices=None):
+    B, H, D = q_index_fp8.shape
+    P, PS, KH, DW = k_index_cache_fp8.shape
+    assert (H, D, PS, KH, DW) == (HEADS, DIM, PAGE, 1, DIM + SCALE_BYTES), "specialised for 64 x 128 heads, page 64"
+    mp = block_table.shape[1]
+    dev = q_index_fp8.device
+    if topk_indices is None:
+        topk_indices = torch.empty((B, TOPK), dtype=torch.int32, device=dev)
+    if B == 0:
+        return topk_indices
+    cache = k_index_cache_fp8.contiguous()
+    k8 = cache.view(torch.float8_e4m3fn)  # the same bytes, read as fp8 values ...
+    k32 = cache.view(torch.float32)  # ... and as float32 scales (a page is 8448 bytes: 4-aligned)
+    q = q_index_fp8.contiguous()
+    w = weights.contiguous()
+    if mp * PS <= TOPK:  # the table cannot hold a row longer than top-k: every row passes through
+        unused = torch.empty((1,), dtype=torch.float32, device=dev)  # no scores are read
+        _select_rows[(B,)](
+            unused, 0, seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
+            TOPK=TOPK, PS=PS, BLOCK=TOPK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+        return topk_indices
+    scores = torch.empty((B, mp * PS), dtype=torch.float32, device=dev)
+    split = B < SPLIT_BELOW_ROWS
+    npass = (32 + RADIX_BITS - 1) // RADIX_BITS
+    fused = split and FUSE_HIST0 == 1
+    zero_in_scorer = split and not fused and ZERO_IN_SCORER == 1
+    wide = split and not fused and RADIX_BITS == 8 and B * mp * PS <= WIDE_MAX_SCORES
+    row = WIDE_ROW if wide else npass * (1 << RADIX_BITS)  # histogram ints per row
+    if split:  # the split path's histograms (+ 2 counters per row): zero before pass 0 adds to them
+        # + 2 slot counters and 4 (prefix, want) state slots per row (the slots are written before read)
+        hist = (torch.empty if zero_in_scorer else torch.zeros)((B * row + B * 10,), dtype=torch.int32, device=dev)
+        cnt = hist[B * row:]
+        st = hist[B * row + B * 2:]
+    else:
+        hist = cnt = st = scores  # not read
+    _score_pages[(B, triton.cdiv(mp, PAGES))](
+        q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist, cnt,
+        TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, HIST0=fused, ZERO=zero_in_scorer, ROW=row, BITS=RADIX_BITS,
+        num_warps=SCORE_WARPS)
+    if not split:  # enough rows to fill the GPU with one program each
+        _select_rows[(B,)](
+            scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
+            TOPK=TOPK, PS=PS, BLOCK=SELECT_BLOCK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+        return topk_indices
+    # Few rows: each row's selection spread over chunks of SPLIT_CHUNK scores (one pass per launch).
+    chunk = SMALL_CHUNK if B * mp * PS <= SMALL_CHUNK_MAX_SCORES else SPLIT_CHUNK
+    grid = (B, triton.cdiv(mp * PS, chunk))
+    block = min(SELECT_BLOCK, chunk)
+    if wide:  # 8 + 12 + 12 bits: three passes instead of four
+        for p in range(3):
+            _wide_hist[grid](scores, scores.stride(0), seq_lens, hist, st, P_NOW=p,
+                             TOPK=TOPK, CHUNK=chunk, BLOCK=block, ROW=row, num_warps=SELECT_WARPS)
+    else:
+        for p in range(1 if fused else 0, npass):
+            _split_hist[grid](scores, scores.stride(0), seq_lens, hist, st, P_NOW=p,
+                              TOPK=TOPK, CHUNK=chunk, BLOCK=block, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
+    _split_gather[grid](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
+                        topk_indices.stride(0), hist, cnt, st, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block,
+                        BITS=RADIX_BITS, WIDE=wide, ROW=row, num_warps=SELECT_WARPS)
+    return topk_indices
