@@ -48,13 +48,14 @@ TILE_PAGES: pages scored by one ``tl.dot`` (N = 64 x TILE_PAGES tokens, their ke
 block table in one load), so a program has TILE_PAGES pages in flight instead of one after another, and
 loads q once for them. ncu of the champion (PAGES = 1) at 64 x 16k (recording 10): the scorer 72.7 us for
 131 MB, 39% of DRAM peak, 8 programs of 4 warps per SM by registers (48% of warps active): latency, not
-bandwidth. Not yet measured.
+bandwidth. Measured (PR #28, 2026-12-03, recording 24, on top of the wide digits): 1.06x on the
+786k / 1M-score workloads, 0.97-0.99x on the 98k-131k ones, 1.002x overall: rejected; default 1.
 
 Carried state: every program of split pass p needs its row's (threshold prefix, keys still wanted)
 after the p passes before it. Each program of pass p stores that state in a per-row slot, and pass p + 1
 advances the slot by pass p's histogram: one histogram scan per program instead of p. ncu of the
 champion at 64 x 16k (recording 10) had the passes at 7.9, 8.7, 9.6 and 10.4 us and the gather at 11.5:
-~0.8 us more per earlier pass re-scanned. Not yet measured.
+~0.8 us more per earlier pass re-scanned. Measured with the chunk dispatch below (PR #26).
 
 Chunk size by the call's size: each split pass costs a program's dependent chain (row length, the earlier
 passes' histograms, a block of scores from L2, a ``tl.histogram`` of it, atomics), so short chunks make a
@@ -64,12 +65,15 @@ ones SPLIT_CHUNK. Rows that all pass through use one TOPK-wide block whatever SE
 Measured on the H200 (2026-12-03, PRs #23/#24, paired against the champion, recording 22): 512-score
 chunks everywhere made the 9 workloads of 98k-131k scores 1.06-1.18x faster, 1.11-1.26x with
 ZERO_IN_SCORER, but the 786k- and 1M-score ones 0.81-0.83x slower and the pass-through ones 0.92-0.94x
-(512-wide blocks there); the dispatch keeps the gains only. Not yet measured as a whole.
+(512-wide blocks there); the dispatch keeps the gains only. Measured as a whole with the carried state
+(PR #26, 2026-12-03, recording 23): 1.181x over the champion of the time, 1.05x on the large ones.
 
 WIDE_MAX_SCORES: tables of at most that many scores take three passes of 8, 12 and 12 bits instead of
 four of 8 (``_wide_hist``): the first a ``tl.histogram`` of every key, the other two one atomic increment
 per key still in the running into 4096 bins (few keys after the first pass, spread over many bins, so
-the atomics hardly collide). One pass, one dependent chain, fewer per call. Not yet measured.
+the atomics hardly collide). One pass, one dependent chain, fewer per call. Measured (PR #27, recordings
+23-24): 1.073x over #26, 1.08-1.16x on the 98k-131k-score workloads; the champion's setting, now the
+default.
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
 TILE_PAGES, SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
@@ -86,7 +90,7 @@ DIM = 128
 PAGE = 64
 SCALE_BYTES = 4
 
-PAGES = 2  # kbot: tunable [2, 1, 4, 8] role=block
+PAGES = 1  # kbot: tunable [1, 2, 4, 8] role=block
 TILE_PAGES = 1  # kbot: tunable [1, 2, 4] role=block
 SCORE_WARPS = 4  # kbot: tunable [4, 8]
 SELECT_BLOCK = 2048  # kbot: tunable [2048, 1024, 4096, 512] role=block
@@ -98,7 +102,7 @@ FUSE_HIST0 = 0  # kbot: tunable [0, 1] role=other
 ZERO_IN_SCORER = 1  # kbot: tunable [1, 0] role=other
 SMALL_CHUNK = 512  # kbot: tunable [512, 1024, 2048] role=split
 SMALL_CHUNK_MAX_SCORES = 262144  # kbot: tunable [262144, 0, 131072, 524288] role=split
-WIDE_MAX_SCORES = 0  # kbot: tunable [0, 262144, 1048576] role=other
+WIDE_MAX_SCORES = 262144  # kbot: tunable [262144, 0, 1048576] role=other
 WIDE_ROW = 256 + 2 * 4096  # a row's histograms with wide digits: 8, 12 and 12 bits
 
 
