@@ -70,7 +70,7 @@ def test_champion_is_the_named_kernel_and_the_leaderboard_is_rendered_from_it(po
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # the Triton interpreter: minutes on a loaded 2-core machine
+@pytest.mark.timeout(2400)  # the Triton interpreter: minutes on a loaded 2-core machine (MoE: ~20)
 @pytest.mark.parametrize("pointer", [p for p in POINTERS if p.parent.name in CPU_WORKLOADS], ids=lambda p: p.parent.name)
 def test_champion_passes_kbot_eval_on_the_cpu(pointer, tmp_path):
     doc = _pointer(pointer)
@@ -79,9 +79,9 @@ def test_champion_passes_kbot_eval_on_the_cpu(pointer, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "harness.cli", "eval", str(REPO / doc["solution_path"]), "-d", doc["definition"],
            "--device", "cpu", "-w", str(wl), "--trials", "1", "--out", str(tmp_path / "run"), "--json",
-           "--timeout", "1500", "--timing", "min_iters=2", "--timing", "warmup=0", "--timing", "recheck=1",
+           "--timeout", "2000", "--timing", "min_iters=2", "--timing", "warmup=0", "--timing", "recheck=1",
            "--timing", "budget_s=0.01", "--timing", "chunk=1", "--timing", "rotate_sets=1"]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=1200)
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=2300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert [w["status"] for w in report["workloads"]] == ["PASSED"] * len(CPU_WORKLOADS[doc["definition"]])
