@@ -59,15 +59,26 @@ VARIANTS = {
     "bf16_inter": {"INTER_FP8": False},
     "stages4": {"NUM_STAGES": 4, "SMALL_STAGES": 5},
     "split8_bn128": {"SMALL_SPLIT_K": 8, "SMALL_BN": 128},
+    # the small path (<= SMALL_MAX_TOKENS): routing over several programs, bytes in flight of the swap-AB GEMMs
+    "route_bt4": {"SMALL_ROUTE_BT": 4},                             # T/4 routing programs + one positions program
+    "route_bt8": {"SMALL_ROUTE_BT": 8},
+    "g2_stages8": {"SMALL_G2_STAGES": 8},                           # GEMM2 swap: 7 x 8 KB of weights in flight per program
+    "g2_stages6": {"SMALL_G2_STAGES": 6},
+    "g1_stages6": {"SMALL_STAGES": 6},                              # GEMM1 swap: 5 x 16 KB in flight per program
+    "small_progs3": {"SMALL_PROGS_PER_SM": 3},
+    "small_bt32": {"SMALL_BT": 32},                                 # one m-tile for experts of up to 32 rows
+    "small_all": {"SMALL_ROUTE_BT": 8, "SMALL_G2_STAGES": 8, "SMALL_STAGES": 6},
 }
 # Baselines (folder name, module constants changed): scaled_mm_loop pads every expert's rows to M_ALIGN.
 BASELINES = {"scaled_mm_loop": ("scaled_mm_loop", {}), "scaled_mm_loop_m16": ("scaled_mm_loop", {"M_ALIGN": 16}),
              "torch_compile": ("torch_compile", {})}
 PHASE_A_ORDER = ("default", "scaled_mm_loop", "g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "route_multi",
-                 "no_small_path", "bf16_inter", "stages4", "split8_bn128", "scaled_mm_loop_m16", "torch_compile")
+                 "no_small_path", "bf16_inter", "stages4", "split8_bn128", "route_bt4", "route_bt8", "g2_stages8", "g2_stages6",
+                 "g1_stages6", "small_progs3", "small_bt32", "small_all", "scaled_mm_loop_m16", "torch_compile")
 # Variants that change only one path run only on its workloads (the small path: <= the seed's SMALL_MAX_TOKENS).
 LARGE_ONLY = {"g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "bf16_inter"}
-SMALL_ONLY = {"route_multi", "split8_bn128"}
+SMALL_ONLY = {"route_multi", "split8_bn128", "route_bt4", "route_bt8", "g2_stages8", "g2_stages6", "g1_stages6", "small_progs3",
+              "small_bt32", "small_all"}
 
 
 def seq_lens_for(name, seq_lens):
@@ -208,7 +219,7 @@ def phase_a_child(name, seq_lens, budget_s) -> int:
                         checks={k: {"ok": c.ok, "value": c.value} for k, c in r.checks.items()})
             if r.ok:
                 cell["do_bench_ms"] = triton.testing.do_bench(lambda x=x: fn(**x), warmup=5, rep=40, return_mode="median")
-                if name == "default":
+                if name == "default" or name in SMALL_ONLY:
                     cell["kernels_us"] = kernel_times(fn, x)
         except Exception as e:  # noqa: BLE001
             cell["status"] = f"ERROR {type(e).__name__}: {str(e)[:300]}"
@@ -374,8 +385,8 @@ def main() -> int:
     results["total_s"] = round(time.monotonic() - t_start, 1)
     tb, ta = eval_table(report), a_table(rows_a, names, seq_lens)
     (out / "moe_dev.json").write_text(json.dumps(results, indent=1, default=str))
-    kern = "\n".join(f"- seq_len {c['seq_len']}: " + ", ".join(f"{k} {v}" for k, v in c["kernels_us"].items())
-                     for c in rows_a if c.get("variant") == "default" and c.get("kernels_us"))
+    kern = "\n".join(f"- {c['variant']}, seq_len {c['seq_len']}: " + ", ".join(f"{k} {v}" for k, v in c["kernels_us"].items())
+                     for c in rows_a if c.get("kernels_us"))
     (out / "moe_dev.md").write_text(f"# MoE seed and baselines, H200, {results['date']}\n\nkbot eval of the seed (phase B):\n\n{tb}\n\n"
                                     f"phase A (do_bench median ms, in a child per variant):\n\n{ta}\n\n"
                                     f"the seed's kernels, GPU µs per call (torch.profiler):\n\n{kern}\n")

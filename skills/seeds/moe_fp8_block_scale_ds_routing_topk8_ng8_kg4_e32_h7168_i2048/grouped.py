@@ -38,6 +38,14 @@ Tunables (``# kbot: tunable``) list the best-known-good value first (the start c
 - SMALL_MAX_TOKENS: the small path up to this many tokens; SMALL_ROUTE_MAX: within it, routing in one
   program up to this many tokens (deterministic, one launch), above it the multi-program routing and
   scatter of the large path (more programs, two more launches);
+- SMALL_ROUTE_BT: 0 routes the small path's tokens in one program (routing, counts and positions); n > 0
+  routes them over T / n programs (_route_pairs_kernel) and takes the positions in one more program
+  (_positions_kernel): the one-program kernel holds [64, 256] scores and spills at 33-64 tokens (ncu:
+  0.39 MB of local-memory traffic on one SM), and one launch boundary costs ~1 us;
+- SMALL_G2_STAGES / SMALL_STAGES: pipeline stages of the swap-AB GEMM2 / GEMM1. Memory-bound: each
+  program keeps (stages - 1) weight tiles in flight (GEMM2 8 KB, GEMM1 16 KB a stage), and HBM needs
+  ~40 KB in flight per SM to run at its copy rate; SMALL_PROGS_PER_SM: their persistent programs per SM
+  (only as many as shared memory lets reside at once run together: more make a second wave);
 - BLOCK_M / G2_BLOCK_M: the m-tile of the large-batch GEMM1 / GEMM2. Per 128-wide K step a tile loads
   (BM + 2 * 128) * 128 B (GEMM1) or (BM + BLOCK_N2) * 128 B (GEMM2) from L2 for its MMAs, so BM = 128
   raises the FLOPs per L2 byte from 102 to 171 (GEMM1) and 85 to 128 (GEMM2). sm_90 AOT (Triton 3.6):
@@ -67,8 +75,11 @@ SMALL_BT = 16  # kbot: tunable [16, 32] role=block
 SMALL_BN = 64  # kbot: tunable [64, 32, 128] role=block
 SMALL_SPLIT_K = 4  # kbot: tunable [4, 1, 2, 7, 8] role=split
 SMALL_WARPS = 4  # kbot: tunable [4, 8] role=warps
-SMALL_STAGES = 4  # kbot: tunable [4, 3, 5] role=stages
+SMALL_STAGES = 4  # kbot: tunable [4, 3, 5, 6] role=stages
 SMALL_ROUTE_MAX = 64  # kbot: tunable [64, 0, 16, 32] role=other
+SMALL_ROUTE_BT = 0  # kbot: tunable [0, 4, 8, 16] role=block
+SMALL_G2_STAGES = 4  # kbot: tunable [4, 6, 8] role=stages
+SMALL_PROGS_PER_SM = 2  # kbot: tunable [2, 3, 4] role=other
 BLOCK_M = 64  # kbot: tunable [64, 128] role=block
 G1_BN = 128  # kbot: tunable [128, 64] role=block
 G2_BLOCK_M = 64  # kbot: tunable [64, 128] role=block
@@ -168,15 +179,11 @@ def _route_rows(logits_ptr, bias_ptr, t0, T, rsf, E: tl.constexpr, N_GROUP: tl.c
 
 
 @triton.jit
-def _route_small_kernel(logits_ptr, bias_ptr, T, rsf, offset, counts_ptr, sorted_tok_ptr, row_of_ptr, w_ptr,
-                        E: tl.constexpr, N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, TOP_K: tl.constexpr,
-                        E_LOCAL: tl.constexpr, BT: tl.constexpr):
-    """All T tokens in one program: routing, per-expert counts, expert-major positions (deterministic)."""
-    ids, wts = _route_rows(logits_ptr, bias_ptr, 0, T, rsf, E, N_GROUP, TOPK_GROUP, TOP_K, BT)
-    NJ: tl.constexpr = BT * TOP_K
+def _expert_major(le, w, tok, T, counts_ptr, sorted_tok_ptr, row_of_ptr, w_ptr, E_LOCAL: tl.constexpr, NJ: tl.constexpr):
+    """Pairs j (flat, [NJ]) with local expert le (outside [0, E_LOCAL): none) -> per-expert counts and
+    expert-major positions by one-hot prefix sums (deterministic: a pair's rank is its order among its
+    expert's pairs)."""
     j = tl.arange(0, NJ)
-    tok = j // TOP_K
-    le = tl.reshape(ids, (NJ,)) - offset
     valid = (le >= 0) & (le < E_LOCAL) & (tok < T)
     ex = tl.arange(0, E_LOCAL)
     oh = (valid[:, None] & (le[:, None] == ex[None, :])).to(tl.int32)  # [NJ, E_LOCAL]
@@ -187,7 +194,44 @@ def _route_small_kernel(logits_ptr, bias_ptr, T, rsf, offset, counts_ptr, sorted
     tl.store(counts_ptr + ex, counts)
     tl.store(sorted_tok_ptr + dest, tok, mask=valid)
     tl.store(row_of_ptr + j, tl.where(valid, dest, -1), mask=tok < T)
-    tl.store(w_ptr + j, tl.reshape(wts, (NJ,)), mask=tok < T)
+    tl.store(w_ptr + j, w, mask=tok < T)
+
+
+@triton.jit
+def _route_small_kernel(logits_ptr, bias_ptr, T, rsf, offset, counts_ptr, sorted_tok_ptr, row_of_ptr, w_ptr,
+                        E: tl.constexpr, N_GROUP: tl.constexpr, TOPK_GROUP: tl.constexpr, TOP_K: tl.constexpr,
+                        E_LOCAL: tl.constexpr, BT: tl.constexpr):
+    """All T tokens in one program: routing, per-expert counts, expert-major positions (deterministic)."""
+    ids, wts = _route_rows(logits_ptr, bias_ptr, 0, T, rsf, E, N_GROUP, TOPK_GROUP, TOP_K, BT)
+    NJ: tl.constexpr = BT * TOP_K
+    tok = tl.arange(0, NJ) // TOP_K
+    _expert_major(tl.reshape(ids, (NJ,)) - offset, tl.reshape(wts, (NJ,)), tok, T, counts_ptr, sorted_tok_ptr, row_of_ptr,
+                  w_ptr, E_LOCAL, NJ)
+
+
+@triton.jit
+def _route_pairs_kernel(logits_ptr, bias_ptr, T, rsf, offset, le_ptr, wpair_ptr, E: tl.constexpr, N_GROUP: tl.constexpr,
+                        TOPK_GROUP: tl.constexpr, TOP_K: tl.constexpr, BT: tl.constexpr):
+    """BT tokens per program: each pair's local expert (global id - offset; the positions kernel drops
+    those outside the rank) and combination weight, flat [T * TOP_K]."""
+    t0 = tl.program_id(0) * BT
+    ids, wts = _route_rows(logits_ptr, bias_ptr, t0, T, rsf, E, N_GROUP, TOPK_GROUP, TOP_K, BT)
+    rows = t0 + tl.arange(0, BT)
+    flat = rows[:, None] * TOP_K + tl.arange(0, TOP_K)[None, :]
+    tl.store(le_ptr + flat, ids - offset, mask=(rows < T)[:, None])
+    tl.store(wpair_ptr + flat, wts, mask=(rows < T)[:, None])
+
+
+@triton.jit
+def _positions_kernel(le_ptr, wpair_ptr, T, counts_ptr, sorted_tok_ptr, row_of_ptr, w_ptr, TOP_K: tl.constexpr,
+                      E_LOCAL: tl.constexpr, NJ: tl.constexpr):
+    """One program: the pairs routed by _route_pairs_kernel to expert-major positions (as _route_small_kernel)."""
+    j = tl.arange(0, NJ)
+    tok = j // TOP_K
+    m = tok < T
+    le = tl.load(le_ptr + j, mask=m, other=-1)
+    w = tl.load(wpair_ptr + j, mask=m, other=0.0)
+    _expert_major(le, w, tok, T, counts_ptr, sorted_tok_ptr, row_of_ptr, w_ptr, E_LOCAL, NJ)
 
 
 @triton.jit
@@ -556,24 +600,35 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
         if T <= SMALL_ROUTE_MAX:
             counts = torch.empty(E_LOCAL, dtype=torch.int32, device=dev)  # written whole by the routing kernel
             bt = max(2, triton.next_power_of_2(T))
-            _route_small_kernel[(1,)](logits, bias, T, rsf, offset, counts, sorted_tok, row_of, wflat, BT=bt, **consts,
-                                      num_warps=_route_small_warps(bt))
+            if SMALL_ROUTE_BT and bt > SMALL_ROUTE_BT:
+                # routing over T / SMALL_ROUTE_BT programs, then the positions in one program
+                le = torch.empty(P, dtype=torch.int32, device=dev)
+                wpair = torch.empty(P, dtype=torch.float32, device=dev)
+                _route_pairs_kernel[(triton.cdiv(T, SMALL_ROUTE_BT),)](logits, bias, T, rsf, offset, le, wpair, BT=SMALL_ROUTE_BT,
+                                                                        **{k: consts[k] for k in ("E", "N_GROUP", "TOPK_GROUP", "TOP_K")},
+                                                                        num_warps=_route_small_warps(SMALL_ROUTE_BT))
+                nj = bt * TOP_K
+                _positions_kernel[(1,)](le, wpair, T, counts, sorted_tok, row_of, wflat, TOP_K=TOP_K, E_LOCAL=E_LOCAL, NJ=nj,
+                                        num_warps=max(4, min(16, nj // 32)))
+            else:
+                _route_small_kernel[(1,)](logits, bias, T, rsf, offset, counts, sorted_tok, row_of, wflat, BT=bt, **consts,
+                                          num_warps=_route_small_warps(bt))
         else:
             counts = _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev)
         # the largest split <= SMALL_SPLIT_K that divides the K blocks (H = 7168: 56 blocks; smaller H in tests)
         split = max(d for d in range(1, SMALL_SPLIT_K + 1) if (H // QBLOCK) % d == 0)
         part = torch.empty((split, P, 2 * I), dtype=torch.float32, device=dev)
         mt = _m_tiles_ub(P, SMALL_BT, E_LOCAL)
-        _gemm1_swap_kernel[_grid(mt * (I // SMALL_BN) * split, dev)](
+        _gemm1_swap_kernel[_grid(mt * (I // SMALL_BN) * split, dev, SMALL_PROGS_PER_SM)](
             hs, hs_scale, gemm1_weights, gemm1_weights_scale, counts, sorted_tok, part, T, P, H=H, I=I, E_LOCAL=E_LOCAL,
             BT=SMALL_BT, BN=SMALL_BN, SPLIT=split, QB=QBLOCK, PREFETCH=bool(PREFETCH_SCALES), num_warps=SMALL_WARPS,
             num_stages=SMALL_STAGES)
         inter = torch.empty((P, I), dtype=torch.bfloat16, device=dev)
         _swiglu_kernel[(triton.cdiv(P, 16), I // QBLOCK)](part, counts, inter, P, I=I, E_LOCAL=E_LOCAL, SPLIT=split,
                                                            BR=16, BC=QBLOCK, num_warps=4)
-        _gemm2_swap_kernel[_grid(mt * (H // SMALL_BN), dev)](
+        _gemm2_swap_kernel[_grid(mt * (H // SMALL_BN), dev, SMALL_PROGS_PER_SM)](
             inter, gemm2_weights, gemm2_weights_scale, counts, y, H=H, I=I, E_LOCAL=E_LOCAL, BT=SMALL_BT, BN=SMALL_BN,
-            QB=QBLOCK, INTERP=interp, num_warps=SMALL_WARPS, num_stages=SMALL_STAGES)
+            QB=QBLOCK, INTERP=interp, num_warps=SMALL_WARPS, num_stages=SMALL_G2_STAGES)
     else:
         counts = _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev)
         inter = torch.empty((P, I), dtype=torch.float8_e4m3fn if INTER_FP8 else torch.bfloat16, device=dev)
