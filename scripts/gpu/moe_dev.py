@@ -68,17 +68,25 @@ VARIANTS = {
     "small_progs3": {"SMALL_PROGS_PER_SM": 3},
     "small_bt32": {"SMALL_BT": 32},                                 # one m-tile for experts of up to 32 rows
     "small_all": {"SMALL_ROUTE_BT": 8, "SMALL_G2_STAGES": 8, "SMALL_STAGES": 6},
+    # on top of the first sweep's best (2026-12-06, H100): routing over T/4 programs, 3 swap-GEMM programs per SM
+    "rs": {"SMALL_ROUTE_BT": 4, "SMALL_PROGS_PER_SM": 3},
+    "rs_bt32": {"SMALL_ROUTE_BT": 4, "SMALL_PROGS_PER_SM": 3, "SMALL_BT": 32},
+    "rs_progs4": {"SMALL_ROUTE_BT": 4, "SMALL_PROGS_PER_SM": 4},
+    "rs_split2": {"SMALL_ROUTE_BT": 4, "SMALL_PROGS_PER_SM": 3, "SMALL_SPLIT_K": 2},
+    "rs_split7": {"SMALL_ROUTE_BT": 4, "SMALL_PROGS_PER_SM": 3, "SMALL_SPLIT_K": 7},
+    "rs_route2": {"SMALL_ROUTE_BT": 2, "SMALL_PROGS_PER_SM": 3},
 }
 # Baselines (folder name, module constants changed): scaled_mm_loop pads every expert's rows to M_ALIGN.
 BASELINES = {"scaled_mm_loop": ("scaled_mm_loop", {}), "scaled_mm_loop_m16": ("scaled_mm_loop", {"M_ALIGN": 16}),
              "torch_compile": ("torch_compile", {})}
 PHASE_A_ORDER = ("default", "scaled_mm_loop", "g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "route_multi",
                  "no_small_path", "bf16_inter", "stages4", "split8_bn128", "route_bt4", "route_bt8", "g2_stages8", "g2_stages6",
-                 "g1_stages6", "small_progs3", "small_bt32", "small_all", "scaled_mm_loop_m16", "torch_compile")
+                 "g1_stages6", "small_progs3", "small_bt32", "small_all", "rs", "rs_bt32", "rs_progs4", "rs_split2", "rs_split7", "rs_route2",
+                 "scaled_mm_loop_m16", "torch_compile")
 # Variants that change only one path run only on its workloads (the small path: <= the seed's SMALL_MAX_TOKENS).
 LARGE_ONLY = {"g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "bf16_inter"}
 SMALL_ONLY = {"route_multi", "split8_bn128", "route_bt4", "route_bt8", "g2_stages8", "g2_stages6", "g1_stages6", "small_progs3",
-              "small_bt32", "small_all"}
+              "small_bt32", "small_all", "rs", "rs_bt32", "rs_progs4", "rs_split2", "rs_split7", "rs_route2"}
 
 
 def seq_lens_for(name, seq_lens):

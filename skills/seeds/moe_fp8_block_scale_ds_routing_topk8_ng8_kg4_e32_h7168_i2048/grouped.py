@@ -77,7 +77,7 @@ SMALL_SPLIT_K = 4  # kbot: tunable [4, 1, 2, 7, 8] role=split
 SMALL_WARPS = 4  # kbot: tunable [4, 8] role=warps
 SMALL_STAGES = 4  # kbot: tunable [4, 3, 5, 6] role=stages
 SMALL_ROUTE_MAX = 64  # kbot: tunable [64, 0, 16, 32] role=other
-SMALL_ROUTE_BT = 0  # kbot: tunable [0, 4, 8, 16] role=block
+SMALL_ROUTE_BT = 0  # kbot: tunable [0, 4, 2, 8, 16] role=block
 SMALL_G2_STAGES = 4  # kbot: tunable [4, 6, 8] role=stages
 SMALL_PROGS_PER_SM = 2  # kbot: tunable [2, 3, 4] role=other
 BLOCK_M = 64  # kbot: tunable [64, 128] role=block
