@@ -75,6 +75,10 @@ VARIANTS = {
     "rs_split2": {"SMALL_ROUTE_BT": 4, "SMALL_PROGS_PER_SM": 3, "SMALL_SPLIT_K": 2},
     "rs_split7": {"SMALL_ROUTE_BT": 4, "SMALL_PROGS_PER_SM": 3, "SMALL_SPLIT_K": 7},
     "rs_route2": {"SMALL_ROUTE_BT": 2, "SMALL_PROGS_PER_SM": 3},
+    # on the seed = champion #30 (SMALL_ROUTE_BT 4, SMALL_PROGS_PER_SM 3 by default)
+    "fp8_g2": {"SMALL_INTER_FP8": True},                            # FP8 x FP8 swap GEMM2 (no bf16 conversion of weights)
+    "g1_bt32": {"SMALL_G1_BT": 32},                                 # GEMM1's token tile 32, GEMM2's 16
+    "fp8_g2_g1_bt32": {"SMALL_INTER_FP8": True, "SMALL_G1_BT": 32},
 }
 # Baselines (folder name, module constants changed): scaled_mm_loop pads every expert's rows to M_ALIGN.
 BASELINES = {"scaled_mm_loop": ("scaled_mm_loop", {}), "scaled_mm_loop_m16": ("scaled_mm_loop", {"M_ALIGN": 16}),
@@ -82,11 +86,12 @@ BASELINES = {"scaled_mm_loop": ("scaled_mm_loop", {}), "scaled_mm_loop_m16": ("s
 PHASE_A_ORDER = ("default", "scaled_mm_loop", "g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "route_multi",
                  "no_small_path", "bf16_inter", "stages4", "split8_bn128", "route_bt4", "route_bt8", "g2_stages8", "g2_stages6",
                  "g1_stages6", "small_progs3", "small_bt32", "small_all", "rs", "rs_bt32", "rs_progs4", "rs_split2", "rs_split7", "rs_route2",
-                 "scaled_mm_loop_m16", "torch_compile")
+                 "fp8_g2", "g1_bt32", "fp8_g2_g1_bt32", "scaled_mm_loop_m16", "torch_compile")
 # Variants that change only one path run only on its workloads (the small path: <= the seed's SMALL_MAX_TOKENS).
 LARGE_ONLY = {"g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "bf16_inter"}
 SMALL_ONLY = {"route_multi", "split8_bn128", "route_bt4", "route_bt8", "g2_stages8", "g2_stages6", "g1_stages6", "small_progs3",
-              "small_bt32", "small_all", "rs", "rs_bt32", "rs_progs4", "rs_split2", "rs_split7", "rs_route2"}
+              "small_bt32", "small_all", "rs", "rs_bt32", "rs_progs4", "rs_split2", "rs_split7", "rs_route2",
+              "fp8_g2", "g1_bt32", "fp8_g2_g1_bt32"}
 
 
 def seq_lens_for(name, seq_lens):

@@ -75,7 +75,10 @@ def test_seed_variants_pass_both_checks():
         (70, {"PREFETCH_SCALES": 1, "INTER_FP8": False, "BIG_TILE_TOKENS": 64}),
         (5, {"PREFETCH_SCALES": 1}),                                       # the swap-AB GEMM1 of small batches
         (40, {"SMALL_ROUTE_BT": 4}),                                       # routing over 10 programs, positions in one
-        (5, {"SMALL_ROUTE_BT": 2, "SMALL_G2_STAGES": 8, "SMALL_PROGS_PER_SM": 3, "SMALL_STAGES": 6}),
+        (5, {"SMALL_ROUTE_BT": 2, "SMALL_G2_STAGES": 8, "SMALL_PROGS_PER_SM": 2, "SMALL_STAGES": 6}),
+        (40, {"SMALL_ROUTE_BT": 0}),                                       # all routing in one program
+        (40, {"SMALL_INTER_FP8": True, "SMALL_G1_BT": 32}),                # FP8 x FP8 swap GEMM2, 32-token GEMM1 tiles
+        (1, {"SMALL_INTER_FP8": True}),
     )]
     # a batch whose tokens mostly reach no local expert: those rows must be written as zeros
     cases.append({"T": 6, "offset": 160, "seed": 3, "params": {"local_share": 0.0, "hot_local": 0, "visible_bias_tokens": 0}})

@@ -46,6 +46,12 @@ Tunables (``# kbot: tunable``) list the best-known-good value first (the start c
   program keeps (stages - 1) weight tiles in flight (GEMM2 8 KB, GEMM1 16 KB a stage), and HBM needs
   ~40 KB in flight per SM to run at its copy rate; SMALL_PROGS_PER_SM: their persistent programs per SM
   (only as many as shared memory lets reside at once run together: more make a second wave);
+- SMALL_G1_BT: the swap-AB GEMM1's token tile (0: SMALL_BT); 32 reads a hot expert's weight slab for
+  half as many m-tiles (GEMM1 133 vs 141 us at 32 tokens on an H100, where 32 for both GEMMs slowed GEMM2);
+- SMALL_INTER_FP8: the small path's intermediate in e4m3 with one scale per (row, 128 columns), written by
+  the SwiGLU kernel, so the swap-AB GEMM2 runs FP8 x FP8 from shared memory instead of converting each
+  weight tile to bf16 in registers (GEMM2 moved 191 MB in 112 us at 56 tokens on an H100: 1.7 TB/s, the
+  small path's least efficient kernel); per-token error as the large path's (~2.5 %, token_l2 limit 8 %);
 - BLOCK_M / G2_BLOCK_M: the m-tile of the large-batch GEMM1 / GEMM2. Per 128-wide K step a tile loads
   (BM + 2 * 128) * 128 B (GEMM1) or (BM + BLOCK_N2) * 128 B (GEMM2) from L2 for its MMAs, so BM = 128
   raises the FLOPs per L2 byte from 102 to 171 (GEMM1) and 85 to 128 (GEMM2). sm_90 AOT (Triton 3.6):
@@ -77,9 +83,11 @@ SMALL_SPLIT_K = 4  # kbot: tunable [4, 1, 2, 7, 8] role=split
 SMALL_WARPS = 4  # kbot: tunable [4, 8] role=warps
 SMALL_STAGES = 4  # kbot: tunable [4, 3, 5, 6] role=stages
 SMALL_ROUTE_MAX = 64  # kbot: tunable [64, 0, 16, 32] role=other
-SMALL_ROUTE_BT = 0  # kbot: tunable [0, 4, 2, 8, 16] role=block
+SMALL_ROUTE_BT = 4  # kbot: tunable [4, 0, 2, 8, 16] role=block
 SMALL_G2_STAGES = 4  # kbot: tunable [4, 6, 8] role=stages
-SMALL_PROGS_PER_SM = 2  # kbot: tunable [2, 3, 4] role=other
+SMALL_PROGS_PER_SM = 3  # kbot: tunable [3, 2, 4] role=other
+SMALL_G1_BT = 0  # kbot: tunable [0, 16, 32] role=block
+SMALL_INTER_FP8 = False  # kbot: tunable [False, True] role=other
 BLOCK_M = 64  # kbot: tunable [64, 128] role=block
 G1_BN = 128  # kbot: tunable [128, 64] role=block
 G2_BLOCK_M = 64  # kbot: tunable [64, 128] role=block
@@ -465,9 +473,11 @@ def _gemm1_swap_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_t
 
 
 @triton.jit
-def _swiglu_kernel(part_ptr, counts_ptr, inter_ptr, P, I: tl.constexpr, E_LOCAL: tl.constexpr, SPLIT: tl.constexpr,
-                   BR: tl.constexpr, BC: tl.constexpr):
-    """Sum the K-split partials and apply up * silu(gate) -> bf16 intermediate rows."""
+def _swiglu_kernel(part_ptr, counts_ptr, inter_ptr, inter_scale_ptr, P, I: tl.constexpr, E_LOCAL: tl.constexpr,
+                   SPLIT: tl.constexpr, BR: tl.constexpr, BC: tl.constexpr, A_FP8: tl.constexpr, FP8_MAX: tl.constexpr,
+                   INTERP: tl.constexpr):
+    """Sum the K-split partials and apply up * silu(gate) -> intermediate rows: bf16, or with A_FP8 e4m3
+    with one scale per (row, BC columns) (amax / FP8_MAX, clamped: no overflow), as the large path's GEMM1."""
     n_valid = tl.sum(tl.load(counts_ptr + tl.arange(0, E_LOCAL)), axis=0)
     r = tl.program_id(0) * BR + tl.arange(0, BR)
     c = tl.program_id(1) * BC + tl.arange(0, BC)
@@ -479,13 +489,23 @@ def _swiglu_kernel(part_ptr, counts_ptr, inter_ptr, P, I: tl.constexpr, E_LOCAL:
         up += tl.load(base, mask=m, other=0.0)
         gate += tl.load(base + I, mask=m, other=0.0)
     out = up * (gate / (1.0 + tl.exp(-gate)))
-    tl.store(inter_ptr + r[:, None].to(tl.int64) * I + c[None, :], out.to(tl.bfloat16), mask=m)
+    o_ptrs = inter_ptr + r[:, None].to(tl.int64) * I + c[None, :]
+    if A_FP8:
+        scale = tl.maximum(tl.max(tl.abs(out), axis=1), 1e-30) / FP8_MAX
+        q = tl.clamp(out / scale[:, None], -FP8_MAX, FP8_MAX)
+        tl.store(o_ptrs, _to_e4m3(q, inter_ptr.dtype.element_ty, INTERP), mask=m)
+        tl.store(inter_scale_ptr + r * (I // BC) + tl.program_id(1), scale, mask=r < n_valid)
+    else:
+        tl.store(o_ptrs, out.to(tl.bfloat16), mask=m)
 
 
 @triton.jit
-def _gemm2_swap_kernel(inter_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, H: tl.constexpr, I: tl.constexpr,
-                       E_LOCAL: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr, INTERP: tl.constexpr):
-    """Swap-AB GEMM2: (W2 rows, FP8 -> bf16 with their block scale) x (bf16 intermediate)^T."""
+def _gemm2_swap_kernel(inter_ptr, inter_scale_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, H: tl.constexpr, I: tl.constexpr,
+                       E_LOCAL: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr, A_FP8: tl.constexpr,
+                       INTERP: tl.constexpr):
+    """Swap-AB GEMM2: (W2 rows) x (intermediate)^T. A bf16 intermediate: the weights FP8 -> bf16 with their block
+    scale, a 16-bit MMA; with A_FP8 (e4m3 intermediate, scale per (row, QB columns)): FP8 x FP8, both scales
+    applied per K step."""
     N_TILES: tl.constexpr = H // BN
     KB: tl.constexpr = I // QB
     total = _num_tiles(counts_ptr, E_LOCAL, BT, N_TILES)
@@ -503,7 +523,11 @@ def _gemm2_swap_kernel(inter_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, H: tl.conste
             a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
             w = tl.load(w_ptrs)
             sw = tl.load(s_ptrs + kb)
-            acc += _dot_bf16(w.to(tl.bfloat16), tl.trans(a), INTERP) * sw[:, None]
+            if A_FP8:
+                sa = tl.load(inter_scale_ptr + rows * KB + kb, mask=rmask, other=0.0)
+                acc += tl.dot(w, tl.trans(a)) * (sw[:, None] * sa[None, :])
+            else:
+                acc += _dot_bf16(w.to(tl.bfloat16), tl.trans(a), INTERP) * sw[:, None]
             a_ptrs += QB
             w_ptrs += QB
         tl.store(y_ptr + rows[None, :].to(tl.int64) * H + cols[:, None], acc.to(tl.bfloat16), mask=rmask[None, :])
@@ -618,17 +642,19 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
         # the largest split <= SMALL_SPLIT_K that divides the K blocks (H = 7168: 56 blocks; smaller H in tests)
         split = max(d for d in range(1, SMALL_SPLIT_K + 1) if (H // QBLOCK) % d == 0)
         part = torch.empty((split, P, 2 * I), dtype=torch.float32, device=dev)
-        mt = _m_tiles_ub(P, SMALL_BT, E_LOCAL)
-        _gemm1_swap_kernel[_grid(mt * (I // SMALL_BN) * split, dev, SMALL_PROGS_PER_SM)](
+        g1_bt = SMALL_G1_BT or SMALL_BT  # GEMM1's token tile (its own row tiling; GEMM2 tiles by SMALL_BT)
+        _gemm1_swap_kernel[_grid(_m_tiles_ub(P, g1_bt, E_LOCAL) * (I // SMALL_BN) * split, dev, SMALL_PROGS_PER_SM)](
             hs, hs_scale, gemm1_weights, gemm1_weights_scale, counts, sorted_tok, part, T, P, H=H, I=I, E_LOCAL=E_LOCAL,
-            BT=SMALL_BT, BN=SMALL_BN, SPLIT=split, QB=QBLOCK, PREFETCH=bool(PREFETCH_SCALES), num_warps=SMALL_WARPS,
+            BT=g1_bt, BN=SMALL_BN, SPLIT=split, QB=QBLOCK, PREFETCH=bool(PREFETCH_SCALES), num_warps=SMALL_WARPS,
             num_stages=SMALL_STAGES)
-        inter = torch.empty((P, I), dtype=torch.bfloat16, device=dev)
-        _swiglu_kernel[(triton.cdiv(P, 16), I // QBLOCK)](part, counts, inter, P, I=I, E_LOCAL=E_LOCAL, SPLIT=split,
-                                                           BR=16, BC=QBLOCK, num_warps=4)
-        _gemm2_swap_kernel[_grid(mt * (H // SMALL_BN), dev, SMALL_PROGS_PER_SM)](
-            inter, gemm2_weights, gemm2_weights_scale, counts, y, H=H, I=I, E_LOCAL=E_LOCAL, BT=SMALL_BT, BN=SMALL_BN,
-            QB=QBLOCK, INTERP=interp, num_warps=SMALL_WARPS, num_stages=SMALL_G2_STAGES)
+        inter = torch.empty((P, I), dtype=torch.float8_e4m3fn if SMALL_INTER_FP8 else torch.bfloat16, device=dev)
+        inter_scale = torch.empty((P, I // QBLOCK), dtype=torch.float32, device=dev)
+        _swiglu_kernel[(triton.cdiv(P, 16), I // QBLOCK)](part, counts, inter, inter_scale, P, I=I, E_LOCAL=E_LOCAL, SPLIT=split,
+                                                           BR=16, BC=QBLOCK, A_FP8=SMALL_INTER_FP8, FP8_MAX=FP8_MAX,
+                                                           INTERP=interp, num_warps=4)
+        _gemm2_swap_kernel[_grid(_m_tiles_ub(P, SMALL_BT, E_LOCAL) * (H // SMALL_BN), dev, SMALL_PROGS_PER_SM)](
+            inter, inter_scale, gemm2_weights, gemm2_weights_scale, counts, y, H=H, I=I, E_LOCAL=E_LOCAL, BT=SMALL_BT,
+            BN=SMALL_BN, QB=QBLOCK, A_FP8=SMALL_INTER_FP8, INTERP=interp, num_warps=SMALL_WARPS, num_stages=SMALL_G2_STAGES)
     else:
         counts = _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev)
         inter = torch.empty((P, I), dtype=torch.float8_e4m3fn if INTER_FP8 else torch.bfloat16, device=dev)

@@ -1,0 +1,55 @@
+"""Pick which prepared submission to send through kbot's loop from a dev sweep, inside the same device call.
+
+    python3 scripts/gpu/pick_submission.py $OUT/moe_dev.json --min 1.04 fp8_g2=A.json g1_bt32=B.json
+
+Reads a ``moe_dev.py`` result (phase A rows: variant, seq_len, status, do_bench_ms), takes each named
+variant's do_bench geomean ratio over the ``--baseline`` variant (default ``default``) on the seq_lens
+both ran, and prints the file of the best one whose ratio is at least ``--min`` and which passed every
+seq_len the baseline ran; prints nothing when none qualifies. Each variant's ratio goes to stderr. The
+sweep only chooses: the promotion decision is still the harness's paired evaluation in ``kbot submit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+
+def ratios(rows: list[dict], baseline: str) -> dict[str, tuple[float, int, bool]]:
+    """{variant: (geomean of baseline / variant do_bench ms, seq_lens compared, every baseline seq_len passed)}."""
+    ms: dict[str, dict[int, float]] = {}
+    for r in rows:
+        if "seq_len" in r and "do_bench_ms" in r and r.get("status") == "PASSED":
+            ms.setdefault(r["variant"], {})[r["seq_len"]] = r["do_bench_ms"]
+    base = ms.get(baseline, {})
+    out = {}
+    for v, cells in ms.items():
+        common = sorted(set(cells) & set(base))
+        if v == baseline or not common:
+            continue
+        g = math.exp(sum(math.log(base[s] / cells[s]) for s in common) / len(common))
+        out[v] = (g, len(common), set(base) <= set(cells))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("sweep", help="moe_dev.json")
+    ap.add_argument("choices", nargs="+", help="VARIANT=SUBMISSION.json")
+    ap.add_argument("--baseline", default="default")
+    ap.add_argument("--min", type=float, default=1.03, help="least geomean ratio over the baseline")
+    a = ap.parse_args(argv)
+    files = dict(c.split("=", 1) for c in a.choices)
+    rs = ratios(json.load(open(a.sweep)).get("phase_a", []), a.baseline)
+    for v, (g, n, full) in sorted(rs.items(), key=lambda kv: -kv[1][0]):
+        print(f"{v}: {g:.3f}x over {a.baseline} on {n} seq_lens{'' if full else ' (not all passed)'}", file=sys.stderr)
+    ok = [(g, v) for v, (g, _n, full) in rs.items() if v in files and full and g >= a.min]
+    if ok:
+        print(files[max(ok)[1]])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,36 @@
+"""scripts/gpu/pick_submission.py: the device-side choice of which prepared submission to send."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+from opkit import REPO
+
+spec = importlib.util.spec_from_file_location("pick_submission", REPO / "scripts" / "gpu" / "pick_submission.py")
+pick = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(pick)
+
+
+def rows(variant, times, failed=()):
+    return [{"variant": variant, "seq_len": s, "status": "ERROR x" if s in failed else "PASSED",
+             **({} if s in failed else {"do_bench_ms": t})} for s, t in times.items()]
+
+
+def run(tmp_path, capsys, data, *args):
+    f = tmp_path / "sweep.json"
+    f.write_text(json.dumps({"phase_a": data}))
+    assert pick.main([str(f), *args]) == 0
+    return capsys.readouterr().out.strip()
+
+
+def test_picks_the_fastest_qualifying_variant(tmp_path, capsys):
+    data = rows("default", {1: 1.0, 2: 2.0}) + rows("a", {1: 0.9, 2: 1.8}) + rows("b", {1: 0.8, 2: 1.6})
+    assert run(tmp_path, capsys, data, "a=A.json", "b=B.json", "--min", "1.05") == "B.json"
+    # b is fastest but not offered: a is taken
+    assert run(tmp_path, capsys, data, "a=A.json", "--min", "1.05") == "A.json"
+
+
+def test_nothing_below_the_threshold_or_with_a_failure(tmp_path, capsys):
+    data = rows("default", {1: 1.0, 2: 2.0}) + rows("a", {1: 0.99, 2: 1.99}) + rows("b", {1: 0.5, 2: 1.0}, failed=(2,))
+    assert run(tmp_path, capsys, data, "a=A.json", "b=B.json", "--min", "1.03") == ""  # a too slow, b failed one
