@@ -87,7 +87,7 @@ SMALL_ROUTE_BT = 4  # kbot: tunable [4, 0, 2, 8, 16] role=block
 SMALL_G2_STAGES = 4  # kbot: tunable [4, 6, 8] role=stages
 SMALL_PROGS_PER_SM = 3  # kbot: tunable [3, 2, 4] role=other
 SMALL_G1_BT = 0  # kbot: tunable [0, 16, 32] role=block
-SMALL_INTER_FP8 = False  # kbot: tunable [False, True] role=other
+SMALL_INTER_FP8 = True  # kbot: tunable [True, False] role=other
 BLOCK_M = 64  # kbot: tunable [64, 128] role=block
 G1_BN = 128  # kbot: tunable [128, 64] role=block
 G2_BLOCK_M = 64  # kbot: tunable [64, 128] role=block
