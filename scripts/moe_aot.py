@@ -55,20 +55,40 @@ def configs(m):
     consts = dict(E=E, N_GROUP=m.N_GROUP, TOPK_GROUP=m.TOPK_GROUP, TOP_K=m.TOP_K, E_LOCAL=EL)
     route_sig = {"logits_ptr": P, "bias_ptr": ptr["bf16"], "T": "i32", "rsf": "fp32", "offset": "i32"}
     out = []
-    one = min(m.SMALL_MAX_TOKENS, m.SMALL_ROUTE_MAX)  # tokens routed by the one-program kernel
+    one = min(m.SMALL_MAX_TOKENS, m.SMALL_ROUTE_MAX)  # tokens routed in the small path's own routing
+    if m.SMALL_ROUTE_BT:  # tiles above SMALL_ROUTE_BT tokens: routing programs of SMALL_ROUTE_BT, then the positions
+        one_program = min(one, m.SMALL_ROUTE_BT)
+        if one > m.SMALL_ROUTE_BT:
+            sig = {**route_sig, "le_ptr": ptr["i32"], "wpair_ptr": P}
+            out.append((f"route_pairs BT={m.SMALL_ROUTE_BT}", m._route_pairs_kernel, sig,
+                        {k: consts[k] for k in ("E", "N_GROUP", "TOPK_GROUP", "TOP_K")} | {"BT": m.SMALL_ROUTE_BT},
+                        m._route_small_warps(m.SMALL_ROUTE_BT), 1))
+            nj = triton.next_power_of_2(one) * m.TOP_K
+            sig = {"le_ptr": ptr["i32"], "wpair_ptr": P, "T": "i32", "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"],
+                   "row_of_ptr": ptr["i32"], "w_ptr": P}
+            out.append((f"positions NJ={nj}", m._positions_kernel, sig, {"TOP_K": m.TOP_K, "E_LOCAL": EL, "NJ": nj},
+                        max(4, min(16, nj // 32)), 1))
+    else:
+        one_program = one
     bt = 2
-    while one > 0 and bt <= max(2, triton.next_power_of_2(one)):
+    while one_program > 0 and bt <= max(2, triton.next_power_of_2(one_program)):
         sig = {**route_sig, "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"], "row_of_ptr": ptr["i32"], "w_ptr": P}
         out.append((f"route_small BT={bt}", m._route_small_kernel, sig, {**consts, "BT": bt}, m._route_small_warps(bt), 1))
         bt *= 2
     split = max(d for d in range(1, m.SMALL_SPLIT_K + 1) if (H // m.QBLOCK) % d == 0)
     sig = {"hs_ptr": ptr["f8"], "hs_scale_ptr": P, "w_ptr": ptr["f8"], "ws_ptr": P, "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"],
            "part_ptr": P, "T": "i32", "P": "i32"}
-    out.append(("gemm1_swap", m._gemm1_swap_kernel, sig, dict(H=H, I=I, E_LOCAL=EL, BT=m.SMALL_BT, BN=m.SMALL_BN, SPLIT=split, QB=m.QBLOCK),
+    out.append(("gemm1_swap", m._gemm1_swap_kernel, sig, dict(H=H, I=I, E_LOCAL=EL, BT=m.SMALL_G1_BT or m.SMALL_BT, BN=m.SMALL_BN,
+                                                              SPLIT=split, QB=m.QBLOCK, PREFETCH=bool(m.PREFETCH_SCALES)),
                 m.SMALL_WARPS, m.SMALL_STAGES))
-    sig = {"inter_ptr": ptr["bf16"], "w_ptr": ptr["f8"], "ws_ptr": P, "counts_ptr": ptr["i32"], "y_ptr": ptr["bf16"]}
-    out.append(("gemm2_swap", m._gemm2_swap_kernel, sig, dict(H=H, I=I, E_LOCAL=EL, BT=m.SMALL_BT, BN=m.SMALL_BN, QB=m.QBLOCK, INTERP=False),
-                m.SMALL_WARPS, m.SMALL_STAGES))
+    small_inter = ptr["f8"] if m.SMALL_INTER_FP8 else ptr["bf16"]
+    sig = {"part_ptr": P, "counts_ptr": ptr["i32"], "inter_ptr": small_inter, "inter_scale_ptr": P, "P": "i32"}
+    out.append(("swiglu", m._swiglu_kernel, sig, dict(I=I, E_LOCAL=EL, SPLIT=split, BR=16, BC=m.QBLOCK, A_FP8=m.SMALL_INTER_FP8,
+                                                      FP8_MAX=m.FP8_MAX, INTERP=False), 4, 1))
+    sig = {"inter_ptr": small_inter, "inter_scale_ptr": P, "w_ptr": ptr["f8"], "ws_ptr": P, "counts_ptr": ptr["i32"], "y_ptr": ptr["bf16"]}
+    out.append(("gemm2_swap", m._gemm2_swap_kernel, sig, dict(H=H, I=I, E_LOCAL=EL, BT=m.SMALL_BT, BN=m.SMALL_BN, QB=m.QBLOCK,
+                                                              A_FP8=m.SMALL_INTER_FP8, INTERP=False),
+                m.SMALL_WARPS, m.SMALL_G2_STAGES))
     sig = {**route_sig, "counts_ptr": ptr["i32"], "le_ptr": ptr["i32"], "rank_ptr": ptr["i32"], "w_ptr": P}
     out.append(("route", m._route_kernel, sig, {**consts, "BT": 16}, 4, 1))
     inter = ptr["f8"] if m.INTER_FP8 else ptr["bf16"]
@@ -110,7 +130,7 @@ def compile_one(name, fn, sig, consts, warps, stages):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tunables", nargs="*", help="NAME=VALUE changes of the seed's tunables")
-    ap.add_argument("--only", default="", help="comma-separated kernel name prefixes (route_small, gemm1_swap, gemm2_swap, route, gemm1, gemm2)")
+    ap.add_argument("--only", default="", help="comma-separated kernel name prefixes (route_small, route_pairs, positions, gemm1_swap, swiglu, gemm2_swap, route, gemm1, gemm2)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     import triton
