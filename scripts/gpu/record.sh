@@ -29,6 +29,8 @@
 #   profile_contest `kbot profile` (ncu + SASS) of the MoE champion's GEMMs at 14107 and 901 tokens and of
 #                the sparse-attention champion at 64 and 384 tokens and the GDN prefill champion on one 8192-token
 #                sequence: where the large workloads' time goes (~5)
+#   profile_moe_small `kbot profile` (ncu + SASS) of the MoE champion's swap-AB GEMMs at 56 and 1 tokens: why the
+#                small path's GEMM1 streams its weights at ~2.3 TB/s (H100) when the copy rate is ~3 (~2)
 # Each step's exit code is in $OUT/steps.txt; the script exits non-zero if any step failed.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -103,6 +105,11 @@ step_profile_contest() {
     --out "$OUT/work/profile_dsa" || rc=1
   "$PY" -m harness.cli profile "$(champion_of "$gdn")" -d "$gdn" --workload 57948903 --no-energy --out "$OUT/work/profile_gdn_prefill" || rc=1
   return $rc
+}
+step_profile_moe_small() {
+  local moe=moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048
+  "$PY" -m harness.cli profile "$(champion_of "$moe")" -d "$moe" --workload 232a4324 --workload 92b35caf --kernel-regex swap \
+    --no-energy --out "$OUT/work/profile_moe_small"
 }
 step_operators() {
   local rc=0
