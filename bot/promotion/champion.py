@@ -78,9 +78,11 @@ def render_leaderboard(doc: Mapping[str, Any]) -> str:
     # The baseline column appears once a promotion was measured beside declared baselines, so the
     # leaderboards written before baselines existed render exactly as they were.
     with_baselines = any("geomean_speedup_vs_best_baseline" in r["s"] for r in rows)
+    # Likewise the card column, once a promotion recorded the card it was measured on.
+    with_device = any(isinstance(r["s"].get("measured_on"), str) for r in rows)
     could_not_run = rows[0]["s"].get("baselines_could_not_run")
     return render_template("leaderboard.md.j2", definition=doc.get("definition"), rows=rows, with_baselines=with_baselines,
-                           could_not_run=could_not_run if isinstance(could_not_run, Mapping) else None)
+                           with_device=with_device, could_not_run=could_not_run if isinstance(could_not_run, Mapping) else None)
 
 
 def champion_path(definition: str) -> str:

@@ -28,9 +28,15 @@ from bot.review.markdown import commit_text, escape_inline
 from harness.geomean import geomean_ci
 from harness.schema import Status
 
-# What a champion entry keeps of its report's summary (the leaderboard renders these).
+# What a champion entry keeps of its report's summary (the leaderboard renders these), and ``measured_on``:
+# the card of the paired evaluation (a lineage can span cards; each ratio holds on its own one).
 SUMMARY_KEYS = ("mean_speedup_vs_reference", "geomean_speedup_vs_reference", "geomean_speedup_vs_best_baseline",
-                "best_baselines", "baselines_could_not_run")
+                "best_baselines", "baselines_could_not_run", "measured_on")
+
+
+def champion_summary(report: Any) -> dict[str, Any]:
+    """The report's summary plus the device it was measured on, as a champion entry records them."""
+    return {**report.summary(), "measured_on": report.device.name}
 
 
 def load_promotion_policy(forge: Forge) -> PromotionPolicy:

@@ -15,7 +15,8 @@ from bot.forge.trusted_meta import META_KEY_ENV, read_meta, record_fields
 from bot.names import STATUS_CONTEXT, is_candidate_pr
 from bot.promotion.candidate_gate import NO_KEY, solution_folder
 from bot.promotion.champion import read_champion
-from bot.promotion.execute import Refresh, bring_up_to_date, current_decision, execute, find_losers, resume_pointer
+from bot.promotion.execute import (Refresh, bring_up_to_date, champion_summary, current_decision, execute, find_losers,
+                                   resume_pointer)
 from bot.review.evidence import Evidence, find_bot_review, read_evidence
 from bot.review.markdown import escape_inline
 from bot.review.results import ResultsError, read_bench_results
@@ -161,7 +162,7 @@ def publish_results(forge: Any, pr_number: int, head_sha: str, *, results_dir: s
         # The bot-written meta block names the solution's file (validated by the candidate gate);
         # never a path from the artifact, which a job running candidate code wrote.
         path = meta.get("solution_path") if solution_folder(meta) else None
-        result = execute(forge, current, ev, decision, policy, summary=report.summary(), losers=losers,
+        result = execute(forge, current, ev, decision, policy, summary=champion_summary(report), losers=losers,
                          solution_path=path)
         out.merged_sha, out.closed = result.merged_sha, result.closed
         if result.decision is not decision:  # e.g. the head moved during the merge

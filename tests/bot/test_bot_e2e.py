@@ -96,6 +96,8 @@ def test_optimize_to_promotion(env):
     assert champ["history"][0]["solution"] == "champ_v1"
     board = env.forge.read_file(f"kernels/{DEF}/LEADERBOARD.md").decode()
     assert meta[win]["solution"].replace("_", "\\_") in board and "1.100x" in board
+    # the card of the paired evaluation is on record and on the board
+    assert champ["summary"]["measured_on"] == win_rep.device.name and win_rep.device.name.replace("_", "\\_") in board
     # pointer and leaderboard in ONE commit on top of the squash merge
     main_commits = env.forge.branch_commits("main", base=merged.merge_commit_sha)
     assert len(main_commits) == 1

@@ -195,6 +195,27 @@ def test_leaderboard_shows_vs_best_baseline_once_a_champion_was_measured_with_ba
     assert "Baselines that could not run where the champion was measured" in md and "sm\\_100" in md
 
 
+def test_a_champion_entry_records_the_card_and_the_leaderboard_shows_it():
+    """A lineage can span cards (an H200 promotion, then an H100 one): each row says where it was measured."""
+    from bot.promotion.champion import render_leaderboard, updated_champion
+    from bot.promotion.execute import SUMMARY_KEYS, champion_summary
+
+    rep = good(3)
+    rep.device.name = "NVIDIA H100 80GB HBM3"
+    s = champion_summary(rep)
+    assert s["measured_on"] == "NVIDIA H100 80GB HBM3" and "measured_on" in SUMMARY_KEYS
+    assert {k: v for k, v in s.items() if k != "measured_on"} == rep.summary()  # nothing else changes
+    old = updated_champion(None, "d", {"solution": "a", "solution_hash": "a" * 64, "pr": 1, "summary": {"workloads": 3}})
+    assert "measured on" not in render_leaderboard(old)  # pointers written before the card was recorded render as before
+    new = updated_champion(old, "d", {"solution": "b", "solution_hash": "b" * 64, "pr": 2, "summary": {
+        "workloads": 3, "speedup_vs_previous": 1.2, "ci95_vs_previous": [1.1, 1.3], "measured_on": s["measured_on"]}})
+    md = render_leaderboard(new)
+    rows = [line for line in md.splitlines() if line.startswith("| 1") or line.startswith("| 2")]
+    assert "measured on" in md and "NVIDIA H100 80GB HBM3" in rows[0] and "| — |" in rows[1]
+    header = next(line for line in md.splitlines() if line.startswith("| # |"))
+    assert header.count("|") == rows[0].count("|") == rows[1].count("|")
+
+
 def test_committed_leaderboards_render_as_they_are(repo):
     """The shipped champions' LEADERBOARD.md files are what render_leaderboard makes of champion.json."""
     import json
