@@ -130,7 +130,8 @@ def compile_one(name, fn, sig, consts, warps, stages):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tunables", nargs="*", help="NAME=VALUE changes of the seed's tunables")
-    ap.add_argument("--only", default="", help="comma-separated kernel name prefixes (route_small, route_pairs, positions, gemm1_swap, swiglu, gemm2_swap, route, gemm1, gemm2)")
+    ap.add_argument("--only", default="", help="comma-separated kernel name prefixes (route_small, route_pairs, positions, "
+                                                "gemm1_swap, swiglu, gemm2_swap, route, gemm1, gemm2)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     import triton

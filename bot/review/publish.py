@@ -15,8 +15,7 @@ from bot.forge.trusted_meta import META_KEY_ENV, read_meta, record_fields
 from bot.names import STATUS_CONTEXT, is_candidate_pr
 from bot.promotion.candidate_gate import NO_KEY, solution_folder
 from bot.promotion.champion import read_champion
-from bot.promotion.execute import (Refresh, bring_up_to_date, champion_summary, current_decision, execute, find_losers,
-                                   resume_pointer)
+from bot.promotion.execute import Refresh, bring_up_to_date, champion_summary, current_decision, execute, find_losers, resume_pointer
 from bot.review.evidence import Evidence, find_bot_review, read_evidence
 from bot.review.markdown import escape_inline
 from bot.review.results import ResultsError, read_bench_results
