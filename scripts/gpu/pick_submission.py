@@ -4,8 +4,8 @@
 
 Reads a ``moe_dev.py`` result (phase A rows: variant, seq_len, status, do_bench_ms), takes each named
 variant's do_bench geomean ratio over the ``--baseline`` variant (default ``default``) on the seq_lens
-both ran, and prints the file of the best one whose ratio is at least ``--min`` and which passed every
-seq_len the baseline ran; prints nothing when none qualifies. Each variant's ratio goes to stderr. The
+both ran, and prints the file of the best one whose ratio is at least ``--min`` and none of whose rows
+failed (a variant of one path runs only on that path's seq_lens); prints nothing when none qualifies. Each variant's ratio goes to stderr. The
 sweep only chooses: the promotion decision is still the harness's paired evaluation in ``kbot submit``.
 """
 
@@ -18,11 +18,14 @@ import sys
 
 
 def ratios(rows: list[dict], baseline: str) -> dict[str, tuple[float, int, bool]]:
-    """{variant: (geomean of baseline / variant do_bench ms, seq_lens compared, every baseline seq_len passed)}."""
+    """{variant: (geomean of baseline / variant do_bench ms, seq_lens compared, no row of the variant failed)}."""
     ms: dict[str, dict[int, float]] = {}
+    failed: set[str] = set()  # a row that ran and did not pass (a seq_len a variant was not scheduled on has no row)
     for r in rows:
         if "seq_len" in r and "do_bench_ms" in r and r.get("status") == "PASSED":
             ms.setdefault(r["variant"], {})[r["seq_len"]] = r["do_bench_ms"]
+        elif "variant" in r:
+            failed.add(r["variant"])
     base = ms.get(baseline, {})
     out = {}
     for v, cells in ms.items():
@@ -30,7 +33,7 @@ def ratios(rows: list[dict], baseline: str) -> dict[str, tuple[float, int, bool]
         if v == baseline or not common:
             continue
         g = math.exp(sum(math.log(base[s] / cells[s]) for s in common) / len(common))
-        out[v] = (g, len(common), set(base) <= set(cells))
+        out[v] = (g, len(common), v not in failed)
     return out
 
 

@@ -34,3 +34,9 @@ def test_picks_the_fastest_qualifying_variant(tmp_path, capsys):
 def test_nothing_below_the_threshold_or_with_a_failure(tmp_path, capsys):
     data = rows("default", {1: 1.0, 2: 2.0}) + rows("a", {1: 0.99, 2: 1.99}) + rows("b", {1: 0.5, 2: 1.0}, failed=(2,))
     assert run(tmp_path, capsys, data, "a=A.json", "b=B.json", "--min", "1.03") == ""  # a too slow, b failed one
+
+
+def test_a_variant_run_on_fewer_seq_lens_is_compared_where_it_ran(tmp_path, capsys):
+    """moe_dev.py runs a small-path variant only on the small seq_lens: that is not a failure."""
+    data = rows("default", {1: 1.0, 901: 5.0}) + rows("small", {1: 0.8})
+    assert run(tmp_path, capsys, data, "small=S.json", "--min", "1.05") == "S.json"
