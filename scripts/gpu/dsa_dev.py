@@ -75,15 +75,18 @@ VARIANTS = {
     },
     "attention": {
         "default": {},
-        "warps8": {"NUM_WARPS": 8},
-        "bn64_w8": {"BLOCK_N": 64, "NUM_WARPS": 8},
-        "bn16": {"BLOCK_N": 16},
-        "target132": {"TARGET_PROGRAMS": 132},
-        "target528": {"TARGET_PROGRAMS": 528},
-        "minsplit128": {"MIN_SPLIT_LEN": 128},
-        "stages1": {"NUM_STAGES": 1},
+        # the rows as the M dimension (wgmma), from 16 tokens (the HBM- and compute-bound regimes) or always
+        "swap16": {"SWAP_FROM_T": 16},
+        "swap1": {"SWAP_FROM_T": 1},
+        "swap64": {"SWAP_FROM_T": 64},
+        "swap16_w8": {"SWAP_FROM_T": 16, "SWAP_WARPS": 8},
+        "swap16_bn32": {"SWAP_FROM_T": 16, "SWAP_BLOCK_N": 32},
+        "swap16_st1": {"SWAP_FROM_T": 16, "NUM_STAGES": 1},
+        "swap16_t132": {"SWAP_FROM_T": 16, "TARGET_PROGRAMS": 132},
+        "swap16_t528": {"SWAP_FROM_T": 16, "TARGET_PROGRAMS": 528},
+        "swap16_large1": {"SWAP_FROM_T": 16, "LARGE_T_SPLIT": 1},
         "stages3": {"NUM_STAGES": 3},
-        "nosplit": {"TARGET_PROGRAMS": 1},
+        "bn64_w8": {"BLOCK_N": 64, "NUM_WARPS": 8},
     },
 }
 
@@ -255,6 +258,7 @@ def main() -> int:
     ap.add_argument("--budget-s", type=float, default=220.0)
     ap.add_argument("--eval-variants", type=int, default=0, help="also run the first N non-default variants through kbot eval")
     ap.add_argument("--max-workloads", type=int, default=0, help="only the first N workloads of each definition (0: all)")
+    ap.add_argument("--no-eval", action="store_true", help="skip A (kbot eval-many): only the variant sweep B")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
     device = "cpu" if SMOKE else "cuda"
@@ -287,7 +291,7 @@ def main() -> int:
         names = list(sols)[: 1 + max(0, args.eval_variants)]
         t0 = time.monotonic()
         limit = 900.0 if SMOKE else args.budget_s * share_a * len(names)  # the interpreter is slow
-        a = phase_a(op, sols, names, wpath, out, limit, device)
+        a = {} if args.no_eval else phase_a(op, sols, names, wpath, out, limit, device)
         result["ops"][op] = {"definition": DEFS[op], "A": a, "A_s": round(time.monotonic() - t0, 1),
                              "variants": {n: VARIANTS[op][n] for n in sols}}
         print(f"[A] {op}: {result['ops'][op]['A_s']} s", flush=True)

@@ -1,12 +1,16 @@
 """Pick which prepared submission to send through kbot's loop from a dev sweep, inside the same device call.
 
     python3 scripts/gpu/pick_submission.py $OUT/moe_dev.json --min 1.04 fp8_g2=A.json g1_bt32=B.json
+    python3 scripts/gpu/pick_submission.py $OUT/dsa_dev.json --op attention --worst 0.97 swap16=A.json
 
-Reads a ``moe_dev.py`` result (phase A rows: variant, seq_len, status, do_bench_ms), takes each named
-variant's do_bench geomean ratio over the ``--baseline`` variant (default ``default``) on the seq_lens
-both ran, and prints the file of the best one whose ratio is at least ``--min`` and none of whose rows
-failed (a variant of one path runs only on that path's seq_lens); prints nothing when none qualifies. Each variant's ratio goes to stderr. The
-sweep only chooses: the promotion decision is still the harness's paired evaluation in ``kbot submit``.
+Reads a ``moe_dev.py`` result (phase A rows: variant, seq_len, status, do_bench_ms) or, with ``--op``, a
+``dsa_dev.py`` one (phase B: variant -> workload -> ok, us), takes each named variant's geomean ratio
+over the ``--baseline`` variant (default ``default``) on the workloads both ran, and prints the file of
+the best one whose ratio is at least ``--min``, whose slowest workload is at least ``--worst`` of the
+baseline (the promotion rules reject a workload measured slower), and none of whose rows failed (a
+variant of one path runs only on that path's workloads); prints nothing when none qualifies. Each
+variant's ratios go to stderr. The sweep only chooses: the promotion decision is still the harness's
+paired evaluation in ``kbot submit``.
 """
 
 from __future__ import annotations
@@ -17,8 +21,17 @@ import math
 import sys
 
 
-def ratios(rows: list[dict], baseline: str) -> dict[str, tuple[float, int, bool]]:
-    """{variant: (geomean of baseline / variant do_bench ms, seq_lens compared, no row of the variant failed)}."""
+def dsa_rows(sweep: dict, op: str) -> list[dict]:
+    """A ``dsa_dev.py`` result's phase B as rows of the ``moe_dev.py`` shape (the workload as the key)."""
+    grid = sweep.get("ops", {}).get(op, {}).get("B", {})
+    return [{"variant": v, "seq_len": u, "status": "PASSED" if c.get("ok") and c.get("us") else "FAILED",
+             **({"do_bench_ms": c["us"]} if c.get("ok") and c.get("us") else {})}
+            for v, cells in grid.items() for u, c in cells.items() if c.get("ok") is not None]
+
+
+def ratios(rows: list[dict], baseline: str) -> dict[str, tuple[float, int, bool, float]]:
+    """{variant: (geomean of baseline / variant time, workloads compared, no row of the variant failed,
+    the smallest per-workload ratio)}."""
     ms: dict[str, dict[int, float]] = {}
     failed: set[str] = set()  # a row that ran and did not pass (a seq_len a variant was not scheduled on has no row)
     for r in rows:
@@ -33,7 +46,7 @@ def ratios(rows: list[dict], baseline: str) -> dict[str, tuple[float, int, bool]
         if v == baseline or not common:
             continue
         g = math.exp(sum(math.log(base[s] / cells[s]) for s in common) / len(common))
-        out[v] = (g, len(common), v not in failed)
+        out[v] = (g, len(common), v not in failed, min(base[s] / cells[s] for s in common))
     return out
 
 
@@ -43,12 +56,16 @@ def main(argv=None) -> int:
     ap.add_argument("choices", nargs="+", help="VARIANT=SUBMISSION.json")
     ap.add_argument("--baseline", default="default")
     ap.add_argument("--min", type=float, default=1.03, help="least geomean ratio over the baseline")
+    ap.add_argument("--worst", type=float, default=0.0, help="least ratio on any one workload")
+    ap.add_argument("--op", help="read a dsa_dev.py result, this op's phase B (indexer or attention)")
     a = ap.parse_args(argv)
     files = dict(c.split("=", 1) for c in a.choices)
-    rs = ratios(json.load(open(a.sweep)).get("phase_a", []), a.baseline)
-    for v, (g, n, full) in sorted(rs.items(), key=lambda kv: -kv[1][0]):
-        print(f"{v}: {g:.3f}x over {a.baseline} on {n} seq_lens{'' if full else ' (not all passed)'}", file=sys.stderr)
-    ok = [(g, v) for v, (g, _n, full) in rs.items() if v in files and full and g >= a.min]
+    sweep = json.load(open(a.sweep))
+    rs = ratios(dsa_rows(sweep, a.op) if a.op else sweep.get("phase_a", []), a.baseline)
+    for v, (g, n, full, worst) in sorted(rs.items(), key=lambda kv: -kv[1][0]):
+        print(f"{v}: {g:.3f}x over {a.baseline} on {n} workloads, worst {worst:.3f}x{'' if full else ' (not all passed)'}",
+              file=sys.stderr)
+    ok = [(g, v) for v, (g, _n, full, worst) in rs.items() if v in files and full and g >= a.min and worst >= a.worst]
     if ok:
         print(files[max(ok)[1]])
     return 0

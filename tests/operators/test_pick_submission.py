@@ -40,3 +40,21 @@ def test_a_variant_run_on_fewer_seq_lens_is_compared_where_it_ran(tmp_path, caps
     """moe_dev.py runs a small-path variant only on the small seq_lens: that is not a failure."""
     data = rows("default", {1: 1.0, 901: 5.0}) + rows("small", {1: 0.8})
     assert run(tmp_path, capsys, data, "small=S.json", "--min", "1.05") == "S.json"
+
+
+def test_a_slower_workload_disqualifies_under_worst(tmp_path, capsys):
+    data = rows("default", {1: 1.0, 2: 2.0}) + rows("a", {1: 0.5, 2: 2.1})  # 1.38x geomean, 0.95x on 2
+    assert run(tmp_path, capsys, data, "a=A.json", "--min", "1.03") == "A.json"
+    assert run(tmp_path, capsys, data, "a=A.json", "--min", "1.03", "--worst", "0.97") == ""
+
+
+def test_reads_a_dsa_dev_sweep(tmp_path, capsys):
+    """dsa_dev.py's phase B: variant -> workload -> {ok, us}; a cell the time budget skipped (ok None) is
+    not a failure, a wrong result is."""
+    grid = {"default": {"w1": {"ok": True, "us": 10.0}, "w2": {"ok": True, "us": 20.0}},
+            "fast": {"w1": {"ok": True, "us": 8.0}, "w2": {"ok": None, "us": None}},
+            "wrong": {"w1": {"ok": False, "us": None}, "w2": {"ok": True, "us": 1.0}}}
+    f = tmp_path / "dsa_dev.json"
+    f.write_text(json.dumps({"ops": {"attention": {"B": grid}}}))
+    assert pick.main([str(f), "--op", "attention", "fast=F.json", "wrong=W.json"]) == 0
+    assert capsys.readouterr().out.strip() == "F.json"

@@ -72,6 +72,9 @@ FEW_MIN_SPLIT_LEN = 32  # kbot: tunable [32, 64] role=split
 MERGE_BLOCK_D = 128  # kbot: tunable [128, 64, 256, 512] role=block
 LARGE_T_SPLIT = 2  # kbot: tunable [2, 1, 4] role=split
 MERGE_PAR_MIN_SPLITS = 16  # kbot: tunable [16, 8, 32, 2, 1000000] role=other
+SWAP_FROM_T = 1000000  # kbot: tunable [1000000, 1, 16, 64, 256] role=other
+SWAP_BLOCK_N = 64  # kbot: tunable [64, 32, 128] role=block
+SWAP_WARPS = 4  # kbot: tunable [4, 8]
 
 
 @triton.jit
@@ -132,6 +135,61 @@ def _attend(qn_ptr, qp_ptr, ckv_ptr, kpe_ptr, idx_ptr, sm_scale,
     else:
         part = t * NSPLIT + s
         tl.store(po_ptr + part * (H * DC) + heads[:, None] * DC + dc[None, :], acc)
+        tl.store(pm_ptr + part * H + heads, m)
+        tl.store(pl_ptr + part * H + heads, l)
+
+
+@triton.jit
+def _attend_rows_m(qn_ptr, qp_ptr, ckv_ptr, kpe_ptr, idx_ptr, sm_scale,
+                   o_ptr, lse_ptr, po_ptr, pm_ptr, pl_ptr,
+                   H: tl.constexpr, DC: tl.constexpr, DP: tl.constexpr, TOPK: tl.constexpr,
+                   BLOCK_N: tl.constexpr, SPLIT_LEN: tl.constexpr, NSPLIT: tl.constexpr, NUM_STAGES: tl.constexpr,
+                   WIDEN: tl.constexpr):
+    """``_attend`` with the products transposed, so that the gathered rows are the M dimension:
+    ``S^T = ckv_tile [BLOCK_N, DC] @ q^T [DC, H]`` (M = BLOCK_N, N = 16 heads) and
+    ``O^T += ckv_tile^T [DC, BLOCK_N] @ P^T [BLOCK_N, H]`` (M = 512). M = 16 heads is under Hopper's
+    ``wgmma`` (M = 64 per warp group), so ``_attend`` runs on ``mma.sync`` with every warp re-reading the
+    queries; here both products can be ``wgmma`` with the row tile read from shared memory once per warp
+    group. Same split, masking and partials as ``_attend`` (the outputs and partials are written in their
+    [H, DC] layout, so the merges are shared)."""
+    t = tl.program_id(0).to(tl.int64)
+    s = tl.program_id(1)
+    heads = tl.arange(0, H)
+    dc = tl.arange(0, DC)
+    dp = tl.arange(0, DP)
+    cols = tl.arange(0, BLOCK_N)
+    qn_t = tl.load(qn_ptr + t * (H * DC) + heads[None, :] * DC + dc[:, None])  # bf16 [DC, H]
+    qp_t = tl.load(qp_ptr + t * (H * DP) + heads[None, :] * DP + dp[:, None])  # bf16 [DP, H]
+    scale = sm_scale * 1.4426950408889634
+    m = tl.full([H], float("-inf"), tl.float32)
+    l = tl.zeros([H], tl.float32)
+    acc_t = tl.zeros([DC, H], tl.float32)
+    start = s * SPLIT_LEN
+    pos = tl.arange(0, SPLIT_LEN)
+    last = tl.max(tl.where(tl.load(idx_ptr + t * TOPK + start + pos) >= 0, pos, -1), axis=0)
+    for j in tl.range(start, start + last + 1, BLOCK_N, num_stages=NUM_STAGES):
+        idx = tl.load(idx_ptr + t * TOPK + j + cols)
+        valid = idx >= 0
+        rows = tl.where(valid, idx, 0).to(tl.int64)
+        kc = tl.load(ckv_ptr + rows[:, None] * DC + dc[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DC]
+        kp = tl.load(kpe_ptr + rows[:, None] * DP + dp[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DP]
+        logits = _mm(kc, qn_t, WIDEN) + _mm(kp, qp_t, WIDEN)  # [BLOCK_N, H] fp32
+        logits = tl.where(valid[:, None], logits * scale, float("-inf"))
+        m_new = tl.maximum(m, tl.max(logits, axis=0))
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m - m_ref)
+        p = tl.exp2(logits - m_ref[None, :])  # [BLOCK_N, H]
+        l = l * alpha + tl.sum(p, axis=0)
+        acc_t = acc_t * alpha[None, :] + _mm(tl.trans(kc), p.to(kc.dtype), WIDEN)  # [DC, H]
+        m = m_new
+    if NSPLIT == 1:
+        has = l > 0
+        out = acc_t / tl.where(has, l, 1.0)[None, :]
+        tl.store(o_ptr + t * (H * DC) + heads[None, :] * DC + dc[:, None], out.to(o_ptr.dtype.element_ty))
+        tl.store(lse_ptr + t * H + heads, tl.where(has, m + tl.log2(tl.where(has, l, 1.0)), float("-inf")))
+    else:
+        part = t * NSPLIT + s
+        tl.store(po_ptr + part * (H * DC) + heads[None, :] * DC + dc[:, None], acc_t)
         tl.store(pm_ptr + part * H + heads, m)
         tl.store(pl_ptr + part * H + heads, l)
 
@@ -211,10 +269,12 @@ def run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, output=Non
     qn, qp, idx = q_nope.contiguous(), q_pe.contiguous(), sparse_indices.contiguous()
     ckv, kpe = ckv_cache.contiguous(), kpe_cache.contiguous()
     # Splits from the shapes only (no host sync): enough programs to fill the GPU, each split long enough.
-    nsplit = min(LARGE_T_SPLIT, max(1, TOPK // BLOCK_N))
+    swap = T >= SWAP_FROM_T
+    block_n = SWAP_BLOCK_N if swap else BLOCK_N
+    nsplit = min(LARGE_T_SPLIT, max(1, TOPK // block_n))
     if T < TARGET_PROGRAMS:
         min_len = FEW_MIN_SPLIT_LEN if T <= FEW_TOKENS else MIN_SPLIT_LEN
-        nsplit = min(triton.next_power_of_2(triton.cdiv(TARGET_PROGRAMS, T)), max(1, TOPK // max(min_len, BLOCK_N)))
+        nsplit = min(triton.next_power_of_2(triton.cdiv(TARGET_PROGRAMS, T)), max(1, TOPK // max(min_len, block_n)))
     split_len = TOPK // nsplit
     if nsplit == 1:
         po = pm = pl = output  # unused by the direct path
@@ -222,9 +282,10 @@ def run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, output=Non
         po = torch.empty((T, nsplit, H, Dc), dtype=torch.float32, device=dev)
         pm = torch.empty((T, nsplit, H), dtype=torch.float32, device=dev)
         pl = torch.empty((T, nsplit, H), dtype=torch.float32, device=dev)
-    _attend[(T, nsplit)](qn, qp, ckv, kpe, idx, sm_scale, output, lse, po, pm, pl,
-                         H=H, DC=Dc, DP=Dp, TOPK=K, BLOCK_N=BLOCK_N, SPLIT_LEN=split_len, NSPLIT=nsplit,
-                         NUM_STAGES=NUM_STAGES, WIDEN=not q_nope.is_cuda, num_warps=NUM_WARPS)
+    attend = _attend_rows_m if swap else _attend
+    attend[(T, nsplit)](qn, qp, ckv, kpe, idx, sm_scale, output, lse, po, pm, pl,
+                        H=H, DC=Dc, DP=Dp, TOPK=K, BLOCK_N=block_n, SPLIT_LEN=split_len, NSPLIT=nsplit,
+                        NUM_STAGES=NUM_STAGES, WIDEN=not q_nope.is_cuda, num_warps=SWAP_WARPS if swap else NUM_WARPS)
     if nsplit >= MERGE_PAR_MIN_SPLITS:
         _merge[(T * H, Dc // MERGE_BLOCK_D)](po, pm, pl, output, lse, H=H, DC=Dc, NSPLIT=nsplit, BLOCK_D=MERGE_BLOCK_D,
                                          num_warps=4)
