@@ -63,15 +63,14 @@ DEFS = {
 VARIANTS = {
     "indexer": {
         "default": {},
-        "rowwise": {"SPLIT_BELOW_ROWS": 1},  # one selection program per row, whatever the batch
-        "split_all": {"SPLIT_BELOW_ROWS": 1000000},  # every row split over chunks
-        "bits11": {"RADIX_BITS": 11},
-        "pages4": {"PAGES": 4},
-        "pages1": {"PAGES": 1},
-        "score_w8": {"SCORE_WARPS": 8},
-        "chunk4k": {"SPLIT_CHUNK": 4096},
-        "chunk16k": {"SPLIT_CHUNK": 16384},
-        "sel_w16": {"SELECT_WARPS": 16, "SELECT_BLOCK": 4096},
+        # the scorer's page loop branch-free and pipelined (SCORE_STAGES), more pages per program
+        "st2_p4": {"PAGES": 4, "SCORE_STAGES": 2},
+        "st3_p4": {"PAGES": 4, "SCORE_STAGES": 3},
+        "st3_p8": {"PAGES": 8, "SCORE_STAGES": 3},
+        "st2_p2": {"PAGES": 2, "SCORE_STAGES": 2},
+        "st3_p8_t2": {"PAGES": 8, "TILE_PAGES": 2, "SCORE_STAGES": 3},
+        "st3_p4_w8": {"PAGES": 4, "SCORE_STAGES": 3, "SCORE_WARPS": 8},
+        "st3_p8_w8": {"PAGES": 8, "SCORE_STAGES": 3, "SCORE_WARPS": 8},
     },
     "attention": {
         "default": {},

@@ -34,6 +34,8 @@ VARIANTS = {
         {"WIDE_MAX_SCORES": 262144, "ZERO_IN_SCORER": 0, "SMALL_CHUNK": 2048},  # the same after a memset, one chunk
         {"PAGES": 2, "TILE_PAGES": 2},  # two pages per dot
         {"PAGES": 1, "TILE_PAGES": 4, "FUSE_HIST0": 1},  # a tile wider than the program's pages: the rest masked
+        {"PAGES": 4, "SCORE_STAGES": 2},  # the scorer's page loop branch-free and pipelined
+        {"PAGES": 8, "TILE_PAGES": 2, "SCORE_STAGES": 3, "FUSE_HIST0": 1},  # the same with pass 0 fused
     ],
     ATTENTION: [
         {},  # split-KV + merge

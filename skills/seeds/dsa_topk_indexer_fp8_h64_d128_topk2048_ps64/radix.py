@@ -93,6 +93,7 @@ SCALE_BYTES = 4
 PAGES = 1  # kbot: tunable [1, 2, 4, 8] role=block
 TILE_PAGES = 1  # kbot: tunable [1, 2, 4] role=block
 SCORE_WARPS = 4  # kbot: tunable [4, 8]
+SCORE_STAGES = 0  # kbot: tunable [0, 2, 3] role=stages
 SELECT_BLOCK = 2048  # kbot: tunable [2048, 1024, 4096, 512] role=block
 SELECT_WARPS = 8  # kbot: tunable [8, 4, 16]
 RADIX_BITS = 8  # kbot: tunable [8, 11] role=other
@@ -107,10 +108,39 @@ WIDE_ROW = 256 + 2 * 4096  # a row's histograms with wide digits: 8, 12 and 12 b
 
 
 @triton.jit
+def _score_tile(q, w, k8_ptr, k32_ptr, bt_ptr, bt_stride, s_ptr, s_stride, b, first, i, n, rows, dims, h0, bins,
+                H: tl.constexpr, D: tl.constexpr, PS: tl.constexpr, PAGES: tl.constexpr, HIST0: tl.constexpr,
+                BITS: tl.constexpr):
+    """Scores of the program's tile ``i`` (TILE pages, masked to the program's pages and to the row's n
+    tokens): fp8 dot on tensor cores, the key scale before the relu, the head weights; with HIST0 the
+    tile's top BITS bits added to ``h0``."""
+    TT: tl.constexpr = rows.shape[0]
+    lp = first + i + rows // PS  # each row's logical page
+    own = ((i + rows // PS) < PAGES) & (lp * PS < n)  # pages of this program that exist
+    page = tl.load(bt_ptr + b * bt_stride + lp, mask=own, other=0).to(tl.int64)
+    # Page bytes: PS*D fp8 values (token-major), then PS float32 scales.
+    k = tl.load(k8_ptr + page[:, None] * (PS * (D + 4)) + (rows % PS)[:, None] * D + dims[None, :],
+                mask=own[:, None], other=0.0)  # fp8 [TT, D]
+    sc = tl.load(k32_ptr + page * (PS * (D + 4) // 4) + (PS * D // 4) + rows % PS, mask=own, other=0.0)
+    logits = tl.dot(q, tl.trans(k))  # [H, TT] fp32, fp8 tensor cores
+    logits = logits * sc[None, :]  # scale before relu: exact for any sign of scale
+    score = tl.sum(tl.maximum(logits, 0.0) * w[:, None], axis=0)  # [TT]
+    pos = (first + i) * PS + rows
+    ok = own & (pos < n)
+    tl.store(s_ptr + b * s_stride + pos, score, mask=ok)
+    if HIST0:  # the top BITS bits of the order-preserving key (pass 0 of _split_hist)
+        NB: tl.constexpr = 1 << BITS
+        digit = (_ordered_key(score) >> (32 - BITS)).to(tl.int32)
+        h0 += tl.histogram(tl.where(ok, digit, 0), NB)
+        h0 -= tl.where(bins == 0, TT - tl.sum(ok.to(tl.int32), axis=0), 0)
+    return h0
+
+
+@triton.jit
 def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_ptr, s_stride, hist_ptr, cnt_ptr,
                  TOPK: tl.constexpr, H: tl.constexpr, D: tl.constexpr, PS: tl.constexpr,
                  PAGES: tl.constexpr, TILE: tl.constexpr, HIST0: tl.constexpr, ZERO: tl.constexpr,
-                 ROW: tl.constexpr, BITS: tl.constexpr):
+                 ROW: tl.constexpr, BITS: tl.constexpr, STAGES: tl.constexpr):
     b = tl.program_id(0)
     first = tl.program_id(1) * PAGES
     n = tl.load(lens_ptr + b)
@@ -128,30 +158,19 @@ def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_p
         rows = tl.arange(0, TT)  # the tokens of TILE pages, gathered through the block table
         q = tl.load(q_ptr + b * (H * D) + heads[:, None] * D + dims[None, :])  # fp8 [H, D]
         w = tl.load(w_ptr + b * H + heads)  # f32 [H]
-        if HIST0:  # the selection's first radix pass, on the scores while they are in registers
-            NB: tl.constexpr = 1 << BITS
-            NPASS: tl.constexpr = (32 + BITS - 1) // BITS
-            bins = tl.arange(0, NB)
-            h0 = tl.zeros([NB], dtype=tl.int32)
-        for i in range(0, PAGES, TILE):
-            if (first + i) * PS < n:
-                lp = first + i + rows // PS  # each row's logical page
-                own = ((i + rows // PS) < PAGES) & (lp * PS < n)  # pages of this program that exist
-                page = tl.load(bt_ptr + b * bt_stride + lp, mask=own, other=0).to(tl.int64)
-                # Page bytes: PS*D fp8 values (token-major), then PS float32 scales.
-                k = tl.load(k8_ptr + page[:, None] * (PS * (D + 4)) + (rows % PS)[:, None] * D + dims[None, :],
-                            mask=own[:, None], other=0.0)  # fp8 [TT, D]
-                sc = tl.load(k32_ptr + page * (PS * (D + 4) // 4) + (PS * D // 4) + rows % PS, mask=own, other=0.0)
-                logits = tl.dot(q, tl.trans(k))  # [H, TT] fp32, fp8 tensor cores
-                logits = logits * sc[None, :]  # scale before relu: exact for any sign of scale
-                score = tl.sum(tl.maximum(logits, 0.0) * w[:, None], axis=0)  # [TT]
-                pos = (first + i) * PS + rows
-                ok = own & (pos < n)
-                tl.store(s_ptr + b * s_stride + pos, score, mask=ok)
-                if HIST0:  # the top BITS bits of the order-preserving key (pass 0 of _split_hist)
-                    digit = (_ordered_key(score) >> (32 - BITS)).to(tl.int32)
-                    h0 += tl.histogram(tl.where(ok, digit, 0), NB)
-                    h0 -= tl.where(bins == 0, TT - tl.sum(ok.to(tl.int32), axis=0), 0)
+        NB: tl.constexpr = (1 << BITS) if HIST0 else 2  # the selection's first radix pass, on the scores in registers
+        NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+        bins = tl.arange(0, NB)
+        h0 = tl.zeros([NB], dtype=tl.int32)
+        if STAGES == 0:  # a branch per tile skips the tiles past the row's end (no pipelining)
+            for i in range(0, PAGES, TILE):
+                if (first + i) * PS < n:
+                    h0 = _score_tile(q, w, k8_ptr, k32_ptr, bt_ptr, bt_stride, s_ptr, s_stride, b, first, i, n, rows, dims,
+                                     h0, bins, H, D, PS, PAGES, HIST0, BITS)
+        else:  # branch-free, so the next tiles' table lookups and key gathers are issued early (masked past n)
+            for i in tl.range(0, PAGES, TILE, num_stages=STAGES):
+                h0 = _score_tile(q, w, k8_ptr, k32_ptr, bt_ptr, bt_stride, s_ptr, s_stride, b, first, i, n, rows, dims,
+                                 h0, bins, H, D, PS, PAGES, HIST0, BITS)
         if HIST0:
             tl.atomic_add(hist_ptr + (b * NPASS) * NB + bins, h0, mask=h0 != 0, sem="relaxed")
 
@@ -410,7 +429,7 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     _score_pages[(B, triton.cdiv(mp, PAGES))](
         q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist, cnt,
         TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, TILE=TILE_PAGES, HIST0=fused, ZERO=zero_in_scorer, ROW=row, BITS=RADIX_BITS,
-        num_warps=SCORE_WARPS)
+        STAGES=SCORE_STAGES, num_warps=SCORE_WARPS)
     if not split:  # enough rows to fill the GPU with one program each
         _select_rows[(B,)](
             scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
