@@ -89,6 +89,26 @@ def _mm(a, b, WIDEN: tl.constexpr):
 
 
 @triton.jit
+def _split_end(idx_ptr, t, start, SPLIT_LEN: tl.constexpr, TOPK: tl.constexpr):
+    """One past the split's last valid index (its slice of indices read once, 4 bytes each): the padded
+    tail (the indexer pads at the end) is never visited."""
+    pos = tl.arange(0, SPLIT_LEN)
+    return start + tl.max(tl.where(tl.load(idx_ptr + t * TOPK + start + pos) >= 0, pos, -1), axis=0) + 1
+
+
+@triton.jit
+def _gather_rows(idx_ptr, ckv_ptr, kpe_ptr, t, j, cols, dc, dp, TOPK: tl.constexpr, DC: tl.constexpr, DP: tl.constexpr):
+    """The tile of indices j .. j + BLOCK_N of token t: which are valid (-1 is padding, also inside a
+    slice) and their ckv [BLOCK_N, DC] and kpe [BLOCK_N, DP] rows (zeros where padding)."""
+    idx = tl.load(idx_ptr + t * TOPK + j + cols)
+    valid = idx >= 0
+    rows = tl.where(valid, idx, 0).to(tl.int64)
+    kc = tl.load(ckv_ptr + rows[:, None] * DC + dc[None, :], mask=valid[:, None], other=0.0)
+    kp = tl.load(kpe_ptr + rows[:, None] * DP + dp[None, :], mask=valid[:, None], other=0.0)
+    return valid, kc, kp
+
+
+@triton.jit
 def _attend(qn_ptr, qp_ptr, ckv_ptr, kpe_ptr, idx_ptr, sm_scale,
             o_ptr, lse_ptr, po_ptr, pm_ptr, pl_ptr,
             H: tl.constexpr, DC: tl.constexpr, DP: tl.constexpr, TOPK: tl.constexpr,
@@ -107,17 +127,10 @@ def _attend(qn_ptr, qp_ptr, ckv_ptr, kpe_ptr, idx_ptr, sm_scale,
     l = tl.zeros([H], tl.float32)
     acc = tl.zeros([H, DC], tl.float32)
     start = s * SPLIT_LEN
-    # The loop ends after the split's last valid index (its whole slice of indices read once, 4 bytes
-    # each): the padded tail is never visited, and the body has no branch, so the row gathers of the
-    # next tiles can be issued while this one computes (num_stages).
-    pos = tl.arange(0, SPLIT_LEN)
-    last = tl.max(tl.where(tl.load(idx_ptr + t * TOPK + start + pos) >= 0, pos, -1), axis=0)
-    for j in tl.range(start, start + last + 1, BLOCK_N, num_stages=NUM_STAGES):
-        idx = tl.load(idx_ptr + t * TOPK + j + cols)
-        valid = idx >= 0  # -1 is padding (also inside the slice)
-        rows = tl.where(valid, idx, 0).to(tl.int64)
-        kc = tl.load(ckv_ptr + rows[:, None] * DC + dc[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DC]
-        kp = tl.load(kpe_ptr + rows[:, None] * DP + dp[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DP]
+    # The loop ends after the split's last valid index, and the body has no branch, so the row gathers
+    # of the next tiles can be issued while this one computes (num_stages).
+    for j in tl.range(start, _split_end(idx_ptr, t, start, SPLIT_LEN, TOPK), BLOCK_N, num_stages=NUM_STAGES):
+        valid, kc, kp = _gather_rows(idx_ptr, ckv_ptr, kpe_ptr, t, j, cols, dc, dp, TOPK, DC, DP)
         logits = _mm(qn, tl.trans(kc), WIDEN) + _mm(qp, tl.trans(kp), WIDEN)  # [H, BLOCK_N] fp32
         logits = tl.where(valid[None, :], logits * scale, float("-inf"))
         m_new = tl.maximum(m, tl.max(logits, axis=1))  # -inf while no valid index was seen
@@ -165,14 +178,8 @@ def _attend_rows_m(qn_ptr, qp_ptr, ckv_ptr, kpe_ptr, idx_ptr, sm_scale,
     l = tl.zeros([H], tl.float32)
     acc_t = tl.zeros([DC, H], tl.float32)
     start = s * SPLIT_LEN
-    pos = tl.arange(0, SPLIT_LEN)
-    last = tl.max(tl.where(tl.load(idx_ptr + t * TOPK + start + pos) >= 0, pos, -1), axis=0)
-    for j in tl.range(start, start + last + 1, BLOCK_N, num_stages=NUM_STAGES):
-        idx = tl.load(idx_ptr + t * TOPK + j + cols)
-        valid = idx >= 0
-        rows = tl.where(valid, idx, 0).to(tl.int64)
-        kc = tl.load(ckv_ptr + rows[:, None] * DC + dc[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DC]
-        kp = tl.load(kpe_ptr + rows[:, None] * DP + dp[None, :], mask=valid[:, None], other=0.0)  # [BLOCK_N, DP]
+    for j in tl.range(start, _split_end(idx_ptr, t, start, SPLIT_LEN, TOPK), BLOCK_N, num_stages=NUM_STAGES):
+        valid, kc, kp = _gather_rows(idx_ptr, ckv_ptr, kpe_ptr, t, j, cols, dc, dp, TOPK, DC, DP)
         logits = _mm(kc, qn_t, WIDEN) + _mm(kp, qp_t, WIDEN)  # [BLOCK_N, H] fp32
         logits = tl.where(valid[:, None], logits * scale, float("-inf"))
         m_new = tl.maximum(m, tl.max(logits, axis=0))
