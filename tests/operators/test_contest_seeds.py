@@ -47,6 +47,7 @@ VARIANTS = {
         {"TARGET_PROGRAMS": 1, "LARGE_T_SPLIT": 4},  # 4 splits each, the per-token merge
         {"SWAP_FROM_T": 1},  # the rows as the M dimension (transposed products), split + merge
         {"SWAP_FROM_T": 1, "SWAP_BLOCK_N": 32, "TARGET_PROGRAMS": 1, "LARGE_T_SPLIT": 1},  # the same, direct path
+        {"SWAP_FROM_T": 1, "SWAP_TARGET_PROGRAMS": 132, "SWAP_LARGE_T_SPLIT": 1},  # the swap path's own split rule
     ],
     PREFILL: [
         {},  # token-by-token for the short workloads; chunked with BV 16 for the two-sequence one

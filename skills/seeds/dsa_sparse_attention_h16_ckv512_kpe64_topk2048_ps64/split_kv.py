@@ -72,7 +72,9 @@ FEW_MIN_SPLIT_LEN = 32  # kbot: tunable [32, 64] role=split
 MERGE_BLOCK_D = 128  # kbot: tunable [128, 64, 256, 512] role=block
 LARGE_T_SPLIT = 2  # kbot: tunable [2, 1, 4] role=split
 MERGE_PAR_MIN_SPLITS = 16  # kbot: tunable [16, 8, 32, 2, 1000000] role=other
-SWAP_FROM_T = 1000000  # kbot: tunable [1000000, 1, 16, 64, 256] role=other
+SWAP_FROM_T = 48  # kbot: tunable [48, 1000000, 1, 16, 64, 256] role=other
+SWAP_TARGET_PROGRAMS = 264  # kbot: tunable [264, 250, 132] role=split
+SWAP_LARGE_T_SPLIT = 2  # kbot: tunable [2, 1] role=split
 SWAP_BLOCK_N = 64  # kbot: tunable [64, 32, 128] role=block
 SWAP_WARPS = 4  # kbot: tunable [4, 8]
 
@@ -278,10 +280,11 @@ def run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, output=Non
     # Splits from the shapes only (no host sync): enough programs to fill the GPU, each split long enough.
     swap = T >= SWAP_FROM_T
     block_n = SWAP_BLOCK_N if swap else BLOCK_N
-    nsplit = min(LARGE_T_SPLIT, max(1, TOPK // block_n))
-    if T < TARGET_PROGRAMS:
+    target = SWAP_TARGET_PROGRAMS if swap else TARGET_PROGRAMS
+    nsplit = min(SWAP_LARGE_T_SPLIT if swap else LARGE_T_SPLIT, max(1, TOPK // block_n))
+    if T < target:
         min_len = FEW_MIN_SPLIT_LEN if T <= FEW_TOKENS else MIN_SPLIT_LEN
-        nsplit = min(triton.next_power_of_2(triton.cdiv(TARGET_PROGRAMS, T)), max(1, TOPK // max(min_len, block_n)))
+        nsplit = min(triton.next_power_of_2(triton.cdiv(target, T)), max(1, TOPK // max(min_len, block_n)))
     split_len = TOPK // nsplit
     if nsplit == 1:
         po = pm = pl = output  # unused by the direct path
