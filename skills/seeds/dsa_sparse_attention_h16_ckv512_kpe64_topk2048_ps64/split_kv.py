@@ -32,8 +32,18 @@ waves with the second one half empty; two splits make 768 programs, 2.9 waves, f
 partials per token and split (32 KiB against the 2.36 MB of rows the token gathers): the H200 timed the
 384-token workload 1.236x faster with two splits (PR #17, 2026-12-03).
 
+Two forms of the attend kernel, by token count (SWAP_FROM_T): ``_attend`` makes the 16 heads the M
+dimension of its products (``mma.sync``: M = 16 is under wgmma's 64); ``_attend_rows_m`` transposes
+them so the gathered rows are M (``S^T = rows @ q^T``, ``O^T += rows^T @ P^T``: wgmma, BLOCK_N 64, one
+168 KB program per SM). Measured on an H100 (2026-12-06, contest forge PRs #33-#36): the wgmma form
+1.34x / 1.37x at 256 / 384 tokens and 1.20x at 48, but 0.89x at 16 and 0.97x at 32 tokens: hence from 48.
+Split counts then differ by path: TARGET_PROGRAMS 132 on the mma.sync path (16 and 32 tokens: 16 and
+8 splits, 1.09x / 1.13x over 264), and on the wgmma path the fewest splits giving ~2 waves of its one
+program per SM (SWAP_TARGET_PROGRAMS 250: 8 splits at 48 tokens, 4 at 64 (1.12x over 8), one from 256
+(SWAP_LARGE_T_SPLIT: 1.08x at 256 / 384 over two)).
+
 On the CPU (Triton interpreter) the dots widen bf16 to fp32 first (see ``_mm``); on the GPU they are
-bf16 x bf16 -> fp32 ``mma.sync`` (M = 16 is under wgmma's 64).
+bf16 x bf16 -> fp32 tensor-core products.
 
 What the H200 said about the first version (2026-12-02, ncu on one token; docs/measurements.md): 200
 registers per thread at 4 warps (the [16, 512] fp32 accumulator alone is 64 per thread), so 12.5%
@@ -50,7 +60,7 @@ no spills, 20 async copies. Not yet timed on the GPU.
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start):
 BLOCK_N, NUM_WARPS, NUM_STAGES, TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D, LARGE_T_SPLIT, MERGE_PAR_MIN_SPLITS, FEW_TOKENS,
-FEW_MIN_SPLIT_LEN.
+FEW_MIN_SPLIT_LEN, SWAP_FROM_T, SWAP_BLOCK_N, SWAP_WARPS, SWAP_TARGET_PROGRAMS, SWAP_LARGE_T_SPLIT.
 """
 
 import torch
@@ -65,7 +75,7 @@ DP = 64
 BLOCK_N = 32  # kbot: tunable [32, 16, 64] role=block
 NUM_WARPS = 8  # kbot: tunable [8, 4, 16]
 NUM_STAGES = 2  # kbot: tunable [2, 1, 3]
-TARGET_PROGRAMS = 264  # kbot: tunable [264, 132, 528, 1] role=split
+TARGET_PROGRAMS = 132  # kbot: tunable [132, 264, 528, 1] role=split
 MIN_SPLIT_LEN = 64  # kbot: tunable [64, 128, 256, 512] role=split
 FEW_TOKENS = 4  # kbot: tunable [4, 2, 0, 8] role=split
 FEW_MIN_SPLIT_LEN = 32  # kbot: tunable [32, 64] role=split
@@ -73,8 +83,8 @@ MERGE_BLOCK_D = 128  # kbot: tunable [128, 64, 256, 512] role=block
 LARGE_T_SPLIT = 2  # kbot: tunable [2, 1, 4] role=split
 MERGE_PAR_MIN_SPLITS = 16  # kbot: tunable [16, 8, 32, 2, 1000000] role=other
 SWAP_FROM_T = 48  # kbot: tunable [48, 1000000, 1, 16, 64, 256] role=other
-SWAP_TARGET_PROGRAMS = 264  # kbot: tunable [264, 250, 132] role=split
-SWAP_LARGE_T_SPLIT = 2  # kbot: tunable [2, 1] role=split
+SWAP_TARGET_PROGRAMS = 250  # kbot: tunable [250, 264, 132] role=split
+SWAP_LARGE_T_SPLIT = 1  # kbot: tunable [1, 2] role=split
 SWAP_BLOCK_N = 64  # kbot: tunable [64, 32, 128] role=block
 SWAP_WARPS = 4  # kbot: tunable [4, 8]
 
