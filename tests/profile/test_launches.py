@@ -159,11 +159,12 @@ def test_the_dsa_attention_seed_compiles_ahead_of_time_from_its_recorded_launche
     c = run_isolated(sol, definition, sandbox_mode="off", launches=launches)
     assert c.ok, c.missing
     kernels = c.raw["kernels"]
-    # _merge_heads (the merge below MERGE_PAR_MIN_SPLITS splits) was not launched on these workloads: it is
-    # compiled from its launch site in the source where that can be typed, and says why not otherwise
-    assert set(kernels) == {"_attend", "_merge", "_merge_heads"}
-    other = kernels["_merge_heads"]
-    assert other.get("from") == "launch site in the source" or other.get("missing"), other
+    # _merge_heads (the merge below MERGE_PAR_MIN_SPLITS splits) and _attend_rows_m (the wgmma form, from
+    # SWAP_FROM_T tokens) were not launched on these workloads: each is compiled from its launch site in
+    # the source where that can be typed, and says why not otherwise
+    assert set(kernels) == {"_attend", "_attend_rows_m", "_merge", "_merge_heads"}
+    for other in (kernels["_merge_heads"], kernels["_attend_rows_m"]):
+        assert other.get("from") == "launch site in the source" or other.get("missing"), other
     for name in ("_attend", "_merge"):
         ev = kernels[name]["evidence"]
         assert kernels[name]["from"] == "recorded launch" and kernels[name]["device"] == "cpu"

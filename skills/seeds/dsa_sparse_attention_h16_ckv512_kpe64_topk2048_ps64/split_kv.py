@@ -302,10 +302,15 @@ def run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, output=Non
         po = torch.empty((T, nsplit, H, Dc), dtype=torch.float32, device=dev)
         pm = torch.empty((T, nsplit, H), dtype=torch.float32, device=dev)
         pl = torch.empty((T, nsplit, H), dtype=torch.float32, device=dev)
-    attend = _attend_rows_m if swap else _attend
-    attend[(T, nsplit)](qn, qp, ckv, kpe, idx, sm_scale, output, lse, po, pm, pl,
-                        H=H, DC=Dc, DP=Dp, TOPK=K, BLOCK_N=block_n, SPLIT_LEN=split_len, NSPLIT=nsplit,
-                        NUM_STAGES=NUM_STAGES, WIDEN=not q_nope.is_cuda, num_warps=SWAP_WARPS if swap else NUM_WARPS)
+    # Each kernel launched by its own name: the profiler's ahead-of-time compile reads launch sites.
+    if swap:
+        _attend_rows_m[(T, nsplit)](qn, qp, ckv, kpe, idx, sm_scale, output, lse, po, pm, pl,
+                                    H=H, DC=Dc, DP=Dp, TOPK=K, BLOCK_N=block_n, SPLIT_LEN=split_len, NSPLIT=nsplit,
+                                    NUM_STAGES=NUM_STAGES, WIDEN=not q_nope.is_cuda, num_warps=SWAP_WARPS)
+    else:
+        _attend[(T, nsplit)](qn, qp, ckv, kpe, idx, sm_scale, output, lse, po, pm, pl,
+                             H=H, DC=Dc, DP=Dp, TOPK=K, BLOCK_N=block_n, SPLIT_LEN=split_len, NSPLIT=nsplit,
+                             NUM_STAGES=NUM_STAGES, WIDEN=not q_nope.is_cuda, num_warps=NUM_WARPS)
     if nsplit >= MERGE_PAR_MIN_SPLITS:
         _merge[(T * H, Dc // MERGE_BLOCK_D)](po, pm, pl, output, lse, H=H, DC=Dc, NSPLIT=nsplit, BLOCK_D=MERGE_BLOCK_D,
                                          num_warps=4)
