@@ -8,11 +8,12 @@ A. ``kbot eval-many --device cuda`` of the seed at its default tunables (and wit
    the reference timed beside it, roofline floor). Its run folders go into $OUT/evals.tar.gz.
 B. In this process, every variant (the seed with some tunables changed, through the offline agent's own
    rewriting) on every workload: one checked call against the reference with the definition's
-   comparator, then ``triton.testing.do_bench`` (median, L2 flushed between calls; fixed inputs, so
-   only a guide: A is the measurement).
+   comparator, then ``triton.testing.do_bench`` (median, L2 flushed between calls) and the GPU time per
+   call (CUPTI through torch.profiler, scripts/gpu/devtime.py: event time is host-bound for calls of a
+   few tens of µs). Fixed inputs, so only a guide: A is the measurement.
 
 Prints, last, one compact table per definition: workload, status, event µs, CUPTI µs, floor µs,
-reference µs (A), and the best variant's do_bench µs with its name (B). Writes $OUT/dsa_dev.json (every
+reference µs (A), and the best variant's GPU µs with its name (B). Writes $OUT/dsa_dev.json (every
 number), $OUT/dsa_dev.md (the tables, and B's full variant x workload grid) and $OUT/evals.tar.gz.
 Stays under --budget-s (default 220 s) of work after start-up: each definition's eval-many may use 40 %
 of it (times the number of solutions it evaluates: --eval-variants lengthens the run), B gets the rest;
@@ -47,6 +48,10 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 import harness.operators  # noqa: E402,F401  (registers the DSA generators and comparators)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from devtime import kernel_time_us  # noqa: E402
+
 from bot.agents.providers.offline import load_seeds  # noqa: E402
 from bot.agents.tunables import apply  # noqa: E402
 from harness.compare import compare, normalize_outputs  # noqa: E402
@@ -178,7 +183,7 @@ def timer(fn) -> float:
 
 
 def phase_b(op: str, sols: dict, workloads: list, defn, cfg, device: str, deadline: float) -> dict:
-    """{variant: {uuid: {"ok", "us", "message"}}}."""
+    """{variant: {uuid: {"ok", "us" (do_bench event time), "gpu_us" (CUPTI, scripts/gpu/devtime.py), "message"}}}."""
     ref = load_trusted_fn(cfg.reference_fn, cfg.root)
     mods, res = {}, {n: {} for n in sols}
     for w in workloads:
@@ -203,8 +208,10 @@ def phase_b(op: str, sols: dict, workloads: list, defn, cfg, device: str, deadli
                 if device == "cuda":
                     torch.cuda.synchronize()
                 r = compare(dict(dest), expected, definition=defn, axes=axes, config=cfg, inputs=x)
-                us = timer(lambda fn=fn, x=x, dest=dest: fn(**x, **dest)) if r.ok else None
-                res[n][w.uuid] = {"ok": r.ok, "us": us, "message": r.message[:300]}
+                call = lambda fn=fn, x=x, dest=dest: fn(**x, **dest)  # noqa: E731
+                us = timer(call) if r.ok else None
+                gpu = kernel_time_us(call)[0] if r.ok and device == "cuda" else None
+                res[n][w.uuid] = {"ok": r.ok, "us": us, "gpu_us": gpu, "message": r.message[:300]}
             except Exception as e:  # noqa: BLE001
                 res[n][w.uuid] = {"ok": False, "us": None, "message": f"{type(e).__name__}: {e}"[:300] + " | " + traceback.format_exc()[-300:]}
         del x, expected
@@ -223,14 +230,19 @@ def fmt(v, nd=1):
     return "-" if v is None else f"{v:.{nd}f}"
 
 
+def _t(cell: dict):
+    """A B cell's time: GPU time where measured (the CPU smoke has none), else do_bench's."""
+    return cell.get("gpu_us") if cell.get("gpu_us") is not None else cell.get("us")
+
+
 def tables(op: str, workloads: list, a: dict, b: dict) -> tuple[str, str]:
     """(the compact table, B's variant x workload grid) as markdown."""
     da = a.get("default", {}) if isinstance(a.get("default"), dict) else {}
-    lines = [f"### {DEFS[op]}", "", "| workload | status | event µs | CUPTI µs | floor µs | ref µs | best variant µs |",
+    lines = [f"### {DEFS[op]}", "", "| workload | status | event µs | CUPTI µs | floor µs | ref µs | best variant GPU µs |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for w in workloads:
         row = da.get(w.uuid, {})
-        cands = [(v[w.uuid]["us"], n) for n, v in b.items() if v.get(w.uuid, {}).get("ok") and v[w.uuid]["us"] is not None]
+        cands = [(_t(v[w.uuid]), n) for n, v in b.items() if v.get(w.uuid, {}).get("ok") and _t(v[w.uuid]) is not None]
         best = min(cands) if cands else None
         status = row.get("status", "-") + ("" if row.get("cupti_us") or not row.get("cupti_withheld") else " (CUPTI withheld)")
         axes = " ".join(f"{SHORT.get(k, k)}={v}" for k, v in w.axes.items())
@@ -239,13 +251,13 @@ def tables(op: str, workloads: list, a: dict, b: dict) -> tuple[str, str]:
     if "error" in a:
         lines.append(f"\n(A failed: {a['error'][:500]})")
     names = list(b)
-    grid = [f"#### {op}: do_bench µs per variant (x = wrong, - = not measured)", "",
+    grid = [f"#### {op}: GPU µs (CUPTI; do_bench event µs where there is none) per variant (x = wrong, - = not measured)", "",
             "| workload | " + " | ".join(names) + " |", "| --- |" + " --- |" * len(names)]
     for w in workloads:
         cells = []
         for n in names:
             r = b[n].get(w.uuid, {})
-            cells.append("x" if r.get("ok") is False else fmt(r.get("us")))
+            cells.append("x" if r.get("ok") is False else fmt(_t(r)))
         grid.append(f"| {' '.join(f'{SHORT.get(k, k)}={v}' for k, v in w.axes.items())} | " + " | ".join(cells) + " |")
     wrong = [f"- {n} on {u[:8]}: {r['message']}" for n in names for u, r in b[n].items() if r.get("ok") is False]
     return "\n".join(lines), "\n".join(grid + ([""] + wrong[:40] if wrong else []))

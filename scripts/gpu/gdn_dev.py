@@ -23,6 +23,9 @@ import torch
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from devtime import kernel_time_us  # noqa: E402
+
 from bot.agents.providers.offline import load_seeds  # noqa: E402
 from bot.agents.tunables import apply  # noqa: E402
 from harness.compare import compare  # noqa: E402
@@ -83,25 +86,6 @@ def floor_us(defname: str, axes: dict, inputs: dict) -> float:
     io = tokens * (4 * 128 * 2 * 2 + 8 * 128 * 2 * 2 + 8 * 2 * 2)  # q, k, v, output (+ gates)
     st = state_bytes(defname, axes) * (2 if inputs.get("state") is not None else 1)
     return (io + st) / BW * 1e6
-
-
-def kernel_time_us(fn, iters: int = 20) -> float:
-    """Mean GPU time of one call (the durations of every kernel/memcpy/memset the calls launched), and
-    the same per kernel name."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-    per: dict[str, float] = {}
-    for e in prof.events():
-        if e.device_type == DeviceType.CUDA:
-            per[e.name] = per.get(e.name, 0.0) + e.time_range.elapsed_us() / iters
-    return sum(per.values()), per
 
 
 def main() -> int:

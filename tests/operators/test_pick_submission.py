@@ -58,3 +58,14 @@ def test_reads_a_dsa_dev_sweep(tmp_path, capsys):
     f.write_text(json.dumps({"ops": {"attention": {"B": grid}}}))
     assert pick.main([str(f), "--op", "attention", "fast=F.json", "wrong=W.json"]) == 0
     assert capsys.readouterr().out.strip() == "F.json"
+
+
+def test_a_dsa_sweep_is_read_by_gpu_time_where_it_has_it(tmp_path, capsys):
+    """Event time of short calls is host-bound: the GPU time (CUPTI) decides where the sweep has it."""
+    grid = {"default": {"w1": {"ok": True, "us": 60.0, "gpu_us": 10.0}},
+            "a": {"w1": {"ok": True, "us": 50.0, "gpu_us": 12.0}},  # faster by events, slower on the GPU
+            "b": {"w1": {"ok": True, "us": 61.0, "gpu_us": 8.0}}}
+    f = tmp_path / "dsa_dev.json"
+    f.write_text(json.dumps({"ops": {"indexer": {"B": grid}}}))
+    assert pick.main([str(f), "--op", "indexer", "a=A.json", "b=B.json"]) == 0
+    assert capsys.readouterr().out.strip() == "B.json"

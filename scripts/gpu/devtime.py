@@ -1,0 +1,26 @@
+"""GPU time of one call for the device sweeps (scripts/gpu/*_dev.py), from the torch profiler's CUDA
+activities (CUPTI): the sum of the durations of every kernel, memcpy and memset the calls launched,
+divided by the calls; host launch time is not in it. Event time per call (do_bench) is host-bound for
+calls of a few tens of µs (an H100 sweep, 2026-12-06: every 2560-page indexer call read ~61 µs whatever
+the variant), so a sweep that picks among such calls picks by this."""
+
+from __future__ import annotations
+
+
+def kernel_time_us(fn, iters: int = 20) -> tuple[float, dict[str, float]]:
+    """(GPU µs per call of ``fn()``, the same per kernel name), after one warm-up call."""
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    per: dict[str, float] = {}
+    for e in prof.events():
+        if e.device_type == DeviceType.CUDA:
+            per[e.name] = per.get(e.name, 0.0) + e.time_range.elapsed_us() / iters
+    return sum(per.values()), per
