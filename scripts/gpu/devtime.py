@@ -1,8 +1,9 @@
 """GPU time of one call for the device sweeps (scripts/gpu/*_dev.py), from the torch profiler's CUDA
 activities (CUPTI): the sum of the durations of every kernel, memcpy and memset the calls launched,
 divided by the calls; host launch time is not in it. Event time per call (do_bench) is host-bound for
-calls of a few tens of µs (an H100 sweep, 2026-12-06: every 2560-page indexer call read ~61 µs whatever
-the variant), so a sweep that picks among such calls picks by this."""
+calls of a few tens of µs (an H100 sweep, 2026-12-06: the 2560-page indexer calls read 61-180 µs, never
+under ~61 whatever the variant, up to 3x apart between identical code paths), so a sweep that picks among
+such calls picks by this."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
     python3 scripts/gpu/pick_submission.py $OUT/moe_dev.json --min 1.04 fp8_g2=A.json g1_bt32=B.json
     python3 scripts/gpu/pick_submission.py $OUT/dsa_dev.json --op attention --worst 0.97 swap16=A.json
+    python3 scripts/gpu/pick_submission.py $OUT/dsa_dev.json --op attention --write-candidates $OUT/candidates
 
 Reads a ``moe_dev.py`` result (phase A rows: variant, seq_len, status, do_bench_ms) or, with ``--op``, a
 ``dsa_dev.py`` one (phase B: variant -> workload -> ok, us), takes each named variant's geomean ratio
@@ -19,6 +20,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 
 
 def dsa_rows(sweep: dict, op: str) -> list[dict]:
@@ -34,6 +36,29 @@ def dsa_rows(sweep: dict, op: str) -> list[dict]:
             rows.append({"variant": v, "seq_len": u, "status": "PASSED" if c.get("ok") and t else "FAILED",
                          **({"do_bench_ms": t} if c.get("ok") and t else {})})
     return rows
+
+
+def write_candidates(sweep: dict, op: str, out: Path) -> dict[str, str]:
+    """Every swept variant of a ``dsa_dev.py`` result as a submission written into ``out``: the seed with
+    that variant's tunables, exactly as the sweep built it (so what is sent is what was measured)."""
+    from bot.agents.providers.offline import load_seeds
+    from bot.agents.tunables import apply
+
+    o = sweep["ops"][op]
+    (seed,) = load_seeds(o["definition"])
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for v, changes in o.get("variants", {}).items():
+        if not changes:
+            continue
+        data = json.loads(apply(seed, changes, name=f"{o['definition']}_hand_{v}").model_dump_json())
+        data["author"] = "kbot-team"
+        data["description"] = (f"the seed with {json.dumps(changes)}, picked from a device sweep by its GPU time over the "
+                               "seed's defaults (scripts/gpu/dsa_round.sh)")
+        path = out / f"{data['name']}.json"
+        path.write_text(json.dumps(data, indent=1) + "\n")
+        files[v] = str(path)
+    return files
 
 
 def ratios(rows: list[dict], baseline: str) -> dict[str, tuple[float, int, bool, float]]:
@@ -60,14 +85,20 @@ def ratios(rows: list[dict], baseline: str) -> dict[str, tuple[float, int, bool,
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sweep", help="moe_dev.json")
-    ap.add_argument("choices", nargs="+", help="VARIANT=SUBMISSION.json")
+    ap.add_argument("choices", nargs="*", help="VARIANT=SUBMISSION.json")
     ap.add_argument("--baseline", default="default")
     ap.add_argument("--min", type=float, default=1.03, help="least geomean ratio over the baseline")
     ap.add_argument("--worst", type=float, default=0.0, help="least ratio on any one workload")
     ap.add_argument("--op", help="read a dsa_dev.py result, this op's phase B (indexer or attention)")
-    a = ap.parse_args(argv)
-    files = dict(c.split("=", 1) for c in a.choices)
+    ap.add_argument("--write-candidates", metavar="DIR",
+                    help="with --op: write every swept variant as a submission into DIR and choose among those")
+    a = ap.parse_intermixed_args(argv)  # VARIANT=FILE choices may follow options (choices may be none)
     sweep = json.load(open(a.sweep))
+    files = dict(c.split("=", 1) for c in a.choices)
+    if a.write_candidates:
+        if not a.op:
+            ap.error("--write-candidates needs --op")
+        files.update(write_candidates(sweep, a.op, Path(a.write_candidates)))
     rs = ratios(dsa_rows(sweep, a.op) if a.op else sweep.get("phase_a", []), a.baseline)
     for v, (g, n, full, worst) in sorted(rs.items(), key=lambda kv: -kv[1][0]):
         print(f"{v}: {g:.3f}x over {a.baseline} on {n} workloads, worst {worst:.3f}x{'' if full else ' (not all passed)'}",

@@ -46,8 +46,8 @@ VARIANTS = {
         {"TARGET_PROGRAMS": 1, "MERGE_PAR_MIN_SPLITS": 2},  # the large-batch rule (2 splits each), parallel merge
         {"TARGET_PROGRAMS": 1, "LARGE_T_SPLIT": 4},  # 4 splits each, the per-token merge
         {"SWAP_FROM_T": 1},  # the rows as the M dimension (transposed products), split + merge
-        {"SWAP_FROM_T": 1, "SWAP_BLOCK_N": 32, "TARGET_PROGRAMS": 1, "LARGE_T_SPLIT": 1},  # the same, direct path
-        {"SWAP_FROM_T": 1, "SWAP_TARGET_PROGRAMS": 132, "SWAP_LARGE_T_SPLIT": 1},  # the swap path's own split rule
+        {"SWAP_FROM_T": 1, "SWAP_BLOCK_N": 32, "SWAP_TARGET_PROGRAMS": 1, "SWAP_LARGE_T_SPLIT": 1},  # the same, direct path
+        {"SWAP_FROM_T": 1, "SWAP_TARGET_PROGRAMS": 1, "SWAP_LARGE_T_SPLIT": 2},  # the same, 2 splits: the per-token merge
     ],
     PREFILL: [
         {},  # token-by-token for the short workloads; chunked with BV 16 for the two-sequence one

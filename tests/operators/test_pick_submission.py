@@ -69,3 +69,30 @@ def test_a_dsa_sweep_is_read_by_gpu_time_where_it_has_it(tmp_path, capsys):
     f.write_text(json.dumps({"ops": {"indexer": {"B": grid}}}))
     assert pick.main([str(f), "--op", "indexer", "a=A.json", "b=B.json"]) == 0
     assert capsys.readouterr().out.strip() == "B.json"
+
+
+def test_writes_the_swept_variants_as_submissions_and_picks_among_them(tmp_path, capsys):
+    """--write-candidates: each swept variant becomes the seed with its tunables (what the sweep ran), so
+    a stale file of the same name cannot be sent instead."""
+    from bot.agents.providers.offline import load_seeds
+    from bot.agents.tunables import apply, solution_tunables
+
+    from opkit import ATTENTION
+
+    grid = {"default": {"w1": {"ok": True, "us": 50.0, "gpu_us": 10.0}},
+            "swap16": {"w1": {"ok": True, "us": 50.0, "gpu_us": 8.0}},
+            "t264": {"w1": {"ok": True, "us": 50.0, "gpu_us": 9.0}}}
+    variants = {"default": {}, "swap16": {"SWAP_FROM_T": 16}, "t264": {"TARGET_PROGRAMS": 264}}
+    f = tmp_path / "dsa_dev.json"
+    f.write_text(json.dumps({"ops": {"attention": {"definition": ATTENTION, "B": grid, "variants": variants}}}))
+    out = tmp_path / "cands"
+    assert pick.main([str(f), "--op", "attention", "--write-candidates", str(out)]) == 0
+    picked = capsys.readouterr().out.strip()
+    assert picked == str(out / f"{ATTENTION}_hand_swap16.json")
+    assert sorted(p.name for p in out.iterdir()) == [f"{ATTENTION}_hand_swap16.json", f"{ATTENTION}_hand_t264.json"]
+    sent = json.loads((out / f"{ATTENTION}_hand_swap16.json").read_text())
+    want = json.loads(apply(load_seeds(ATTENTION)[0], {"SWAP_FROM_T": 16}).model_dump_json())
+    assert sent["sources"] == want["sources"] and sent["definition"] == ATTENTION
+    from harness.schema import Solution
+
+    assert {t.key: t.value for t in solution_tunables(Solution.model_validate(sent))}["SWAP_FROM_T"] == 16

@@ -40,7 +40,8 @@ them so the gathered rows are M (``S^T = rows @ q^T``, ``O^T += rows^T @ P^T``: 
 Split counts then differ by path: TARGET_PROGRAMS 132 on the mma.sync path (16 and 32 tokens: 16 and
 8 splits, 1.09x / 1.13x over 264), and on the wgmma path the fewest splits giving ~2 waves of its one
 program per SM (SWAP_TARGET_PROGRAMS 250: 8 splits at 48 tokens, 4 at 64 (1.12x over 8), one from 256
-(SWAP_LARGE_T_SPLIT: 1.08x at 256 / 384 over two)).
+(SWAP_LARGE_T_SPLIT: 1.08x at 256 / 384 over two)); its pipeline depth is SWAP_STAGES (one stage computed wrong
+outputs there).
 
 On the CPU (Triton interpreter) the dots widen bf16 to fp32 first (see ``_mm``); on the GPU they are
 bf16 x bf16 -> fp32 tensor-core products.
@@ -56,11 +57,11 @@ rows with LDG.E.128 into registers and stored them to shared memory (no async co
 (LDGSTS.E.BYPASS.128, 36 at 4 warps) at 128-178 / 84-98 registers, no spills. The product's own path,
 `kbot eval <seed> -d <definition> --device cpu --profile -w workloads.small.jsonl`, compiles the
 launches it recorded (Triton's default 3 stages) and reports for ``_attend``: 8 warps, 130 registers,
-no spills, 20 async copies. Not yet timed on the GPU.
+no spills, 20 async copies.
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start):
 BLOCK_N, NUM_WARPS, NUM_STAGES, TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D, LARGE_T_SPLIT, MERGE_PAR_MIN_SPLITS, FEW_TOKENS,
-FEW_MIN_SPLIT_LEN, SWAP_FROM_T, SWAP_BLOCK_N, SWAP_WARPS, SWAP_TARGET_PROGRAMS, SWAP_LARGE_T_SPLIT.
+FEW_MIN_SPLIT_LEN, SWAP_FROM_T, SWAP_BLOCK_N, SWAP_WARPS, SWAP_TARGET_PROGRAMS, SWAP_LARGE_T_SPLIT, SWAP_STAGES.
 """
 
 import torch
@@ -83,8 +84,12 @@ MERGE_BLOCK_D = 128  # kbot: tunable [128, 64, 256, 512] role=block
 LARGE_T_SPLIT = 2  # kbot: tunable [2, 1, 4] role=split
 MERGE_PAR_MIN_SPLITS = 16  # kbot: tunable [16, 8, 32, 2, 1000000] role=other
 SWAP_FROM_T = 48  # kbot: tunable [48, 1000000, 1, 16, 64, 256] role=other
-SWAP_TARGET_PROGRAMS = 250  # kbot: tunable [250, 264, 132] role=split
+SWAP_TARGET_PROGRAMS = 250  # kbot: tunable [250, 264, 132, 1] role=split
 SWAP_LARGE_T_SPLIT = 1  # kbot: tunable [1, 2] role=split
+# The wgmma form's own pipeline depth, without 1: at one stage it computed wrong outputs on the H100
+# (Triton 3.6, every workload of 16-384 tokens; docs/measurements.md recording 30; its sm_90 compile then
+# spills: 255 registers, 120 B), where _attend at one stage is right.
+SWAP_STAGES = 2  # kbot: tunable [2, 3] role=stages
 SWAP_BLOCK_N = 64  # kbot: tunable [64, 32, 128] role=block
 SWAP_WARPS = 4  # kbot: tunable [4, 8]
 
@@ -306,7 +311,7 @@ def run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, output=Non
     if swap:
         _attend_rows_m[(T, nsplit)](qn, qp, ckv, kpe, idx, sm_scale, output, lse, po, pm, pl,
                                     H=H, DC=Dc, DP=Dp, TOPK=K, BLOCK_N=block_n, SPLIT_LEN=split_len, NSPLIT=nsplit,
-                                    NUM_STAGES=NUM_STAGES, WIDEN=not q_nope.is_cuda, num_warps=SWAP_WARPS)
+                                    NUM_STAGES=SWAP_STAGES, WIDEN=not q_nope.is_cuda, num_warps=SWAP_WARPS)
     else:
         _attend[(T, nsplit)](qn, qp, ckv, kpe, idx, sm_scale, output, lse, po, pm, pl,
                              H=H, DC=Dc, DP=Dp, TOPK=K, BLOCK_N=block_n, SPLIT_LEN=split_len, NSPLIT=nsplit,

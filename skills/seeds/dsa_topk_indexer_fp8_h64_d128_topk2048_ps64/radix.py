@@ -8,7 +8,10 @@ on the host or per row on the GPU.
    FP8 x FP8 -> FP32 ``tl.dot`` (M = 64 heads, N = 64 tokens, K = 128: ``wgmma m64n64k32 e4m3``),
    multiplies by the token's scale, applies relu, weights the heads and sums them: one float32 score
    per token into a scratch row. Rows no longer than top-k are skipped: they select every token,
-   whatever the scores.
+   whatever the scores. SCORE_STAGES 0 walks the pages with a branch per tile (tiles past the row's end
+   skipped, nothing pipelined); 2-3 make the loop branch-free (masked past the end) and pipelined, so
+   the next pages' table lookups and key gathers are in flight while one is scored (CPU-checked, not
+   yet ranked on a GPU: docs/measurements.md recording 30).
 2. Selection, exact: a most-significant-digit radix select over the scores' order-preserving uint32
    keys (RADIX_BITS bits per pass: a ``tl.histogram`` per block, a cumulative sum to find the bucket
    holding the 2048th largest key) ends with the exact threshold key and how many keys equal to it to
@@ -76,7 +79,7 @@ the atomics hardly collide). One pass, one dependent chain, fewer per call. Meas
 default.
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
-TILE_PAGES, SCORE_WARPS, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
+TILE_PAGES, SCORE_WARPS, SCORE_STAGES, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
 ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES, WIDE_MAX_SCORES.
 """
 

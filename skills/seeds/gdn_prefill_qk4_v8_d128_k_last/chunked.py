@@ -33,6 +33,12 @@ FEW_SEQS_BV up to FEW_SEQS sequences, MANY_SEQS_BV from MANY_SEQS on, BV between
 with BV = 64 spills at 4 warps (sm_90 ahead-of-time compile, Triton 3.9: 255 registers, 16 B; 162 at
 8 warps), so that pair runs with at least 8 warps.
 
+LONG_PREP_WARPS / LONG_OUT_WARPS: the warps of prep and output at 128-token chunks. The 128-token prep
+spills at 4 warps (sm_90 compile: 2384 B per thread; ncu on the H200, 2026-12-03: 175 MB of local traffic
+at 1 x 8192 tokens), but removing the spills (8 warps and the rows stored as soon as they exist, contest
+forge PR #32 on an H100, 2026-12-06) left the call's time unchanged (1.006x, rejected): the prep is
+latency-bound (a chain of ~25 small dependent dots per chunk), not spill-bound.
+
 Short sequences (on average at most RECURRENT_MAX_LEN tokens each) take a token-by-token kernel
 instead: one program per (sequence, head, block of rows), the state in registers, three dependent
 launches' worth of fixed cost saved. The choice uses only shapes (T / num_seqs): no host sync.
@@ -62,10 +68,10 @@ MANY_SEQS = 6  # kbot: tunable [6, 8, 16, 1000000, 1] role=other
 MANY_SEQS_BV = 64  # kbot: tunable [64, 32] role=block
 OUT_BV = 64  # kbot: tunable [64, 32, 128] role=block
 PREP_WARPS = 4  # kbot: tunable [4, 8]
-LONG_PREP_WARPS = 8  # kbot: tunable [8, 4]
+LONG_PREP_WARPS = 4  # kbot: tunable [4, 8]
 STATE_WARPS = 4  # kbot: tunable [4, 8] role=warps
 OUT_WARPS = 4  # kbot: tunable [4, 8]
-LONG_OUT_WARPS = 8  # kbot: tunable [8, 4]
+LONG_OUT_WARPS = 4  # kbot: tunable [4, 8]
 # 1 is not offered: the sequential pass without pipelining made an illegal memory access on the H100
 # (Triton 3.6, 512 tokens in one sequence, 64-token chunks, BV 16; docs/measurements.md recording 29),
 # not reproduced or understood on the CPU (the crash ended that sweep before 3 ran on a chunked workload).
@@ -135,6 +141,16 @@ def _decay_block(kq, kk_, beta, gam_i, gam_j, strict: tl.constexpr, r):
 
 
 @triton.jit
+def _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, row, live, w, u, kd, gam, K: tl.constexpr, V: tl.constexpr):
+    kk = tl.arange(0, K)
+    vv = tl.arange(0, V)
+    tl.store(w_ptr + row[:, None] * K + kk[None, :], w.to(tl.float16), mask=live[:, None])
+    tl.store(u_ptr + row[:, None] * V + vv[None, :], u.to(tl.float16), mask=live[:, None])
+    tl.store(kd_ptr + row[:, None] * K + kk[None, :], kd.to(tl.float16), mask=live[:, None])
+    tl.store(gam_ptr + row, gam, mask=live)
+
+
+@triton.jit
 def _prep(k_ptr, v_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gam_ptr, gl_ptr, N,
           HV: tl.constexpr, REP: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
           C: tl.constexpr, NP: tl.constexpr):
@@ -151,50 +167,39 @@ def _prep(k_ptr, v_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_ptr, w_ptr, u_ptr, k
     r = tl.arange(0, B)
     kk = tl.arange(0, K)
     vv = tl.arange(0, V)
-    # The gates of the whole chunk first: the decayed keys of the first block need gamma_C.
     ta = (t0 + r).to(tl.int64)
     la = ta < t1
     ga, ba = _gates(a_ptr, b_ptr, alog_ptr, dtb_ptr, ta, h, la, HV)
     gam_a = tl.cumsum(ga, axis=0)
-    gl = tl.sum(ga, axis=0)
+    ka = tl.load(k_ptr + (ta * HQ + hk)[:, None] * K + kk[None, :], mask=la[:, None], other=0.0)
+    va = tl.load(v_ptr + (ta * HV + h)[:, None] * V + vv[None, :], mask=la[:, None], other=0.0)
+    taa = _inverse(_decay_block(ka, ka, ba, gam_a, gam_a, True, r), r, 6)
+    kba = (ka.to(tl.float32) * (ba * tl.exp(gam_a))[:, None]).to(tl.float16)
+    vba = (va.to(tl.float32) * ba[:, None]).to(tl.float16)
+    wa = tl.dot(taa, kba)
+    ua = tl.dot(taa, vba)
     if C == 128:
         tb = ta + B
         lb = tb < t1
         gb, bb = _gates(a_ptr, b_ptr, alog_ptr, dtb_ptr, tb, h, lb, HV)
-        gam_b = tl.cumsum(gb, axis=0) + gl
-        gl = gl + tl.sum(gb, axis=0)
-    # Each block's rows are stored as soon as they exist: W, U, KD of the first block (fp32, 64 values
-    # per thread each at 4 warps) are not kept alive through the second block (the kernel spilled at
-    # C = 128 when they were: ncu, H200, 2026-12-03, 175 MB of local traffic at 1 x 8192 tokens).
-    ka = tl.load(k_ptr + (ta * HQ + hk)[:, None] * K + kk[None, :], mask=la[:, None], other=0.0)
-    taa = _inverse(_decay_block(ka, ka, ba, gam_a, gam_a, True, r), r, 6)
-    kba = (ka.to(tl.float32) * (ba * tl.exp(gam_a))[:, None]).to(tl.float16)
-    row_a = ta * HV + h
-    tl.store(w_ptr + row_a[:, None] * K + kk[None, :], tl.dot(taa, kba).to(tl.float16), mask=la[:, None])
-    kda = tl.where(la[:, None], ka.to(tl.float32) * tl.exp(gl - gam_a)[:, None], 0.0)
-    tl.store(kd_ptr + row_a[:, None] * K + kk[None, :], kda.to(tl.float16), mask=la[:, None])
-    tl.store(gam_ptr + row_a, gam_a, mask=la)
-    if C == 128:
+        gam_b = tl.cumsum(gb, axis=0) + tl.sum(ga, axis=0)
         kb = tl.load(k_ptr + (tb * HQ + hk)[:, None] * K + kk[None, :], mask=lb[:, None], other=0.0)
+        vb = tl.load(v_ptr + (tb * HV + h)[:, None] * V + vv[None, :], mask=lb[:, None], other=0.0)
         tbb = _inverse(_decay_block(kb, kb, bb, gam_b, gam_b, True, r), r, 6)
         a_ba = _decay_block(kb, ka, bb, gam_b, gam_a, False, r)
-        tba = (-tl.dot(tbb, tl.dot(a_ba.to(tl.float16), taa).to(tl.float16))).to(tl.float16)
+        tba = -tl.dot(tbb, tl.dot(a_ba.to(tl.float16), taa).to(tl.float16))
+        tba = tba.to(tl.float16)
         kbb = (kb.to(tl.float32) * (bb * tl.exp(gam_b))[:, None]).to(tl.float16)
-        row_b = tb * HV + h
-        wb = tl.dot(tba, kba) + tl.dot(tbb, kbb)
-        tl.store(w_ptr + row_b[:, None] * K + kk[None, :], wb.to(tl.float16), mask=lb[:, None])
-        kdb = tl.where(lb[:, None], kb.to(tl.float32) * tl.exp(gl - gam_b)[:, None], 0.0)
-        tl.store(kd_ptr + row_b[:, None] * K + kk[None, :], kdb.to(tl.float16), mask=lb[:, None])
-        tl.store(gam_ptr + row_b, gam_b, mask=lb)
-    # The values last, once the keys' tiles are dead.
-    va = tl.load(v_ptr + (ta * HV + h)[:, None] * V + vv[None, :], mask=la[:, None], other=0.0)
-    vba = (va.to(tl.float32) * ba[:, None]).to(tl.float16)
-    tl.store(u_ptr + row_a[:, None] * V + vv[None, :], tl.dot(taa, vba).to(tl.float16), mask=la[:, None])
-    if C == 128:
-        vb = tl.load(v_ptr + (tb * HV + h)[:, None] * V + vv[None, :], mask=lb[:, None], other=0.0)
         vbb = (vb.to(tl.float32) * bb[:, None]).to(tl.float16)
+        wb = tl.dot(tba, kba) + tl.dot(tbb, kbb)
         ub = tl.dot(tba, vba) + tl.dot(tbb, vbb)
-        tl.store(u_ptr + row_b[:, None] * V + vv[None, :], ub.to(tl.float16), mask=lb[:, None])
+        gl = tl.sum(ga, axis=0) + tl.sum(gb, axis=0)
+        kdb = tl.where(lb[:, None], kb.to(tl.float32) * tl.exp(gl - gam_b)[:, None], 0.0)
+        _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, tb * HV + h, lb, wb, ub, kdb, gam_b, K, V)
+    else:
+        gl = tl.sum(ga, axis=0)
+    kda = tl.where(la[:, None], ka.to(tl.float32) * tl.exp(gl - gam_a)[:, None], 0.0)
+    _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, ta * HV + h, la, wa, ua, kda, gam_a, K, V)
     tl.store(gl_ptr + c * HV + h, gl)
 
 
