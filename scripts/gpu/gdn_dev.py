@@ -46,7 +46,7 @@ VARIANTS = {
     ],
     PREFILL: [
         {},
-        {"LONG_PREP_WARPS": 4}, {"LONG_OUT_WARPS": 4}, {"PREP_WARPS": 8}, {"LONG_FROM": 1024}, {"LONG_FROM": 512},
+        {"LONG_PREP_WARPS": 8}, {"LONG_OUT_WARPS": 8}, {"PREP_WARPS": 8}, {"LONG_FROM": 1024}, {"LONG_FROM": 512},
         {"STATE_WARPS": 8}, {"STATE_STAGES": 3}, {"FEW_SEQS_BV": 32}, {"OUT_BV": 32},
         {"OUT_BV": 128, "OUT_WARPS": 8},
     ],
