@@ -42,6 +42,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # devtime.py beside this file
 
 DEF = "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048"
 DDIR = REPO / "definitions" / DEF
@@ -172,20 +173,13 @@ def floor_of(defn, axes, inputs, cfg):
 
 
 def kernel_times(fn, x, calls=3):
-    """GPU time per call of each kernel (torch.profiler, CUDA activities), µs: where a variant's time goes."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    """GPU time per call of each kernel (scripts/gpu/devtime.py: torch.profiler, CUDA activities), µs:
+    where a variant's time goes."""
+    from devtime import kernel_time_us
 
     try:
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                fn(**x)
-            torch.cuda.synchronize()
-        out = {}
-        for e in prof.key_averages():
-            t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
-            if t:
-                out[e.key[:48]] = round(t / calls, 1)
+        _total, per = kernel_time_us(lambda: fn(**x), iters=calls)
+        out = {k[:48]: round(v, 1) for k, v in per.items() if v}
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
     except Exception as e:  # noqa: BLE001 — a profiler problem is reported, not fatal
         return {"error": f"{type(e).__name__}: {str(e)[:200]}"}
