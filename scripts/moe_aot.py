@@ -1,6 +1,6 @@
 """The MoE seed's Triton kernels compiled ahead of time for sm_90, without a GPU: per kernel and
 configuration, the compile time, registers, spills, shared memory, tensor-core instructions (QGMMA =
-FP8 wgmma, HGMMA = 16-bit wgmma), how the K loop waits on them, and global access widths.
+FP8 wgmma, HGMMA = 16-bit wgmma), how the K loop waits on them, global access widths and TMA loads (UTMALDG).
 
     PYTHONPATH=$PWD python3 scripts/moe_aot.py                     # the seed's defaults, both paths
     PYTHONPATH=$PWD python3 scripts/moe_aot.py BLOCK_M=128 G1_WARPS=8 --only gemm1,gemm2
@@ -76,27 +76,38 @@ def configs(m):
         out.append((f"route_small BT={bt}", m._route_small_kernel, sig, {**consts, "BT": bt}, m._route_small_warps(bt), 1))
         bt *= 2
     split = max(d for d in range(1, m.SMALL_SPLIT_K + 1) if (H // m.QBLOCK) % d == 0)
-    sig = {"hs_ptr": ptr["f8"], "hs_scale_ptr": P, "w_ptr": ptr["f8"], "ws_ptr": P, "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"],
-           "part_ptr": P, "T": "i32", "P": "i32"}
+
+    def desc(use, dtype, block, fallback):
+        """A TMA operand's signature (what run() passes when the tunable turns TMA on), else the pointer's."""
+        return f"tensordesc<{dtype}[{block[0]}, {block[1]}]>" if use else fallback
+
+    small_tma, small_tma2 = bool(m.SMALL_W_TMA), bool(m.SMALL_W_TMA and m.SMALL_INTER_FP8)
+    sig = {"hs_ptr": ptr["f8"], "hs_scale_ptr": P, "w_ptr": ptr["f8"], "w_desc": desc(small_tma, "fp8e4nv", (m.SMALL_BN, m.QBLOCK), ptr["f8"]),
+           "ws_ptr": P, "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"], "part_ptr": P, "T": "i32", "P": "i32"}
     out.append(("gemm1_swap", m._gemm1_swap_kernel, sig, dict(H=H, I=I, E_LOCAL=EL, BT=m.SMALL_G1_BT or m.SMALL_BT, BN=m.SMALL_BN,
-                                                              SPLIT=split, QB=m.QBLOCK, PREFETCH=bool(m.PREFETCH_SCALES)),
+                                                              SPLIT=split, QB=m.QBLOCK, PREFETCH=bool(m.PREFETCH_SCALES), TMA=small_tma),
                 m.SMALL_WARPS, m.SMALL_STAGES))
     small_inter = ptr["f8"] if m.SMALL_INTER_FP8 else ptr["bf16"]
     sig = {"part_ptr": P, "counts_ptr": ptr["i32"], "inter_ptr": small_inter, "inter_scale_ptr": P, "P": "i32"}
     out.append(("swiglu", m._swiglu_kernel, sig, dict(I=I, E_LOCAL=EL, SPLIT=split, BR=16, BC=m.QBLOCK, A_FP8=m.SMALL_INTER_FP8,
                                                       FP8_MAX=m.FP8_MAX, INTERP=False), 4, 1))
-    sig = {"inter_ptr": small_inter, "inter_scale_ptr": P, "w_ptr": ptr["f8"], "ws_ptr": P, "counts_ptr": ptr["i32"], "y_ptr": ptr["bf16"]}
+    sig = {"inter_ptr": small_inter, "a_desc": desc(small_tma2, "fp8e4nv", (m.SMALL_BT, m.QBLOCK), small_inter), "inter_scale_ptr": P,
+           "w_ptr": ptr["f8"], "w_desc": desc(small_tma2, "fp8e4nv", (m.SMALL_BN, m.QBLOCK), ptr["f8"]), "ws_ptr": P,
+           "counts_ptr": ptr["i32"], "y_ptr": ptr["bf16"]}
     out.append(("gemm2_swap", m._gemm2_swap_kernel, sig, dict(H=H, I=I, E_LOCAL=EL, BT=m.SMALL_BT, BN=m.SMALL_BN, QB=m.QBLOCK,
-                                                              A_FP8=m.SMALL_INTER_FP8, INTERP=False),
+                                                              A_FP8=m.SMALL_INTER_FP8, INTERP=False, TMA=small_tma2),
                 m.SMALL_WARPS, m.SMALL_G2_STAGES))
     sig = {**route_sig, "counts_ptr": ptr["i32"], "le_ptr": ptr["i32"], "rank_ptr": ptr["i32"], "w_ptr": P}
     out.append(("route", m._route_kernel, sig, {**consts, "BT": 16}, 4, 1))
     inter = ptr["f8"] if m.INTER_FP8 else ptr["bf16"]
-    sig = {"hs_ptr": ptr["f8"], "hs_scale_ptr": P, "w_ptr": ptr["f8"], "ws_ptr": P, "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"],
-           "inter_ptr": inter, "inter_scale_ptr": P, "T": "i32"}
-    out.append(("gemm1", m._gemm1_kernel, sig, m._gemm1_consts(H, I, EL, False), m.G1_WARPS, m.NUM_STAGES))
-    sig = {"inter_ptr": inter, "inter_scale_ptr": P, "w_ptr": ptr["f8"], "ws_ptr": P, "counts_ptr": ptr["i32"], "y_ptr": ptr["bf16"]}
-    out.append(("gemm2", m._gemm2_kernel, sig, m._gemm2_consts(H, I, EL, False), m.G2_WARPS, m.NUM_STAGES))
+    tma, tma2 = bool(m.W_TMA), bool(m.W_TMA and m.INTER_FP8)
+    sig = {"hs_ptr": ptr["f8"], "hs_scale_ptr": P, "w_ptr": ptr["f8"], "w_desc": desc(tma, "fp8e4nv", (m.G1_BN, m.QBLOCK), ptr["f8"]),
+           "ws_ptr": P, "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"], "inter_ptr": inter, "inter_scale_ptr": P, "T": "i32"}
+    out.append(("gemm1", m._gemm1_kernel, sig, m._gemm1_consts(H, I, EL, False) | {"TMA": tma}, m.G1_WARPS, m.NUM_STAGES))
+    bm2 = m.G2_BLOCK_M
+    sig = {"inter_ptr": inter, "a_desc": desc(tma2, "fp8e4nv", (bm2, m.G1_BN), inter), "inter_scale_ptr": P, "w_ptr": ptr["f8"],
+           "w_desc": desc(tma2, "fp8e4nv", (m.BLOCK_N2, m.G1_BN), ptr["f8"]), "ws_ptr": P, "counts_ptr": ptr["i32"], "y_ptr": ptr["bf16"]}
+    out.append(("gemm2", m._gemm2_kernel, sig, m._gemm2_consts(H, I, EL, False) | {"TMA": tma2}, m.G2_WARPS, m.NUM_STAGES))
     return out
 
 
@@ -124,7 +135,8 @@ def compile_one(name, fn, sig, consts, warps, stages):
     return {"kernel": name, "warps": warps, "stages": stages, "compile_s": round(secs, 1), "registers": st.resources.get("REG"),
             "spill_bytes": (st.ptxas.get("spill_store_bytes", 0) + st.ptxas.get("spill_load_bytes", 0)) if st.ptxas else None,
             "shared_bytes": st.metadata.get("shared"), "tensor": facts.get("tensor_instructions", {}), "wgmma_waits": sass_waits(text),
-            "ldg_widths": facts.get("ldg_widths", {}), "ffma": facts.get("ffma"), "instructions": facts.get("instructions")}
+            "ldg_widths": facts.get("ldg_widths", {}), "tma_loads": len(re.findall(r"\bUTMALDG\b", text)), "ffma": facts.get("ffma"),
+            "instructions": facts.get("instructions")}
 
 
 def main() -> int:
@@ -157,7 +169,8 @@ def main() -> int:
         if not args.json:
             print(f"{name:22s} " + (r["error"] if "error" in r else
                   f"warps {r['warps']} stages {r['stages']} compile {r['compile_s']:5.1f} s  regs {r['registers']}  spill {r['spill_bytes']} B  "
-                  f"smem {r['shared_bytes']}  tensor {r['tensor']}  waits {r['wgmma_waits']}  ldg {r['ldg_widths']}  ffma {r['ffma']}"), flush=True)
+                  f"smem {r['shared_bytes']}  tensor {r['tensor']}  waits {r['wgmma_waits']}  ldg {r['ldg_widths']}  tma {r['tma_loads']}  "
+                  f"ffma {r['ffma']}"), flush=True)
     if args.json:
         print(json.dumps({"triton": triton.__version__, "tunables": changes, "kernels": rows}, indent=1))
     return 0

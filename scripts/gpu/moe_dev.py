@@ -80,6 +80,13 @@ VARIANTS = {
     "fp8_g2": {"SMALL_INTER_FP8": True},                            # FP8 x FP8 swap GEMM2 (no bf16 conversion of weights)
     "g1_bt32": {"SMALL_G1_BT": 32},                                 # GEMM1's token tile 32, GEMM2's 16
     "fp8_g2_g1_bt32": {"SMALL_INTER_FP8": True, "SMALL_G1_BT": 32},
+    # TMA (host-side tensor descriptors) for the weight tiles and GEMM2's intermediate
+    "tma": {"W_TMA": True},                                         # the large path's GEMMs
+    "small_tma": {"SMALL_W_TMA": True},                             # the swap-AB GEMMs
+    "tma_all": {"W_TMA": True, "SMALL_W_TMA": True},
+    "tma_g1w16": {"W_TMA": True, "G1_WARPS": 16},                   # GEMM1: 4 warpgroups, 128 registers a thread
+    "tma_stages4": {"W_TMA": True, "NUM_STAGES": 4},
+    "small_tma_s6": {"SMALL_W_TMA": True, "SMALL_STAGES": 6, "SMALL_G2_STAGES": 6},
 }
 # Baselines (folder name, module constants changed): scaled_mm_loop pads every expert's rows to M_ALIGN.
 BASELINES = {"scaled_mm_loop": ("scaled_mm_loop", {}), "scaled_mm_loop_m16": ("scaled_mm_loop", {"M_ALIGN": 16}),
@@ -87,12 +94,13 @@ BASELINES = {"scaled_mm_loop": ("scaled_mm_loop", {}), "scaled_mm_loop_m16": ("s
 PHASE_A_ORDER = ("default", "scaled_mm_loop", "g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "route_multi",
                  "no_small_path", "bf16_inter", "stages4", "split8_bn128", "route_bt4", "route_bt8", "g2_stages8", "g2_stages6",
                  "g1_stages6", "small_progs3", "small_bt32", "small_all", "rs", "rs_bt32", "rs_progs4", "rs_split2", "rs_split7", "rs_route2",
-                 "fp8_g2", "g1_bt32", "fp8_g2_g1_bt32", "scaled_mm_loop_m16", "torch_compile")
+                 "fp8_g2", "g1_bt32", "fp8_g2_g1_bt32", "tma", "small_tma", "tma_all", "tma_g1w16", "tma_stages4", "small_tma_s6",
+                 "scaled_mm_loop_m16", "torch_compile")
 # Variants that change only one path run only on its workloads (the small path: <= the seed's SMALL_MAX_TOKENS).
-LARGE_ONLY = {"g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "bf16_inter"}
+LARGE_ONLY = {"g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "bf16_inter", "tma", "tma_g1w16", "tma_stages4"}
 SMALL_ONLY = {"route_multi", "split8_bn128", "route_bt4", "route_bt8", "g2_stages8", "g2_stages6", "g1_stages6", "small_progs3",
               "small_bt32", "small_all", "rs", "rs_bt32", "rs_progs4", "rs_split2", "rs_split7", "rs_route2",
-              "fp8_g2", "g1_bt32", "fp8_g2_g1_bt32"}
+              "fp8_g2", "g1_bt32", "fp8_g2_g1_bt32", "small_tma", "small_tma_s6"}
 
 
 def seq_lens_for(name, seq_lens):
@@ -226,7 +234,7 @@ def phase_a_child(name, seq_lens, budget_s) -> int:
                         checks={k: {"ok": c.ok, "value": c.value} for k, c in r.checks.items()})
             if r.ok:
                 cell["do_bench_ms"] = triton.testing.do_bench(lambda x=x: fn(**x), warmup=5, rep=40, return_mode="median")
-                if name == "default" or name in SMALL_ONLY:
+                if name in VARIANTS:  # the seed's variants: where the time goes
                     cell["kernels_us"] = kernel_times(fn, x)
         except Exception as e:  # noqa: BLE001
             cell["status"] = f"ERROR {type(e).__name__}: {str(e)[:300]}"
@@ -366,7 +374,7 @@ def main() -> int:
               f"phase A on seq_len {list(seq_lens)}: variants {names}; budget {args.budget_s:.0f} s")
         return 0
 
-    results = {"date": time.strftime("%Y-%m-%d"), "budget_s": args.budget_s, "variants": VARIANTS,
+    results = {"date": time.strftime("%Y-%m-%d"), "definition": DEF, "budget_s": args.budget_s, "variants": VARIANTS,
                "baselines": {k: list(v) for k, v in BASELINES.items()}, "seq_lens": list(seq_lens)}
     report = None
     if not args.skip_eval:

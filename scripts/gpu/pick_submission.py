@@ -3,6 +3,7 @@
     python3 scripts/gpu/pick_submission.py $OUT/moe_dev.json --min 1.04 fp8_g2=A.json g1_bt32=B.json
     python3 scripts/gpu/pick_submission.py $OUT/dsa_dev.json --op attention --worst 0.97 swap16=A.json
     python3 scripts/gpu/pick_submission.py $OUT/dsa_dev.json --op attention --write-candidates $OUT/candidates
+    python3 scripts/gpu/pick_submission.py $OUT/moe_dev.json --write-candidates $OUT/candidates
 
 Reads a ``moe_dev.py`` result (phase A rows: variant, seq_len, status, do_bench_ms) or, with ``--op``, a
 ``dsa_dev.py`` one (phase B: variant -> workload -> ok, us), takes each named variant's geomean ratio
@@ -38,13 +39,16 @@ def dsa_rows(sweep: dict, op: str) -> list[dict]:
     return rows
 
 
-def write_candidates(sweep: dict, op: str, out: Path) -> dict[str, str]:
-    """Every swept variant of a ``dsa_dev.py`` result as a submission written into ``out``: the seed with
-    that variant's tunables, exactly as the sweep built it (so what is sent is what was measured)."""
+def write_candidates(sweep: dict, op: str | None, out: Path) -> dict[str, str]:
+    """Every swept variant of a ``dsa_dev.py`` result (its ``op``) or of a ``moe_dev.py`` one (``op`` None) as
+    a submission written into ``out``: the seed with that variant's tunables, exactly as the sweep built it
+    (so what is sent is what was measured)."""
     from bot.agents.providers.offline import load_seeds
     from bot.agents.tunables import apply
 
-    o = sweep["ops"][op]
+    o = sweep["ops"][op] if op else sweep
+    if "definition" not in o:
+        raise SystemExit("the sweep names no definition (a moe_dev.py result older than its 'definition' key)")
     (seed,) = load_seeds(o["definition"])
     out.mkdir(parents=True, exist_ok=True)
     files = {}
@@ -54,7 +58,7 @@ def write_candidates(sweep: dict, op: str, out: Path) -> dict[str, str]:
         data = json.loads(apply(seed, changes, name=f"{o['definition']}_hand_{v}").model_dump_json())
         data["author"] = "kbot-team"
         data["description"] = (f"the seed with {json.dumps(changes)}, picked from a device sweep by its GPU time over the "
-                               "seed's defaults (scripts/gpu/dsa_round.sh)")
+                               "seed's defaults (scripts/gpu/dev_round.sh)")
         path = out / f"{data['name']}.json"
         path.write_text(json.dumps(data, indent=1) + "\n")
         files[v] = str(path)
@@ -91,13 +95,11 @@ def main(argv=None) -> int:
     ap.add_argument("--worst", type=float, default=0.0, help="least ratio on any one workload")
     ap.add_argument("--op", help="read a dsa_dev.py result, this op's phase B (indexer or attention)")
     ap.add_argument("--write-candidates", metavar="DIR",
-                    help="with --op: write every swept variant as a submission into DIR and choose among those")
+                    help="write every swept variant as a submission into DIR and choose among those")
     a = ap.parse_intermixed_args(argv)  # VARIANT=FILE choices may follow options (choices may be none)
     sweep = json.load(open(a.sweep))
     files = dict(c.split("=", 1) for c in a.choices)
     if a.write_candidates:
-        if not a.op:
-            ap.error("--write-candidates needs --op")
         files.update(write_candidates(sweep, a.op, Path(a.write_candidates)))
     rs = ratios(dsa_rows(sweep, a.op) if a.op else sweep.get("phase_a", []), a.baseline)
     for v, (g, n, full, worst) in sorted(rs.items(), key=lambda kv: -kv[1][0]):

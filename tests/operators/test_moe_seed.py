@@ -79,6 +79,11 @@ def test_seed_variants_pass_both_checks():
         (40, {"SMALL_ROUTE_BT": 0}),                                       # all routing in one program
         (40, {"SMALL_INTER_FP8": True, "SMALL_G1_BT": 32}),                # FP8 x FP8 swap GEMM2, 32-token GEMM1 tiles
         (1, {"SMALL_INTER_FP8": False}),                                   # bf16 intermediate, 16-bit swap GEMM2
+        (70, {"W_TMA": True}),                                             # TMA weight / intermediate tiles, large path
+        (70, {"W_TMA": True, "BIG_TILE_TOKENS": 64, "G1_BN": 64}),         # 128-row tiles, 64-wide GEMM2 K steps
+        (70, {"W_TMA": True, "INTER_FP8": False}),                         # bf16 intermediate: GEMM2 keeps pointers
+        (40, {"SMALL_W_TMA": True}),                                       # TMA in the swap-AB GEMMs
+        (5, {"SMALL_W_TMA": True, "SMALL_INTER_FP8": False, "SMALL_BN": 32}),
     )]
     # a batch whose tokens mostly reach no local expert: those rows must be written as zeros
     cases.append({"T": 6, "offset": 160, "seed": 3, "params": {"local_share": 0.0, "hot_local": 0, "visible_bias_tokens": 0}})

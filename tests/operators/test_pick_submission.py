@@ -96,3 +96,24 @@ def test_writes_the_swept_variants_as_submissions_and_picks_among_them(tmp_path,
     from harness.schema import Solution
 
     assert {t.key: t.value for t in solution_tunables(Solution.model_validate(sent))}["SWAP_FROM_T"] == 16
+
+
+def test_writes_a_moe_sweeps_variants_and_refuses_a_sweep_without_its_definition(tmp_path, capsys):
+    """A moe_dev.py result (phase A rows, its variants and definition at the top level) gives candidates the
+    same way; one that names no definition is refused with the reason, not guessed."""
+    import pytest
+
+    from opkit import MOE
+
+    data = rows("default", {1: 1.0, 901: 2.0}) + rows("tma", {901: 1.5}) + rows("small_tma", {1: 0.99})
+    f = tmp_path / "moe_dev.json"
+    f.write_text(json.dumps({"definition": MOE, "phase_a": data,
+                             "variants": {"default": {}, "tma": {"W_TMA": True}, "small_tma": {"SMALL_W_TMA": True}}}))
+    out = tmp_path / "cands"
+    assert pick.main([str(f), "--write-candidates", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out / f"{MOE}_hand_tma.json")  # small_tma: 1.01x, under --min 1.03
+    sent = json.loads((out / f"{MOE}_hand_tma.json").read_text())
+    assert "W_TMA = True" in sent["sources"][0]["content"] and sent["definition"] == MOE
+    f.write_text(json.dumps({"phase_a": data, "variants": {"tma": {"W_TMA": True}}}))
+    with pytest.raises(SystemExit, match="names no definition"):
+        pick.main([str(f), "--write-candidates", str(out)])

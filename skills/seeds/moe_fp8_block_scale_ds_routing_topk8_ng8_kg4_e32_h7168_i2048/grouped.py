@@ -70,6 +70,12 @@ Tunables (``# kbot: tunable``) list the best-known-good value first (the start c
   promotion FMA does not wait on a load issued in its own step. ncu of the 64-row champion at 14107
   tokens (2026-12-03): GEMM1 3.22 ms, 51% of its stalls long-scoreboard, its only register loads the
   32-bit scale loads and the token ids. Not yet timed on the GPU, hence off by default.
+- W_TMA / SMALL_W_TMA: the large / small path's GEMMs load the weight tiles (and GEMM2 its contiguous
+  expert-major intermediate) with TMA (host-side tensor descriptors, one per operand and block shape)
+  instead of per-thread pointer loads: one thread issues a tile's copy, no address registers per
+  element (the large-tile GEMM1 sits at 255 registers), the tile lands swizzled for wgmma. The
+  activations of GEMM1 stay pointer gathers (token rows in expert order: Hopper's TMA has no gather).
+  Off where a base address or row stride is not 16-byte aligned (TMA's rule).
 Every K step of every GEMM waits for its wgmma before the scale FMA (SASS: WARPGROUP.DEPBAR 0): the
 promotion overlaps MMAs only across CTAs resident on one SM.
 """
@@ -77,6 +83,7 @@ promotion overlaps MMAs only across CTAs resident on one SM.
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 SMALL_MAX_TOKENS = 64  # kbot: tunable [64, 0, 16, 32, 128] role=other
 SMALL_BT = 16  # kbot: tunable [16, 32] role=block
@@ -96,13 +103,15 @@ G2_BLOCK_M = 64  # kbot: tunable [64, 128] role=block
 BLOCK_N2 = 128  # kbot: tunable [128, 64, 256] role=block
 GROUP_M = 8  # kbot: tunable [8, 1, 4, 16] role=group
 INTER_FP8 = True  # kbot: tunable [True, False] role=other
-G1_WARPS = 8  # kbot: tunable [8, 4] role=warps
+G1_WARPS = 8  # kbot: tunable [8, 4, 16] role=warps
 G2_WARPS = 4  # kbot: tunable [4, 8] role=warps
 NUM_STAGES = 3  # kbot: tunable [3, 4, 2] role=stages
 PROGS_PER_SM = 2  # kbot: tunable [2, 1, 4] role=other
 G1_PROGS_PER_SM = 2  # kbot: tunable [2, 1] role=other
 BIG_TILE_TOKENS = 512  # kbot: tunable [512, 256, 2048, 1000000] role=other
 PREFETCH_SCALES = 0  # kbot: tunable [0, 1] role=other
+W_TMA = False  # kbot: tunable [False, True] role=other
+SMALL_W_TMA = False  # kbot: tunable [False, True] role=other
 # From BIG_TILE_TOKENS tokens on, both large-batch GEMMs take 128-row m-tiles (GEMM2 with 8 warps): the
 # H200 measured them 25% faster at 14107 tokens (4.66 vs 6.23 ms) and 7% at 901, 11% slower at 80
 # tokens, where ~35 rows per expert leave a 128-row tile mostly empty (docs/measurements/h200-2026-12-01,
@@ -320,12 +329,13 @@ def _tile_of(tile, counts_ptr, E_LOCAL: tl.constexpr, BM: tl.constexpr, N_TILES:
 
 
 @triton.jit
-def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, T, KSTEPS: tl.constexpr,
+def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, T, KSTEPS: tl.constexpr,
                 H: tl.constexpr, I: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr, SWAP: tl.constexpr,
-                PREFETCH: tl.constexpr):
+                PREFETCH: tl.constexpr, TMA: tl.constexpr):
     """One GEMM1 tile over K blocks kb0 .. kb0 + KSTEPS: BM rows of expert e (their tokens' activations)
     against BN up rows and the BN matching gate rows of W13_e (gate = rows I..2I), the block scales
     applied per 128-wide K step: ``acc += dot(a, w) * a_scale[row] * w_scale[nblock, kblock]``.
+    With TMA the weight tiles come through w_desc (W13 as [E_LOCAL * 2I, H], block [BN, QB]).
     Returns rows, their mask, the BN columns and the up and gate accumulators, [BM, BN] or, with SWAP
     (weights as the MMA's M side, for a few rows), [BN, BM]."""
     HB: tl.constexpr = H // QB
@@ -337,6 +347,7 @@ def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_en
     a_ptrs = hs_ptr + tok[:, None].to(tl.int64) * H + k[None, :]
     wu_ptrs = w_ptr + e.to(tl.int64) * (2 * I * H) + cols[:, None].to(tl.int64) * H + k[None, :]
     wg_ptrs = wu_ptrs + I * H
+    wrow = e * (2 * I) + n * BN  # the up tile's first row in W13 viewed as [E_LOCAL * 2I, H] (TMA)
     su_ptrs = ws_ptr + e * (2 * I // QB) * HB + (cols // QB) * HB
     sg_ptrs = su_ptrs + (I // QB) * HB
     if SWAP:
@@ -361,8 +372,12 @@ def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_en
             sa = tl.load(hs_scale_ptr + kb * T + tok, mask=rmask, other=0.0)  # hidden_states_scale is [H / 128, T]
             su = tl.load(su_ptrs + kb)
             sg = tl.load(sg_ptrs + kb)
-        wu = tl.load(wu_ptrs)
-        wg = tl.load(wg_ptrs)
+        if TMA:
+            wu = w_desc.load([wrow, kb * QB])
+            wg = w_desc.load([wrow + I, kb * QB])
+        else:
+            wu = tl.load(wu_ptrs)
+            wg = tl.load(wg_ptrs)
         if SWAP:
             acc_u += tl.dot(wu, tl.trans(a)) * (su[:, None] * sa[None, :])
             acc_g += tl.dot(wg, tl.trans(a)) * (sg[:, None] * sa[None, :])
@@ -378,10 +393,10 @@ def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_en
 
 
 @triton.jit
-def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_ptr, inter_ptr, inter_scale_ptr, T,
+def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, counts_ptr, sorted_tok_ptr, inter_ptr, inter_scale_ptr, T,
                   H: tl.constexpr, I: tl.constexpr, E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                   GROUP: tl.constexpr, INTER_FP8: tl.constexpr, QB: tl.constexpr, FP8_MAX: tl.constexpr,
-                  INTERP: tl.constexpr, PREFETCH: tl.constexpr):
+                  INTERP: tl.constexpr, PREFETCH: tl.constexpr, TMA: tl.constexpr):
     """[rows_e, H] x W13_e^T -> up * silu(gate), persistent over tiles of BM rows and BN up + BN gate
     columns (BN divides QB: a tile's weight columns share one scale block). With INTER_FP8 the tile's
     BN intermediate columns are one requant block (scale per (row, BN columns))."""
@@ -390,8 +405,8 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_pt
     total = _num_tiles(counts_ptr, E_LOCAL, BM, N_TILES)
     for tile in range(tl.program_id(0), total, tl.num_programs(0)):
         e, r0, r_end, n, _s = _tile_of(tile, counts_ptr, E_LOCAL, BM, N_TILES, 1, GROUP)
-        rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, 0, T,
-                                                      KB, H, I, BM, BN, QB, False, PREFETCH)
+        rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, r0, r_end,
+                                                      n, 0, T, KB, H, I, BM, BN, QB, False, PREFETCH, TMA)
         c = acc_u * (acc_g / (1.0 + tl.exp(-acc_g)))
         o_ptrs = inter_ptr + rows[:, None].to(tl.int64) * I + cols[None, :]
         if INTER_FP8:
@@ -404,12 +419,15 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_pt
 
 
 @triton.jit
-def _gemm2_kernel(inter_ptr, inter_scale_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, H: tl.constexpr, I: tl.constexpr,
-                  E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.constexpr,
+def _gemm2_kernel(inter_ptr, a_desc, inter_scale_ptr, w_ptr, w_desc, ws_ptr, counts_ptr, y_ptr, H: tl.constexpr,
+                  I: tl.constexpr, E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.constexpr,
                   INTER_FP8: tl.constexpr, QB: tl.constexpr, IQB: tl.constexpr, INTERP: tl.constexpr,
-                  PREFETCH: tl.constexpr):
+                  PREFETCH: tl.constexpr, TMA: tl.constexpr):
     """[rows_e, I] x W2_e^T -> bf16 rows of expert outputs, persistent over tiles; K steps of IQB (the
-    intermediate's scale block, dividing QB: W2's scale is that of the QB block holding the step)."""
+    intermediate's scale block, dividing QB: W2's scale is that of the QB block holding the step). With TMA
+    the intermediate's tiles come through a_desc ([P, I], block [BM, IQB]: rows past the expert's end are
+    another expert's or zeros, computed and not stored) and W2's through w_desc ([E_LOCAL * H, I], block
+    [BN, IQB])."""
     N_TILES: tl.constexpr = H // BN
     KB: tl.constexpr = I // IQB
     KBW: tl.constexpr = I // QB
@@ -429,8 +447,12 @@ def _gemm2_kernel(inter_ptr, inter_scale_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, 
             if INTER_FP8:
                 sa = tl.load(inter_scale_ptr + rows * KB, mask=rmask, other=0.0)
         for kb in range(KB):
-            a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
-            w = tl.load(w_ptrs)
+            if TMA:
+                a = a_desc.load([r0, kb * IQB])
+                w = w_desc.load([e * H + n * BN, kb * IQB])
+            else:
+                a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
+                w = tl.load(w_ptrs)
             if PREFETCH:
                 nk = tl.minimum(kb + 1, KB - 1)
                 sw_next = tl.load(s_ptrs + (nk * IQB) // QB)
@@ -457,9 +479,9 @@ def _gemm2_kernel(inter_ptr, inter_scale_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, 
 
 
 @triton.jit
-def _gemm1_swap_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_tok_ptr, part_ptr, T, P,
+def _gemm1_swap_kernel(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, counts_ptr, sorted_tok_ptr, part_ptr, T, P,
                        H: tl.constexpr, I: tl.constexpr, E_LOCAL: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
-                       SPLIT: tl.constexpr, QB: tl.constexpr, PREFETCH: tl.constexpr):
+                       SPLIT: tl.constexpr, QB: tl.constexpr, PREFETCH: tl.constexpr, TMA: tl.constexpr):
     """Swap-AB GEMM1: (W13 rows) x (tokens)^T per K split; fp32 partials part[split, row, 0:2I]."""
     N_TILES: tl.constexpr = I // BN
     KB_PER: tl.constexpr = H // QB // SPLIT
@@ -467,8 +489,8 @@ def _gemm1_swap_kernel(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, counts_ptr, sorted_t
     for tile in range(tl.program_id(0), total, tl.num_programs(0)):
         e, r0, r_end, n, sp = _tile_of(tile, counts_ptr, E_LOCAL, BT, N_TILES, SPLIT, 1)
         kb0 = sp * KB_PER
-        rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, T,
-                                                      KB_PER, H, I, BT, BN, QB, True, PREFETCH)
+        rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, r0, r_end,
+                                                      n, kb0, T, KB_PER, H, I, BT, BN, QB, True, PREFETCH, TMA)
         p_ptrs = part_ptr + sp.to(tl.int64) * P * (2 * I) + rows[None, :].to(tl.int64) * (2 * I) + cols[:, None]
         tl.store(p_ptrs, acc_u, mask=rmask[None, :])
         tl.store(p_ptrs + I, acc_g, mask=rmask[None, :])
@@ -502,9 +524,9 @@ def _swiglu_kernel(part_ptr, counts_ptr, inter_ptr, inter_scale_ptr, P, I: tl.co
 
 
 @triton.jit
-def _gemm2_swap_kernel(inter_ptr, inter_scale_ptr, w_ptr, ws_ptr, counts_ptr, y_ptr, H: tl.constexpr, I: tl.constexpr,
-                       E_LOCAL: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr, A_FP8: tl.constexpr,
-                       INTERP: tl.constexpr):
+def _gemm2_swap_kernel(inter_ptr, a_desc, inter_scale_ptr, w_ptr, w_desc, ws_ptr, counts_ptr, y_ptr, H: tl.constexpr,
+                       I: tl.constexpr, E_LOCAL: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr,
+                       A_FP8: tl.constexpr, INTERP: tl.constexpr, TMA: tl.constexpr):
     """Swap-AB GEMM2: (W2 rows) x (intermediate)^T. A bf16 intermediate: the weights FP8 -> bf16 with their block
     scale, a 16-bit MMA; with A_FP8 (e4m3 intermediate, scale per (row, QB columns)): FP8 x FP8, both scales
     applied per K step."""
@@ -522,8 +544,12 @@ def _gemm2_swap_kernel(inter_ptr, inter_scale_ptr, w_ptr, ws_ptr, counts_ptr, y_
         s_ptrs = ws_ptr + e * (H // QB) * KB + (cols // QB) * KB
         acc = tl.zeros((BN, BT), dtype=tl.float32)
         for kb in range(KB):
-            a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
-            w = tl.load(w_ptrs)
+            if TMA:  # as _gemm2_kernel's: block [BT, QB] of the intermediate, [BN, QB] of W2
+                a = a_desc.load([r0, kb * QB])
+                w = w_desc.load([e * H + n * BN, kb * QB])
+            else:
+                a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
+                w = tl.load(w_ptrs)
             sw = tl.load(s_ptrs + kb)
             if A_FP8:
                 sa = tl.load(inter_scale_ptr + rows * KB + kb, mask=rmask, other=0.0)
@@ -564,6 +590,18 @@ def _num_sms(device):
 
 def _grid(tiles_ub, device, per_sm=None):
     return (max(1, min(tiles_ub, _num_sms(device) * (PROGS_PER_SM if per_sm is None else per_sm))),)
+
+
+def _tma_ok(t):
+    """TMA's rules for a 2-D operand: unit inner stride, base address and row stride multiples of 16 bytes."""
+    return t.dim() == 2 and t.stride(1) == 1 and t.data_ptr() % 16 == 0 and (t.stride(0) * t.element_size()) % 16 == 0
+
+
+def _operands(use, *pairs):
+    """(operands, tma): for each (2-D tensor, block shape) a TMA descriptor when `use` and every tensor meets
+    TMA's alignment rules, else the tensors themselves (the kernels' pointer paths ignore them)."""
+    tma = bool(use) and all(_tma_ok(t) for t, _ in pairs)
+    return [TensorDescriptor.from_tensor(t, list(block)) if tma else t for t, block in pairs], tma
 
 
 def _route_small_warps(bt):
@@ -619,6 +657,8 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
     row_of = torch.empty(P, dtype=torch.int32, device=dev)
     wflat = torch.empty(P, dtype=torch.float32, device=dev)
     y = torch.empty((P, H), dtype=torch.bfloat16, device=dev)
+    # the weights as 2-D row blocks for TMA descriptors (views: W13 [E_LOCAL * 2I, H], W2 [E_LOCAL * H, I])
+    w13v, w2v = gemm1_weights.view(E_LOCAL * 2 * I, H), gemm2_weights.view(E_LOCAL * H, I)
     interp = dev.type != "cuda"  # Triton runs CPU tensors through its interpreter
     consts = dict(E=E, N_GROUP=N_GROUP, TOPK_GROUP=TOPK_GROUP, TOP_K=TOP_K, E_LOCAL=E_LOCAL)
 
@@ -645,29 +685,34 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
         split = max(d for d in range(1, SMALL_SPLIT_K + 1) if (H // QBLOCK) % d == 0)
         part = torch.empty((split, P, 2 * I), dtype=torch.float32, device=dev)
         g1_bt = SMALL_G1_BT or SMALL_BT  # GEMM1's token tile (its own row tiling; GEMM2 tiles by SMALL_BT)
+        (w1_desc,), tma1 = _operands(SMALL_W_TMA, (w13v, (SMALL_BN, QBLOCK)))
         _gemm1_swap_kernel[_grid(_m_tiles_ub(P, g1_bt, E_LOCAL) * (I // SMALL_BN) * split, dev, SMALL_PROGS_PER_SM)](
-            hs, hs_scale, gemm1_weights, gemm1_weights_scale, counts, sorted_tok, part, T, P, H=H, I=I, E_LOCAL=E_LOCAL,
-            BT=g1_bt, BN=SMALL_BN, SPLIT=split, QB=QBLOCK, PREFETCH=bool(PREFETCH_SCALES), num_warps=SMALL_WARPS,
-            num_stages=SMALL_STAGES)
+            hs, hs_scale, gemm1_weights, w1_desc, gemm1_weights_scale, counts, sorted_tok, part, T, P, H=H, I=I,
+            E_LOCAL=E_LOCAL, BT=g1_bt, BN=SMALL_BN, SPLIT=split, QB=QBLOCK, PREFETCH=bool(PREFETCH_SCALES), TMA=tma1,
+            num_warps=SMALL_WARPS, num_stages=SMALL_STAGES)
         inter = torch.empty((P, I), dtype=torch.float8_e4m3fn if SMALL_INTER_FP8 else torch.bfloat16, device=dev)
         inter_scale = torch.empty((P, I // QBLOCK), dtype=torch.float32, device=dev)
         _swiglu_kernel[(triton.cdiv(P, 16), I // QBLOCK)](part, counts, inter, inter_scale, P, I=I, E_LOCAL=E_LOCAL, SPLIT=split,
                                                            BR=16, BC=QBLOCK, A_FP8=SMALL_INTER_FP8, FP8_MAX=FP8_MAX,
                                                            INTERP=interp, num_warps=4)
+        (a_desc, w2_desc), tma2 = _operands(SMALL_W_TMA and SMALL_INTER_FP8, (inter, (SMALL_BT, QBLOCK)), (w2v, (SMALL_BN, QBLOCK)))
         _gemm2_swap_kernel[_grid(_m_tiles_ub(P, SMALL_BT, E_LOCAL) * (H // SMALL_BN), dev, SMALL_PROGS_PER_SM)](
-            inter, inter_scale, gemm2_weights, gemm2_weights_scale, counts, y, H=H, I=I, E_LOCAL=E_LOCAL, BT=SMALL_BT,
-            BN=SMALL_BN, QB=QBLOCK, A_FP8=SMALL_INTER_FP8, INTERP=interp, num_warps=SMALL_WARPS, num_stages=SMALL_G2_STAGES)
+            inter, a_desc, inter_scale, gemm2_weights, w2_desc, gemm2_weights_scale, counts, y, H=H, I=I, E_LOCAL=E_LOCAL,
+            BT=SMALL_BT, BN=SMALL_BN, QB=QBLOCK, A_FP8=SMALL_INTER_FP8, INTERP=interp, TMA=tma2, num_warps=SMALL_WARPS,
+            num_stages=SMALL_G2_STAGES)
     else:
         counts = _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev)
         inter = torch.empty((P, I), dtype=torch.float8_e4m3fn if INTER_FP8 else torch.bfloat16, device=dev)
         inter_scale = torch.empty((P, I // G1_BN), dtype=torch.float32, device=dev)
         big = T >= BIG_TILE_TOKENS  # a host-side shape: no sync
         bm1, bm2, w2 = (BIG_BLOCK_M, BIG_G2_BLOCK_M, BIG_G2_WARPS) if big else (BLOCK_M, G2_BLOCK_M, G2_WARPS)
+        (w1_desc,), tma1 = _operands(W_TMA, (w13v, (G1_BN, QBLOCK)))
         _gemm1_kernel[_grid(_m_tiles_ub(P, bm1, E_LOCAL) * (I // G1_BN), dev, G1_PROGS_PER_SM)](
-            hs, hs_scale, gemm1_weights, gemm1_weights_scale, counts, sorted_tok, inter, inter_scale, T,
-            **_gemm1_consts(H, I, E_LOCAL, interp, bm1), num_warps=G1_WARPS, num_stages=NUM_STAGES)
+            hs, hs_scale, gemm1_weights, w1_desc, gemm1_weights_scale, counts, sorted_tok, inter, inter_scale, T,
+            **_gemm1_consts(H, I, E_LOCAL, interp, bm1), TMA=tma1, num_warps=G1_WARPS, num_stages=NUM_STAGES)
+        (a_desc, w2_desc), tma2 = _operands(W_TMA and INTER_FP8, (inter, (bm2, G1_BN)), (w2v, (BLOCK_N2, G1_BN)))
         _gemm2_kernel[_grid(_m_tiles_ub(P, bm2, E_LOCAL) * triton.cdiv(H, BLOCK_N2), dev)](
-            inter, inter_scale, gemm2_weights, gemm2_weights_scale, counts, y,
-            **_gemm2_consts(H, I, E_LOCAL, interp, bm2), num_warps=w2, num_stages=NUM_STAGES)
+            inter, a_desc, inter_scale, gemm2_weights, w2_desc, gemm2_weights_scale, counts, y,
+            **_gemm2_consts(H, I, E_LOCAL, interp, bm2), TMA=tma2, num_warps=w2, num_stages=NUM_STAGES)
     _reduce_kernel[(T, triton.cdiv(H, 1024))](y, row_of, wflat, out, H=H, TOP_K=TOP_K, BH=1024, num_warps=4)
     return out
