@@ -85,7 +85,8 @@ def configs(m):
     sig = {"hs_ptr": ptr["f8"], "hs_scale_ptr": P, "w_ptr": ptr["f8"], "w_desc": desc(small_tma, "fp8e4nv", (m.SMALL_BN, m.QBLOCK), ptr["f8"]),
            "ws_ptr": P, "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"], "part_ptr": P, "T": "i32", "P": "i32"}
     out.append(("gemm1_swap", m._gemm1_swap_kernel, sig, dict(H=H, I=I, E_LOCAL=EL, BT=m.SMALL_G1_BT or m.SMALL_BT, BN=m.SMALL_BN,
-                                                              SPLIT=split, QB=m.QBLOCK, PREFETCH=bool(m.PREFETCH_SCALES), TMA=small_tma),
+                                                              SPLIT=split, QB=m.QBLOCK, PREFETCH=bool(m.PREFETCH_SCALES), TMA=small_tma,
+                                                              WS1=bool(m.W_SCALE_ONE) and m.SMALL_BN <= m.QBLOCK),
                 m.SMALL_WARPS, m.SMALL_STAGES))
     small_inter = ptr["f8"] if m.SMALL_INTER_FP8 else ptr["bf16"]
     sig = {"part_ptr": P, "counts_ptr": ptr["i32"], "inter_ptr": small_inter, "inter_scale_ptr": P, "P": "i32"}
@@ -95,19 +96,25 @@ def configs(m):
            "w_ptr": ptr["f8"], "w_desc": desc(small_tma2, "fp8e4nv", (m.SMALL_BN, m.QBLOCK), ptr["f8"]), "ws_ptr": P,
            "counts_ptr": ptr["i32"], "y_ptr": ptr["bf16"]}
     out.append(("gemm2_swap", m._gemm2_swap_kernel, sig, dict(H=H, I=I, E_LOCAL=EL, BT=m.SMALL_BT, BN=m.SMALL_BN, QB=m.QBLOCK,
-                                                              A_FP8=m.SMALL_INTER_FP8, INTERP=False, TMA=small_tma2),
+                                                              A_FP8=m.SMALL_INTER_FP8, INTERP=False, TMA=small_tma2,
+                                                              WS1=bool(m.W_SCALE_ONE) and m.SMALL_BN <= m.QBLOCK),
                 m.SMALL_WARPS, m.SMALL_G2_STAGES))
     sig = {**route_sig, "counts_ptr": ptr["i32"], "le_ptr": ptr["i32"], "rank_ptr": ptr["i32"], "w_ptr": P}
     out.append(("route", m._route_kernel, sig, {**consts, "BT": 16}, 4, 1))
     inter = ptr["f8"] if m.INTER_FP8 else ptr["bf16"]
     tma, tma2 = bool(m.W_TMA), bool(m.W_TMA and m.INTER_FP8)
-    sig = {"hs_ptr": ptr["f8"], "hs_scale_ptr": P, "w_ptr": ptr["f8"], "w_desc": desc(tma, "fp8e4nv", (m.G1_BN, m.QBLOCK), ptr["f8"]),
-           "ws_ptr": P, "counts_ptr": ptr["i32"], "sorted_tok_ptr": ptr["i32"], "inter_ptr": inter, "inter_scale_ptr": P, "T": "i32"}
-    out.append(("gemm1", m._gemm1_kernel, sig, m._gemm1_consts(H, I, EL, False) | {"TMA": tma}, m.G1_WARPS, m.NUM_STAGES))
-    bm2 = m.G2_BLOCK_M
-    sig = {"inter_ptr": inter, "a_desc": desc(tma2, "fp8e4nv", (bm2, m.G1_BN), inter), "inter_scale_ptr": P, "w_ptr": ptr["f8"],
+    stma = bool(m.SCALE_TMA) and not m.PREFETCH_SCALES  # the contest sizes meet its multiple-of-4 rule
+    bm1, bm2 = m.BLOCK_M, m.G2_BLOCK_M
+    sig = {"hs_ptr": ptr["f8"], "hs_scale_ptr": P, "sa_desc": desc(stma, "fp32", (bm1, 4), P), "w_ptr": ptr["f8"],
+           "w_desc": desc(tma, "fp8e4nv", (m.G1_BN, m.QBLOCK), ptr["f8"]), "ws_ptr": P, "counts_ptr": ptr["i32"],
+           "sorted_tok_ptr": ptr["i32"], "inter_ptr": inter, "inter_scale_ptr": P, "T": "i32", "P": "i32"}
+    out.append(("gemm1", m._gemm1_kernel, sig, m._gemm1_consts(H, I, EL, False) | {"TMA": tma, "SCALE_TMA": stma}, m.G1_WARPS,
+                m.NUM_STAGES))
+    sig = {"inter_ptr": inter, "a_desc": desc(tma2, "fp8e4nv", (bm2, m.G1_BN), inter), "inter_scale_ptr": P,
+           "sa_desc": desc(stma and m.INTER_FP8, "fp32", (bm2, 4), P), "w_ptr": ptr["f8"],
            "w_desc": desc(tma2, "fp8e4nv", (m.BLOCK_N2, m.G1_BN), ptr["f8"]), "ws_ptr": P, "counts_ptr": ptr["i32"], "y_ptr": ptr["bf16"]}
-    out.append(("gemm2", m._gemm2_kernel, sig, m._gemm2_consts(H, I, EL, False) | {"TMA": tma2}, m.G2_WARPS, m.NUM_STAGES))
+    out.append(("gemm2", m._gemm2_kernel, sig, m._gemm2_consts(H, I, EL, False) | {"TMA": tma2, "SCALE_TMA": bool(stma and m.INTER_FP8)},
+                m.G2_WARPS, m.NUM_STAGES))
     return out
 
 

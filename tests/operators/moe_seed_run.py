@@ -3,7 +3,8 @@
 Triton's interpreter must be chosen before ``triton.language`` is first imported (its standard
 library functions are decorated then), so the seed never runs inside a pytest process that may have
 imported Triton for compiling. Usage: ``TRITON_INTERPRET=1 python moe_seed_run.py CASES_JSON``, CASES
-a list of {"T", "offset", "seed", "params", "tunables"}; prints one JSON line per case.
+a list of {"T", "offset", "seed", "params", "tunables", "dims"} (dims: the definition's shrunk sizes,
+default test_references.SMALL); prints one JSON line per case with the TMA descriptors' block shapes.
 """
 
 from __future__ import annotations
@@ -28,10 +29,26 @@ def seed_module(tunables):
     return tool.seed_module(tunables)
 
 
+def count_descriptors(mod):
+    """Record the block shape of every TMA descriptor the seed builds (its TMA paths are taken only where
+    the sizes meet TMA's rules, so a case must show that they were)."""
+    base, blocks = mod.TensorDescriptor, []
+
+    class Counting(base):
+        @staticmethod
+        def from_tensor(t, block_shape):
+            blocks.append(list(block_shape))
+            return base.from_tensor(t, block_shape)
+
+    mod.TensorDescriptor = Counting
+    return blocks
+
+
 def judged(case):
     mod = seed_module(case.get("tunables", {}))
+    blocks = count_descriptors(mod)
     defn, cfg = ours(MOE)
-    defn = shrink(defn, **SMALL)
+    defn = shrink(defn, **case.get("dims", SMALL))
     T = case["T"]
     w = workload({"seq_len": T}, routing_logits=gen("moe_routing_logits", **case.get("params", {})),
                  local_expert_offset=scalar(case["offset"]), routed_scaling_factor=scalar(1.5))
@@ -40,7 +57,7 @@ def judged(case):
     out = torch.full((T, defn.axes["hidden_size"].value), float("nan"), dtype=torch.bfloat16)  # destination poisoned
     got = mod.run(**clone(x), output=out)
     r = judge(defn, cfg, w, x, got, expected)
-    return {**case, "same_buffer": got is out, "ok": r.ok, "message": r.message, "matched": r.matched_ratio,
+    return {**case, "same_buffer": got is out, "descriptors": blocks, "ok": r.ok, "message": r.message, "matched": r.matched_ratio,
             "checks": {k: {"ok": c.ok, "value": c.value, "message": c.message} for k, c in r.checks.items()}}
 
 

@@ -76,6 +76,16 @@ Tunables (``# kbot: tunable``) list the best-known-good value first (the start c
   element (the large-tile GEMM1 sits at 255 registers), the tile lands swizzled for wgmma. The
   activations of GEMM1 stay pointer gathers (token rows in expert order: Hopper's TMA has no gather).
   Off where a base address or row stride is not 16-byte aligned (TMA's rule).
+- W_SCALE_ONE: a tile's weight columns lie in one 128-wide scale block (BN <= 128), so a K step needs one
+  weight scale, loaded as a 1-element vector, instead of a [BN] vector of the same value (in the wgmma
+  layout each thread holds 32 of a 128-column vector: GEMM1's up and gate scales cost 64 registers, 128
+  with PREFETCH_SCALES, and a 128-lane load each per step).
+- SCALE_TMA: the large path's per-row activation scales through TMA descriptors, so Triton's pipeliner
+  fetches them stages ahead like the tiles (a plain tl.load in the K loop is not pipelined: the TTGIR
+  keeps it in the step that uses it). The scatter kernel writes GEMM1's scales expert-major, [P, H / 128]
+  (BM rows of one box instead of BM gathers from [H / 128, T]); GEMM2 reads the intermediate's [P, I / G1_BN].
+  A box is [BM, 4] (a TMA box's inner extent is at least 16 bytes, its start 16-byte aligned): a step
+  takes its column of the four.
 Every K step of every GEMM waits for its wgmma before the scale FMA (SASS: WARPGROUP.DEPBAR 0): the
 promotion overlaps MMAs only across CTAs resident on one SM.
 """
@@ -112,6 +122,8 @@ BIG_TILE_TOKENS = 512  # kbot: tunable [512, 256, 2048, 1000000] role=other
 PREFETCH_SCALES = 0  # kbot: tunable [0, 1] role=other
 W_TMA = False  # kbot: tunable [False, True] role=other
 SMALL_W_TMA = False  # kbot: tunable [False, True] role=other
+SCALE_TMA = False  # kbot: tunable [False, True] role=other
+W_SCALE_ONE = False  # kbot: tunable [False, True] role=other
 # From BIG_TILE_TOKENS tokens on, both large-batch GEMMs take 128-row m-tiles (GEMM2 with 8 warps): the
 # H200 measured them 25% faster at 14107 tokens (4.66 vs 6.23 ms) and 7% at 901, 11% slower at 80
 # tokens, where ~35 rows per expert leave a 128-row tile mostly empty (docs/measurements/h200-2026-12-01,
@@ -272,9 +284,10 @@ def _route_kernel(logits_ptr, bias_ptr, T, rsf, offset, counts_ptr, le_ptr, rank
 
 
 @triton.jit
-def _scatter_kernel(counts_ptr, le_ptr, rank_ptr, sorted_tok_ptr, row_of_ptr, NJ, TOP_K: tl.constexpr,
-                    E_LOCAL: tl.constexpr, BLOCK: tl.constexpr):
-    """Expert-major position of every local pair = start of its expert + its rank."""
+def _scatter_kernel(counts_ptr, le_ptr, rank_ptr, sorted_tok_ptr, row_of_ptr, hs_scale_ptr, sa_perm_ptr, NJ, T,
+                    TOP_K: tl.constexpr, E_LOCAL: tl.constexpr, BLOCK: tl.constexpr, KB: tl.constexpr, PERM_SCALES: tl.constexpr):
+    """Expert-major position of every local pair = start of its expert + its rank. With PERM_SCALES also
+    the pair's activation scales in expert-major order: sa_perm[dest, kb] = hs_scale[kb, token] ([NJ, KB])."""
     j = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     m = j < NJ
     le = tl.load(le_ptr + j, mask=m, other=-1)
@@ -286,6 +299,11 @@ def _scatter_kernel(counts_ptr, le_ptr, rank_ptr, sorted_tok_ptr, row_of_ptr, NJ
     dest = tl.sum(tl.where(le[:, None] == ex[None, :], starts[None, :], 0), axis=1) + rank
     tl.store(sorted_tok_ptr + dest, j // TOP_K, mask=valid)
     tl.store(row_of_ptr + j, tl.where(valid, dest, -1), mask=m)
+    if PERM_SCALES:
+        tok = j // TOP_K
+        for kb in range(KB):
+            sc = tl.load(hs_scale_ptr + kb * T + tok, mask=valid, other=0.0)
+            tl.store(sa_perm_ptr + dest.to(tl.int64) * KB + kb, sc, mask=valid)
 
 
 # ------------------------------------------------------------------------------------ tile schedule
@@ -329,13 +347,23 @@ def _tile_of(tile, counts_ptr, E_LOCAL: tl.constexpr, BM: tl.constexpr, N_TILES:
 
 
 @triton.jit
-def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, T, KSTEPS: tl.constexpr,
-                H: tl.constexpr, I: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr, SWAP: tl.constexpr,
-                PREFETCH: tl.constexpr, TMA: tl.constexpr):
+def _scale_col(desc, r0, kb):
+    """Column kb of a [rows, K blocks] fp32 scale array for the rows r0 .. r0 + BM, through a TMA descriptor
+    of block [BM, 4] (the box starts at a multiple of 4 columns: 16-byte aligned)."""
+    v = desc.load([r0, (kb // 4) * 4])
+    c = tl.arange(0, 4)
+    return tl.sum(tl.where(c[None, :] == kb % 4, v, 0.0), axis=1)
+
+
+@triton.jit
+def _gemm1_tile(hs_ptr, hs_scale_ptr, sa_desc, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, T,
+                KSTEPS: tl.constexpr, H: tl.constexpr, I: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr,
+                SWAP: tl.constexpr, PREFETCH: tl.constexpr, TMA: tl.constexpr, SCALE_TMA: tl.constexpr, WS1: tl.constexpr):
     """One GEMM1 tile over K blocks kb0 .. kb0 + KSTEPS: BM rows of expert e (their tokens' activations)
     against BN up rows and the BN matching gate rows of W13_e (gate = rows I..2I), the block scales
     applied per 128-wide K step: ``acc += dot(a, w) * a_scale[row] * w_scale[nblock, kblock]``.
-    With TMA the weight tiles come through w_desc (W13 as [E_LOCAL * 2I, H], block [BN, QB]).
+    With TMA the weight tiles come through w_desc (W13 as [E_LOCAL * 2I, H], block [BN, QB]); with SCALE_TMA
+    the rows' scales through sa_desc (expert-major [P, H / QB], block [BM, 4]; not with SWAP or PREFETCH).
     Returns rows, their mask, the BN columns and the up and gate accumulators, [BM, BN] or, with SWAP
     (weights as the MMA's M side, for a few rows), [BN, BM]."""
     HB: tl.constexpr = H // QB
@@ -348,7 +376,11 @@ def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, 
     wu_ptrs = w_ptr + e.to(tl.int64) * (2 * I * H) + cols[:, None].to(tl.int64) * H + k[None, :]
     wg_ptrs = wu_ptrs + I * H
     wrow = e * (2 * I) + n * BN  # the up tile's first row in W13 viewed as [E_LOCAL * 2I, H] (TMA)
-    su_ptrs = ws_ptr + e * (2 * I // QB) * HB + (cols // QB) * HB
+    if WS1:  # BN <= QB: one weight scale block per tile (a 1-element vector broadcasts like a [BN] one)
+        sblk = (n * BN) // QB + tl.arange(0, 1)
+    else:
+        sblk = cols // QB
+    su_ptrs = ws_ptr + e * (2 * I // QB) * HB + sblk * HB
     sg_ptrs = su_ptrs + (I // QB) * HB
     if SWAP:
         acc_u = tl.zeros((BN, BM), dtype=tl.float32)
@@ -369,7 +401,10 @@ def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, 
             su_next = tl.load(su_ptrs + nk)
             sg_next = tl.load(sg_ptrs + nk)
         else:
-            sa = tl.load(hs_scale_ptr + kb * T + tok, mask=rmask, other=0.0)  # hidden_states_scale is [H / 128, T]
+            if SCALE_TMA:
+                sa = _scale_col(sa_desc, r0, kb)
+            else:
+                sa = tl.load(hs_scale_ptr + kb * T + tok, mask=rmask, other=0.0)  # hidden_states_scale is [H / 128, T]
             su = tl.load(su_ptrs + kb)
             sg = tl.load(sg_ptrs + kb)
         if TMA:
@@ -393,20 +428,22 @@ def _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, 
 
 
 @triton.jit
-def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, counts_ptr, sorted_tok_ptr, inter_ptr, inter_scale_ptr, T,
-                  H: tl.constexpr, I: tl.constexpr, E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+def _gemm1_kernel(hs_ptr, hs_scale_ptr, sa_desc, w_ptr, w_desc, ws_ptr, counts_ptr, sorted_tok_ptr, inter_ptr, inter_scale_ptr,
+                  T, P, H: tl.constexpr, I: tl.constexpr, E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                   GROUP: tl.constexpr, INTER_FP8: tl.constexpr, QB: tl.constexpr, FP8_MAX: tl.constexpr,
-                  INTERP: tl.constexpr, PREFETCH: tl.constexpr, TMA: tl.constexpr):
+                  INTERP: tl.constexpr, PREFETCH: tl.constexpr, TMA: tl.constexpr, SCALE_TMA: tl.constexpr,
+                  WS1: tl.constexpr):
     """[rows_e, H] x W13_e^T -> up * silu(gate), persistent over tiles of BM rows and BN up + BN gate
     columns (BN divides QB: a tile's weight columns share one scale block). With INTER_FP8 the tile's
-    BN intermediate columns are one requant block (scale per (row, BN columns))."""
+    BN intermediate columns are one requant block (scale per (row, BN columns)): inter_scale [P, I / BN]."""
     N_TILES: tl.constexpr = I // BN
     KB: tl.constexpr = H // QB
     total = _num_tiles(counts_ptr, E_LOCAL, BM, N_TILES)
     for tile in range(tl.program_id(0), total, tl.num_programs(0)):
         e, r0, r_end, n, _s = _tile_of(tile, counts_ptr, E_LOCAL, BM, N_TILES, 1, GROUP)
-        rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, r0, r_end,
-                                                      n, 0, T, KB, H, I, BM, BN, QB, False, PREFETCH, TMA)
+        rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, sa_desc, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, r0,
+                                                      r_end, n, 0, T, KB, H, I, BM, BN, QB, False, PREFETCH, TMA, SCALE_TMA,
+                                                      WS1)
         c = acc_u * (acc_g / (1.0 + tl.exp(-acc_g)))
         o_ptrs = inter_ptr + rows[:, None].to(tl.int64) * I + cols[None, :]
         if INTER_FP8:
@@ -419,15 +456,16 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, counts_ptr, sorte
 
 
 @triton.jit
-def _gemm2_kernel(inter_ptr, a_desc, inter_scale_ptr, w_ptr, w_desc, ws_ptr, counts_ptr, y_ptr, H: tl.constexpr,
+def _gemm2_kernel(inter_ptr, a_desc, inter_scale_ptr, sa_desc, w_ptr, w_desc, ws_ptr, counts_ptr, y_ptr, H: tl.constexpr,
                   I: tl.constexpr, E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, GROUP: tl.constexpr,
                   INTER_FP8: tl.constexpr, QB: tl.constexpr, IQB: tl.constexpr, INTERP: tl.constexpr,
-                  PREFETCH: tl.constexpr, TMA: tl.constexpr):
+                  PREFETCH: tl.constexpr, TMA: tl.constexpr, SCALE_TMA: tl.constexpr, WS1: tl.constexpr):
     """[rows_e, I] x W2_e^T -> bf16 rows of expert outputs, persistent over tiles; K steps of IQB (the
     intermediate's scale block, dividing QB: W2's scale is that of the QB block holding the step). With TMA
     the intermediate's tiles come through a_desc ([P, I], block [BM, IQB]: rows past the expert's end are
     another expert's or zeros, computed and not stored) and W2's through w_desc ([E_LOCAL * H, I], block
-    [BN, IQB])."""
+    [BN, IQB]). With SCALE_TMA (and INTER_FP8, no PREFETCH) the intermediate's scales come through sa_desc
+    ([P, I / IQB], block [BM, 4])."""
     N_TILES: tl.constexpr = H // BN
     KB: tl.constexpr = I // IQB
     KBW: tl.constexpr = I // QB
@@ -440,7 +478,10 @@ def _gemm2_kernel(inter_ptr, a_desc, inter_scale_ptr, w_ptr, w_desc, ws_ptr, cou
         cols = n * BN + tl.arange(0, BN)
         a_ptrs = inter_ptr + rows[:, None].to(tl.int64) * I + k[None, :]
         w_ptrs = w_ptr + e.to(tl.int64) * (H * I) + cols[:, None].to(tl.int64) * I + k[None, :]
-        s_ptrs = ws_ptr + e * (H // QB) * KBW + (cols // QB) * KBW
+        if WS1:  # BN <= QB: one weight scale block per tile
+            s_ptrs = ws_ptr + e * (H // QB) * KBW + ((n * BN) // QB + tl.arange(0, 1)) * KBW
+        else:
+            s_ptrs = ws_ptr + e * (H // QB) * KBW + (cols // QB) * KBW
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         if PREFETCH:  # the first step's scales before the loop; each step then loads the next one's
             sw = tl.load(s_ptrs)
@@ -461,7 +502,9 @@ def _gemm2_kernel(inter_ptr, a_desc, inter_scale_ptr, w_ptr, w_desc, ws_ptr, cou
             else:
                 sw = tl.load(s_ptrs + (kb * IQB) // QB)
             if INTER_FP8:
-                if not PREFETCH:
+                if SCALE_TMA:
+                    sa = _scale_col(sa_desc, r0, kb)
+                elif not PREFETCH:
                     sa = tl.load(inter_scale_ptr + rows * KB + kb, mask=rmask, other=0.0)
                 acc += tl.dot(a, tl.trans(w)) * (sa[:, None] * sw[None, :])
             else:
@@ -481,7 +524,7 @@ def _gemm2_kernel(inter_ptr, a_desc, inter_scale_ptr, w_ptr, w_desc, ws_ptr, cou
 @triton.jit
 def _gemm1_swap_kernel(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, counts_ptr, sorted_tok_ptr, part_ptr, T, P,
                        H: tl.constexpr, I: tl.constexpr, E_LOCAL: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
-                       SPLIT: tl.constexpr, QB: tl.constexpr, PREFETCH: tl.constexpr, TMA: tl.constexpr):
+                       SPLIT: tl.constexpr, QB: tl.constexpr, PREFETCH: tl.constexpr, TMA: tl.constexpr, WS1: tl.constexpr):
     """Swap-AB GEMM1: (W13 rows) x (tokens)^T per K split; fp32 partials part[split, row, 0:2I]."""
     N_TILES: tl.constexpr = I // BN
     KB_PER: tl.constexpr = H // QB // SPLIT
@@ -489,8 +532,8 @@ def _gemm1_swap_kernel(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, counts_ptr, 
     for tile in range(tl.program_id(0), total, tl.num_programs(0)):
         e, r0, r_end, n, sp = _tile_of(tile, counts_ptr, E_LOCAL, BT, N_TILES, SPLIT, 1)
         kb0 = sp * KB_PER
-        rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, r0, r_end,
-                                                      n, kb0, T, KB_PER, H, I, BT, BN, QB, True, PREFETCH, TMA)
+        rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, hs_scale_ptr, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e,
+                                                      r0, r_end, n, kb0, T, KB_PER, H, I, BT, BN, QB, True, PREFETCH, TMA, False, WS1)
         p_ptrs = part_ptr + sp.to(tl.int64) * P * (2 * I) + rows[None, :].to(tl.int64) * (2 * I) + cols[:, None]
         tl.store(p_ptrs, acc_u, mask=rmask[None, :])
         tl.store(p_ptrs + I, acc_g, mask=rmask[None, :])
@@ -526,7 +569,7 @@ def _swiglu_kernel(part_ptr, counts_ptr, inter_ptr, inter_scale_ptr, P, I: tl.co
 @triton.jit
 def _gemm2_swap_kernel(inter_ptr, a_desc, inter_scale_ptr, w_ptr, w_desc, ws_ptr, counts_ptr, y_ptr, H: tl.constexpr,
                        I: tl.constexpr, E_LOCAL: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr,
-                       A_FP8: tl.constexpr, INTERP: tl.constexpr, TMA: tl.constexpr):
+                       A_FP8: tl.constexpr, INTERP: tl.constexpr, TMA: tl.constexpr, WS1: tl.constexpr):
     """Swap-AB GEMM2: (W2 rows) x (intermediate)^T. A bf16 intermediate: the weights FP8 -> bf16 with their block
     scale, a 16-bit MMA; with A_FP8 (e4m3 intermediate, scale per (row, QB columns)): FP8 x FP8, both scales
     applied per K step."""
@@ -541,7 +584,10 @@ def _gemm2_swap_kernel(inter_ptr, a_desc, inter_scale_ptr, w_ptr, w_desc, ws_ptr
         cols = n * BN + tl.arange(0, BN)
         a_ptrs = inter_ptr + rows[:, None].to(tl.int64) * I + k[None, :]
         w_ptrs = w_ptr + e.to(tl.int64) * (H * I) + cols[:, None].to(tl.int64) * I + k[None, :]
-        s_ptrs = ws_ptr + e * (H // QB) * KB + (cols // QB) * KB
+        if WS1:  # BN <= QB: one weight scale block per tile
+            s_ptrs = ws_ptr + e * (H // QB) * KB + ((n * BN) // QB + tl.arange(0, 1)) * KB
+        else:
+            s_ptrs = ws_ptr + e * (H // QB) * KB + (cols // QB) * KB
         acc = tl.zeros((BN, BT), dtype=tl.float32)
         for kb in range(KB):
             if TMA:  # as _gemm2_kernel's: block [BT, QB] of the intermediate, [BN, QB] of W2
@@ -612,12 +658,12 @@ def _route_small_warps(bt):
 def _gemm1_consts(H, I, E_LOCAL, interp, bm=None):
     """The large-batch GEMM1's constexprs for the current tunables (also what scripts/moe_aot.py compiles)."""
     return dict(H=H, I=I, E_LOCAL=E_LOCAL, BM=bm or BLOCK_M, BN=G1_BN, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, FP8_MAX=FP8_MAX,
-                INTERP=interp, PREFETCH=bool(PREFETCH_SCALES))
+                INTERP=interp, PREFETCH=bool(PREFETCH_SCALES), WS1=bool(W_SCALE_ONE) and G1_BN <= QBLOCK)
 
 
 def _gemm2_consts(H, I, E_LOCAL, interp, bm=None):
     return dict(H=H, I=I, E_LOCAL=E_LOCAL, BM=bm or G2_BLOCK_M, BN=BLOCK_N2, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, IQB=G1_BN,
-                INTERP=interp, PREFETCH=bool(PREFETCH_SCALES))
+                INTERP=interp, PREFETCH=bool(PREFETCH_SCALES), WS1=bool(W_SCALE_ONE) and BLOCK_N2 <= QBLOCK)
 
 
 def _m_tiles_ub(pairs, bm, n_experts):
@@ -625,14 +671,18 @@ def _m_tiles_ub(pairs, bm, n_experts):
     return max(1, min(pairs, triton.cdiv(pairs, bm) + n_experts))
 
 
-def _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev):
+def _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev, hs_scale=None, sa_perm=None):
     """Routing over T/16 programs (each local pair's rank in its expert from an atomic counter), then the
-    expert-major positions: fills sorted_tok, row_of, wflat; returns the per-expert counts."""
+    expert-major positions: fills sorted_tok, row_of, wflat (and, given sa_perm [H / 128, P], the pairs'
+    activation scales in expert-major order); returns the per-expert counts."""
     counts = torch.zeros(E_LOCAL, dtype=torch.int32, device=dev)  # the routing kernel's atomic counters
     le = torch.empty(P, dtype=torch.int32, device=dev)
     rank = torch.empty(P, dtype=torch.int32, device=dev)
     _route_kernel[(triton.cdiv(T, 16),)](logits, bias, T, rsf, offset, counts, le, rank, wflat, BT=16, **consts)
-    _scatter_kernel[(triton.cdiv(P, 256),)](counts, le, rank, sorted_tok, row_of, P, TOP_K=TOP_K, E_LOCAL=E_LOCAL, BLOCK=256)
+    perm = sa_perm is not None
+    _scatter_kernel[(triton.cdiv(P, 256),)](counts, le, rank, sorted_tok, row_of, hs_scale if perm else row_of, sa_perm if perm else row_of,
+                                            P, T, TOP_K=TOP_K, E_LOCAL=E_LOCAL, BLOCK=256, KB=sa_perm.shape[1] if perm else 1,
+                                            PERM_SCALES=perm)
     return counts
 
 
@@ -689,6 +739,7 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
         _gemm1_swap_kernel[_grid(_m_tiles_ub(P, g1_bt, E_LOCAL) * (I // SMALL_BN) * split, dev, SMALL_PROGS_PER_SM)](
             hs, hs_scale, gemm1_weights, w1_desc, gemm1_weights_scale, counts, sorted_tok, part, T, P, H=H, I=I,
             E_LOCAL=E_LOCAL, BT=g1_bt, BN=SMALL_BN, SPLIT=split, QB=QBLOCK, PREFETCH=bool(PREFETCH_SCALES), TMA=tma1,
+            WS1=bool(W_SCALE_ONE) and SMALL_BN <= QBLOCK,
             num_warps=SMALL_WARPS, num_stages=SMALL_STAGES)
         inter = torch.empty((P, I), dtype=torch.float8_e4m3fn if SMALL_INTER_FP8 else torch.bfloat16, device=dev)
         inter_scale = torch.empty((P, I // QBLOCK), dtype=torch.float32, device=dev)
@@ -698,21 +749,29 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
         (a_desc, w2_desc), tma2 = _operands(SMALL_W_TMA and SMALL_INTER_FP8, (inter, (SMALL_BT, QBLOCK)), (w2v, (SMALL_BN, QBLOCK)))
         _gemm2_swap_kernel[_grid(_m_tiles_ub(P, SMALL_BT, E_LOCAL) * (H // SMALL_BN), dev, SMALL_PROGS_PER_SM)](
             inter, a_desc, inter_scale, gemm2_weights, w2_desc, gemm2_weights_scale, counts, y, H=H, I=I, E_LOCAL=E_LOCAL,
-            BT=SMALL_BT, BN=SMALL_BN, QB=QBLOCK, A_FP8=SMALL_INTER_FP8, INTERP=interp, TMA=tma2, num_warps=SMALL_WARPS,
+            BT=SMALL_BT, BN=SMALL_BN, QB=QBLOCK, A_FP8=SMALL_INTER_FP8, INTERP=interp, TMA=tma2,
+            WS1=bool(W_SCALE_ONE) and SMALL_BN <= QBLOCK, num_warps=SMALL_WARPS,
             num_stages=SMALL_G2_STAGES)
     else:
-        counts = _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev)
-        inter = torch.empty((P, I), dtype=torch.float8_e4m3fn if INTER_FP8 else torch.bfloat16, device=dev)
-        inter_scale = torch.empty((P, I // G1_BN), dtype=torch.float32, device=dev)
         big = T >= BIG_TILE_TOKENS  # a host-side shape: no sync
         bm1, bm2, w2 = (BIG_BLOCK_M, BIG_G2_BLOCK_M, BIG_G2_WARPS) if big else (BLOCK_M, G2_BLOCK_M, G2_WARPS)
+        # SCALE_TMA: the activation scales expert-major [P, H / 128] (written by the scatter kernel), read as
+        # [BM, 4] boxes like the intermediate's [P, I / G1_BN]
+        stma = bool(SCALE_TMA) and not PREFETCH_SCALES and (I // G1_BN) % 4 == 0 and (H // QBLOCK) % 4 == 0
+        sa_perm = torch.empty((P, H // QBLOCK), dtype=torch.float32, device=dev) if stma else None
+        counts = _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev, hs_scale, sa_perm)
+        inter = torch.empty((P, I), dtype=torch.float8_e4m3fn if INTER_FP8 else torch.bfloat16, device=dev)
+        inter_scale = torch.empty((P, I // G1_BN), dtype=torch.float32, device=dev)
         (w1_desc,), tma1 = _operands(W_TMA, (w13v, (G1_BN, QBLOCK)))
+        # one layout decision for both kernels (fresh allocations with P = 8T rows meet TMA's rules)
+        sa1_desc = TensorDescriptor.from_tensor(sa_perm, [bm1, 4]) if stma else hs_scale
         _gemm1_kernel[_grid(_m_tiles_ub(P, bm1, E_LOCAL) * (I // G1_BN), dev, G1_PROGS_PER_SM)](
-            hs, hs_scale, gemm1_weights, w1_desc, gemm1_weights_scale, counts, sorted_tok, inter, inter_scale, T,
-            **_gemm1_consts(H, I, E_LOCAL, interp, bm1), TMA=tma1, num_warps=G1_WARPS, num_stages=NUM_STAGES)
+            hs, hs_scale, sa1_desc, gemm1_weights, w1_desc, gemm1_weights_scale, counts, sorted_tok, inter, inter_scale, T, P,
+            **_gemm1_consts(H, I, E_LOCAL, interp, bm1), TMA=tma1, SCALE_TMA=stma, num_warps=G1_WARPS, num_stages=NUM_STAGES)
         (a_desc, w2_desc), tma2 = _operands(W_TMA and INTER_FP8, (inter, (bm2, G1_BN)), (w2v, (BLOCK_N2, G1_BN)))
+        sa2_desc = TensorDescriptor.from_tensor(inter_scale, [bm2, 4]) if stma and INTER_FP8 else inter_scale
         _gemm2_kernel[_grid(_m_tiles_ub(P, bm2, E_LOCAL) * triton.cdiv(H, BLOCK_N2), dev)](
-            inter, a_desc, inter_scale, gemm2_weights, w2_desc, gemm2_weights_scale, counts, y,
-            **_gemm2_consts(H, I, E_LOCAL, interp, bm2), TMA=tma2, num_warps=w2, num_stages=NUM_STAGES)
+            inter, a_desc, inter_scale, sa2_desc, gemm2_weights, w2_desc, gemm2_weights_scale, counts, y,
+            **_gemm2_consts(H, I, E_LOCAL, interp, bm2), TMA=tma2, SCALE_TMA=stma and INTER_FP8, num_warps=w2, num_stages=NUM_STAGES)
     _reduce_kernel[(T, triton.cdiv(H, 1024))](y, row_of, wflat, out, H=H, TOP_K=TOP_K, BH=1024, num_warps=4)
     return out
