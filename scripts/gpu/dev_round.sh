@@ -12,8 +12,8 @@
 #   DEV_BUDGET (default 240 s of sweep), PICK_MIN (1.03), PICK_WORST (0.98), SUBMIT_TIMEOUT (per submission),
 #   MOE_VARIANTS (moe_dev.py variant names beside its default; default all), MOE_SEQ_LENS (moe_dev.py's default).
 #   NO_SUBMIT=1 sweeps and picks only.
-# Outputs under $OUT: dsa_dev.* or moe_dev.*, pick-<op>.txt, candidates/<picked>.json, submit.txt and submit/
-# (submit.log, records.txt, workspace.tar.gz).
+# Outputs under $OUT: round.tar.gz (dsa_dev.* or moe_dev.*, pick-<op>.txt, submit.txt), candidates/<picked>.json
+# and submit/ (submit.log, records.txt, workspace.tar.gz).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-$PWD/dev_round_out}"
@@ -61,4 +61,6 @@ fi
 for log in "$OUT/dsa_dev.log" "$OUT/moe_dev.log"; do
   [ -f "$log" ] && tail -n 40 "$log"
 done
+# the device tool brings back at most 8 files: the sweep's and the pick's text in one archive
+(cd "$OUT" && tar -czf round.tar.gz --remove-files -- *_dev.* pick-*.txt submit.txt 2>/dev/null)
 exit $rc

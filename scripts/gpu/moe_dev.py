@@ -239,8 +239,9 @@ def phase_a_child(name, seq_lens, budget_s) -> int:
                         checks={k: {"ok": c.ok, "value": c.value} for k, c in r.checks.items()})
             if r.ok:
                 cell["do_bench_ms"] = triton.testing.do_bench(lambda x=x: fn(**x), warmup=5, rep=40, return_mode="median")
-                if name in VARIANTS:  # the seed's variants: where the time goes
+                if name in VARIANTS:  # the seed's variants: where the time goes, and their GPU time (CUPTI) per call
                     cell["kernels_us"] = kernel_times(fn, x)
+                    cell["gpu_ms"] = round(sum(cell["kernels_us"].values()) / 1000.0, 5)
         except Exception as e:  # noqa: BLE001
             cell["status"] = f"ERROR {type(e).__name__}: {str(e)[:300]}"
         print(json.dumps(cell), flush=True)

@@ -5,14 +5,16 @@
     python3 scripts/gpu/pick_submission.py $OUT/dsa_dev.json --op attention --write-candidates $OUT/candidates
     python3 scripts/gpu/pick_submission.py $OUT/moe_dev.json --write-candidates $OUT/candidates
 
-Reads a ``moe_dev.py`` result (phase A rows: variant, seq_len, status, do_bench_ms) or, with ``--op``, a
+Reads a ``moe_dev.py`` result (phase A rows: variant, seq_len, status, gpu_ms or do_bench_ms) or, with ``--op``, a
 ``dsa_dev.py`` one (phase B: variant -> workload -> ok, us), takes each named variant's geomean ratio
 over the ``--baseline`` variant (default ``default``) on the workloads both ran, and prints the file of
 the best one whose ratio is at least ``--min``, whose slowest workload is at least ``--worst`` of the
 baseline (the promotion rules reject a workload measured slower), and none of whose rows failed (a
 variant of one path runs only on that path's workloads); prints nothing when none qualifies. Each
 variant's ratios go to stderr. The sweep only chooses: the promotion decision is still the harness's
-paired evaluation in ``kbot submit``.
+paired evaluation in ``kbot submit``. Rows are ranked by GPU time (CUPTI) where the sweep has it: do_bench's
+event time counts host work too, and picked a MoE variant at 1.105x whose GPU time was 1.025x (paired: 1.018x,
+rejected; docs/measurements.md recording 35).
 """
 
 from __future__ import annotations
@@ -71,8 +73,9 @@ def ratios(rows: list[dict], baseline: str) -> dict[str, tuple[float, int, bool,
     ms: dict[str, dict[int, float]] = {}
     failed: set[str] = set()  # a row that ran and did not pass (a seq_len a variant was not scheduled on has no row)
     for r in rows:
-        if "seq_len" in r and "do_bench_ms" in r and r.get("status") == "PASSED":
-            ms.setdefault(r["variant"], {})[r["seq_len"]] = r["do_bench_ms"]
+        t = r.get("gpu_ms") or r.get("do_bench_ms")  # GPU time (CUPTI) where the sweep took it
+        if "seq_len" in r and t and r.get("status") == "PASSED":
+            ms.setdefault(r["variant"], {})[r["seq_len"]] = t
         elif "variant" in r:
             failed.add(r["variant"])
     base = ms.get(baseline, {})

@@ -117,3 +117,11 @@ def test_writes_a_moe_sweeps_variants_and_refuses_a_sweep_without_its_definition
     f.write_text(json.dumps({"phase_a": data, "variants": {"tma": {"W_TMA": True}}}))
     with pytest.raises(SystemExit, match="names no definition"):
         pick.main([str(f), "--write-candidates", str(out)])
+
+
+def test_ranks_by_gpu_time_where_the_sweep_has_it(tmp_path, capsys):
+    """A moe_dev.py row's gpu_ms (CUPTI) outranks its do_bench_ms: event time counts host work (a variant
+    can look 2x faster by do_bench and be no faster on the GPU)."""
+    data = [{"variant": v, "seq_len": s, "status": "PASSED", "do_bench_ms": db, "gpu_ms": g}
+            for v, s, db, g in (("default", 1, 0.26, 0.148), ("a", 1, 0.18, 0.148), ("b", 1, 0.27, 0.120))]
+    assert run(tmp_path, capsys, data, "a=A.json", "b=B.json") == "B.json"  # by do_bench it would be A (1.44x)
