@@ -314,12 +314,15 @@ class ThreadOrigins:
     imported) to record whether the candidate's own code (a file under ``own_paths``) was on the stack.
     A thread the harness, the reference or a library started with no candidate frame on the stack (an
     energy counter, a compile pool the reference woke) is not the candidate's doing; every other new
-    thread is, including any whose start was not seen."""
+    thread is, including any whose start was not seen. The candidate's starts are also kept in order
+    until ``check_threads`` takes them, so a thread that did its work and ended before the check (a
+    result filled in after the timer stopped, then gone) is still seen."""
 
     def __init__(self, own_paths: Iterable[str | Path]):
         self.own_paths = _prefixes(own_paths)
         # thread -> (candidate's, where it was started); weak: a later thread never inherits a dead one's id
         self.sites: weakref.WeakKeyDictionary[Any, tuple[bool, str]] = weakref.WeakKeyDictionary()
+        self.started: list[Any] = []  # the candidate's threads since the last take_started(), in start order
         self._installed: tuple[Callable, Callable] | None = None
 
     def install(self) -> "ThreadOrigins":
@@ -329,7 +332,10 @@ class ThreadOrigins:
         origins = self
 
         def start(thread: Any, *args: Any, **kwargs: Any) -> Any:
-            origins.sites[thread] = origins._site(sys._getframe(1))
+            site = origins._site(sys._getframe(1))
+            origins.sites[thread] = site
+            if site[0]:
+                origins.started.append(thread)
             return orig(thread, *args, **kwargs)
 
         _Thread.start = start
@@ -356,6 +362,11 @@ class ThreadOrigins:
             frame = frame.f_back
         return False, first or "?"
 
+    def take_started(self) -> list[Any]:
+        """The threads the candidate started since the last call (alive or not); forgets them."""
+        out, self.started = self.started, []
+        return out
+
     def candidates(self, threads: Iterable[Any]) -> list[Any]:
         """Those of ``threads`` the candidate started (or whose start was not seen)."""
         return [t for t in threads if self.sites.get(t, (True, ""))[0]]
@@ -370,11 +381,13 @@ def _describe_thread(t: Any, origins: ThreadOrigins | None) -> str:
 
 def check_threads(before: ThreadCount, after: ThreadCount, os_slack: int = 0,
                   origins: ThreadOrigins | None = None) -> list[Finding]:
-    """Findings when the candidate left threads running. ``os_slack`` tolerates that many extra kernel
-    threads (for a runtime known to start helpers lazily); Python threads get no slack, but with
-    ``origins`` those started with no candidate code on the stack are not counted."""
+    """Findings when the candidate left threads running, or (with ``origins``) started threads since the
+    last check that have already ended. ``os_slack`` tolerates that many extra kernel threads (for a
+    runtime known to start helpers lazily); Python threads get no slack, but with ``origins`` those
+    started with no candidate code on the stack are not counted."""
     out = []
     new = [t for t in after.threads if not any(t is b for b in before.threads)]
+    theirs: list[Any] = []
     if after.threads or before.threads:
         theirs = origins.candidates(new) if origins is not None else new
         if theirs:
@@ -383,6 +396,12 @@ def check_threads(before: ThreadCount, after: ThreadCount, os_slack: int = 0,
                                                    f" (new: {names})"))
     elif after.python > before.python:
         out.append(_finding("runtime-threads", f"Python threads went from {before.python} to {after.python}"))
+    if origins is not None:
+        ended = [t for t in origins.take_started() if not any(t is a for a in theirs)]
+        if ended:
+            names = "; ".join(_describe_thread(t, origins) for t in ended[:3])
+            out.append(_finding("runtime-threads", f"the candidate started {_len(ended)} Python thread(s) that ended before the "
+                                                   f"check (work done off the timed path): {names}"))
     if before.os is not None and after.os is not None and after.os > before.os + os_slack:
         out.append(_finding("runtime-threads", f"OS threads went from {before.os} to {after.os}"))
     return out

@@ -199,6 +199,38 @@ def test_threads_are_the_candidates_only_when_its_code_started_them(tmp_path):
     assert threading.Thread.start is rt._thread_start
 
 
+def test_a_candidate_thread_that_ended_before_the_check_is_still_seen(tmp_path):
+    """The background-fill trick under load: the candidate's thread finishes its work (the output filled
+    after the timer stopped) and ends before the harness counts threads. Its start was recorded, so the
+    check still reports it, once; a library's short-lived thread is not the candidate's."""
+    own = tmp_path / "sol"
+    own.mkdir()
+    (own / "cand.py").write_text("import threading\n"
+                                 "def fill_in_background(out):\n"
+                                 "    t = threading.Thread(target=out.append, args=(1,), name='cand-fill')\n"
+                                 "    t.start()\n"
+                                 "    return t\n")
+    spec = importlib.util.spec_from_file_location("cand_fill", own / "cand.py")
+    cand = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cand)
+    origins = rt.ThreadOrigins(own_paths=[own]).install()
+    try:
+        before = rt.thread_count()
+        lib = threading.Thread(target=lambda: None, name="library-helper")
+        lib.start()
+        lib.join()
+        assert rt.check_threads(before, rt.thread_count(), os_slack=8, origins=origins) == []
+        out: list[int] = []
+        cand.fill_in_background(out).join()
+        assert out == [1]
+        f = rt.check_threads(before, rt.thread_count(), os_slack=8, origins=origins)
+        assert rules(f) == {"runtime-threads"}
+        assert "ended before the check" in f[0].message and "'cand-fill'" in f[0].message and "cand.py:4" in f[0].message
+        assert rt.check_threads(before, rt.thread_count(), os_slack=8, origins=origins) == []  # reported once
+    finally:
+        origins.uninstall()
+
+
 def test_check_threads_os_slack():
     before = rt.ThreadCount(1, 4)
     assert rules(rt.check_threads(before, rt.ThreadCount(1, 5))) == {"runtime-threads"}
