@@ -5,7 +5,7 @@ generators, the reference once, then every variant of the seed (tunable settings
 from the torch profiler (CUPTI, sum of all kernels of one call) and event time per call (do_bench,
 L2 flushed). Prints one compact table per definition; writes everything to $OUT/gdn_dev.json.
 
-    source scripts/gpu/setup_device.sh; python3 scripts/gpu/gdn_dev.py [--only decode|prefill] [--quick]
+    source scripts/gpu/setup_device.sh; python3 scripts/gpu/gdn_dev.py [--only decode|prefill] [--quick] [--with-tunable NAME]
 """
 
 from __future__ import annotations
@@ -49,6 +49,9 @@ VARIANTS = {
         {"LONG_PREP_WARPS": 8}, {"LONG_OUT_WARPS": 8}, {"PREP_WARPS": 8}, {"LONG_FROM": 1024}, {"LONG_FROM": 512},
         {"STATE_WARPS": 8}, {"STATE_STAGES": 3}, {"FEW_SEQS_BV": 32}, {"OUT_BV": 32},
         {"OUT_BV": 128, "OUT_WARPS": 8},
+        # per-chunk transitions (P = KD^T W, B = KD^T U) for long sequences: one product per state step
+        {"TRANSITION_FROM": 2048}, {"TRANSITION_FROM": 1024}, {"TRANSITION_FROM": 2048, "TRANS_WARPS": 4},
+        {"TRANSITION_FROM": 2048, "FEW_SEQS_BV": 32},
     ],
 }
 # The champion on main (kernels/<definition>/champion.json) runs beside the seed's variants as "champion":
@@ -92,6 +95,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", choices=["decode", "prefill"])
     ap.add_argument("--quick", action="store_true", help="default variant and fla only")
+    ap.add_argument("--with-tunable", action="append", default=[], metavar="NAME",
+                    help="only the default and the variants that set NAME (repeatable), e.g. TRANSITION_FROM")
     ap.add_argument("--dry", action="store_true", help="CPU dry run of this script (interpreter, small workloads, no timing)")
     args = ap.parse_args()
     if args.dry:
@@ -116,6 +121,8 @@ def main() -> int:
         ref = load_module(f"ref_{defname}", (REPO / "definitions" / defname / "reference.py").read_text())
         seed = load_seeds(defname)[0]
         variants = VARIANTS[defname][:1] if args.quick else VARIANTS[defname]
+        if args.with_tunable:  # the default and the variants that set one of these tunables
+            variants = [v for v in variants if not v or set(v) & set(args.with_tunable)]
         kernels = {}
         for v in variants:
             sol = apply(seed, v, name="v") if v else seed

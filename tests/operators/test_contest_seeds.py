@@ -53,6 +53,8 @@ VARIANTS = {
         {},  # token-by-token for the short workloads; chunked with BV 16 for the two-sequence one
         {"RECURRENT_MAX_LEN": 0},  # chunked everywhere: BV 16 (one or two sequences) and BV 32 (three)
         {"RECURRENT_MAX_LEN": 0, "CHUNK": 128, "MANY_SEQS": 1},  # 128-token chunks, BV 64 at 8 warps
+        {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16},  # per-chunk transitions (P, B), 64-token chunks
+        {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16, "CHUNK": 128, "TRANS_WARPS": 4},  # the same at 128
     ],
 }
 

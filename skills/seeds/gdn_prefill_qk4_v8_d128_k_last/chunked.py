@@ -46,6 +46,16 @@ launches' worth of fixed cost saved. The choice uses only shapes (T / num_seqs):
 Chunks never cross a sequence boundary: programs find their (sequence, chunk) from cu_seqlens on the
 GPU; kernel 1 and 3 grids are an upper bound (ceil(T / C) + num_seqs) and spare programs exit.
 
+Per-chunk transitions (TRANSITION_FROM > 0, sequences of at least that many tokens on average): the state
+step H' = exp(gamma_C) H + KD^T (U - W H) is, expanded, H' = exp(gamma_C) H - P H + B with P = KD^T W
+([K, K]) and B = KD^T U ([K, V]), which depend on the chunk only. A parallel kernel forms P and B for
+every chunk; the sequential pass then does one product per chunk instead of two dependent ones (Vn's
+product, its fp16 rounding and layout change, then KD^T Vn) and streams P and a [K, BV] block of B (32 KB
++ 8 KB at 128-token chunks, BV 16) instead of W, KD and U (64 KB + 4 KB); the output pass forms its Vn = U
+- W H from the snapshot. Costs a pass over W, KD, U (and writes P, B: 64 KB per chunk and head) and a
+launch, so only for long sequences, where the sequential chain bounds the call (1 x 8192 tokens, H100:
+the state pass 134 of 292 us, ~2.1 us a step).
+
 Numerics: the state stays float32; products take fp16 operands (10-bit mantissa, the range of these
 values is far inside fp16's) with float32 accumulation; W, U, Vn and the snapshots are stored in fp16.
 """
@@ -79,6 +89,8 @@ STATE_STAGES = 2  # kbot: tunable [2, 3] role=stages
 RECURRENT_MAX_LEN = 16  # kbot: tunable [16, 0, 8, 32, 64] role=other
 REC_BV = 16  # kbot: tunable [16, 8, 32] role=block
 REC_WARPS = 2  # kbot: tunable [2, 1, 4]
+TRANSITION_FROM = 0  # kbot: tunable [0, 2048, 4096, 1024, 16] role=other
+TRANS_WARPS = 8  # kbot: tunable [8, 4]
 
 
 @triton.jit
@@ -204,10 +216,13 @@ def _prep(k_ptr, v_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_ptr, w_ptr, u_ptr, k
 
 
 @triton.jit
-def _state(s_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gl_ptr, snap_ptr, vn_ptr, ns_ptr, N,
+def _state(s_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gl_ptr, snap_ptr, vn_ptr, ns_ptr, p_ptr, bt_ptr, N,
            HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-           C: tl.constexpr, BV: tl.constexpr, NP: tl.constexpr, HAS_STATE: tl.constexpr, STAGES: tl.constexpr):
-    """The sequential part: per chunk Vn = U - W H, a snapshot of H, H' = exp(gamma_C) H + KD^T Vn."""
+           C: tl.constexpr, BV: tl.constexpr, NP: tl.constexpr, HAS_STATE: tl.constexpr, STAGES: tl.constexpr,
+           TRANS: tl.constexpr):
+    """The sequential part: per chunk Vn = U - W H, a snapshot of H, H' = exp(gamma_C) H + KD^T Vn; with
+    TRANS the chunk's transition instead (P = KD^T W, B = KD^T U from _transition): a snapshot of H, then
+    H' = exp(gamma_C) H - P H + B."""
     seq = tl.program_id(0)
     h = tl.program_id(1)
     vb = tl.program_id(2)
@@ -226,27 +241,57 @@ def _state(s_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gl_ptr, snap_ptr, vn_ptr, ns_ptr
         hs = tl.zeros([K, BV], dtype=tl.float32)
     for j in tl.range(0, n, num_stages=STAGES):
         cidx = base + j
-        t = start + j * C + r
-        live = t < end
-        row = t.to(tl.int64) * HV + h
-        w = tl.load(w_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
-        kd = tl.load(kd_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
-        u = tl.load(u_ptr + row[:, None] * V + cols[None, :], mask=live[:, None], other=0.0)
         gl = tl.load(gl_ptr + cidx * HV + h)
         hsh = hs.to(tl.float16)
-        tl.store(snap_ptr + (cidx * HV + h).to(tl.int64) * (K * V) + kk[:, None] * V + cols[None, :], hsh)
-        vnh = (u.to(tl.float32) - tl.dot(w, hsh)).to(tl.float16)
-        tl.store(vn_ptr + row[:, None] * V + cols[None, :], vnh, mask=live[:, None])
-        hs = tl.exp(gl) * hs + tl.dot(tl.trans(kd), vnh)
+        ch = (cidx * HV + h).to(tl.int64)
+        tl.store(snap_ptr + ch * (K * V) + kk[:, None] * V + cols[None, :], hsh)
+        if TRANS:
+            pm = tl.load(p_ptr + ch * (K * K) + kk[:, None] * K + kk[None, :])
+            bt = tl.load(bt_ptr + ch * (K * V) + kk[:, None] * V + cols[None, :])
+            hs = tl.exp(gl) * hs - tl.dot(pm, hsh) + bt.to(tl.float32)
+        else:
+            t = start + j * C + r
+            live = t < end
+            row = t.to(tl.int64) * HV + h
+            w = tl.load(w_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
+            kd = tl.load(kd_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
+            u = tl.load(u_ptr + row[:, None] * V + cols[None, :], mask=live[:, None], other=0.0)
+            vnh = (u.to(tl.float32) - tl.dot(w, hsh)).to(tl.float16)
+            tl.store(vn_ptr + row[:, None] * V + cols[None, :], vnh, mask=live[:, None])
+            hs = tl.exp(gl) * hs + tl.dot(tl.trans(kd), vnh)
     # as the official definition: an empty sequence's final state is zeros
     hs = tl.where(end > start, hs, 0.0)
     tl.store(ns_ptr + s_offs, hs)
 
 
 @triton.jit
-def _output(q_ptr, k_ptr, cu_ptr, gam_ptr, snap_ptr, vn_ptr, o_ptr, scale, N,
+def _transition(cu_ptr, w_ptr, u_ptr, kd_ptr, p_ptr, bt_ptr, N, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                C: tl.constexpr, NP: tl.constexpr):
+    """One chunk's transition, every chunk and head in parallel: P = KD^T W [K, K] and B = KD^T U [K, V]
+    (fp16 operands, float32 sums, stored fp16), so that H' = exp(gamma_C) H - P H + B."""
+    c = tl.program_id(0)
+    h = tl.program_id(1)
+    seq, t0, t1 = _locate_chunk(cu_ptr, c, N, C, NP)
+    if seq >= N:
+        return
+    r = tl.arange(0, C)
+    kk = tl.arange(0, K)
+    vv = tl.arange(0, V)
+    t = t0 + r
+    live = t < t1
+    row = t.to(tl.int64) * HV + h
+    kd = tl.load(kd_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
+    w = tl.load(w_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
+    ch = (c * HV + h).to(tl.int64)
+    tl.store(p_ptr + ch * (K * K) + kk[:, None] * K + kk[None, :], tl.dot(tl.trans(kd), w).to(tl.float16))
+    u = tl.load(u_ptr + row[:, None] * V + vv[None, :], mask=live[:, None], other=0.0)
+    tl.store(bt_ptr + ch * (K * V) + kk[:, None] * V + vv[None, :], tl.dot(tl.trans(kd), u).to(tl.float16))
+
+
+@triton.jit
+def _output(q_ptr, k_ptr, cu_ptr, gam_ptr, snap_ptr, vn_ptr, w_ptr, u_ptr, o_ptr, scale, N,
             HV: tl.constexpr, REP: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-            C: tl.constexpr, BV: tl.constexpr, NP: tl.constexpr):
+            C: tl.constexpr, BV: tl.constexpr, NP: tl.constexpr, TRANS: tl.constexpr):
     c = tl.program_id(0)
     h = tl.program_id(1)
     vb = tl.program_id(2)
@@ -265,8 +310,13 @@ def _output(q_ptr, k_ptr, cu_ptr, gam_ptr, snap_ptr, vn_ptr, o_ptr, scale, N,
     qc = tl.load(q_ptr + (tk * HQ + hk)[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
     kc = tl.load(k_ptr + (tk * HQ + hk)[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
     gam = tl.load(gam_ptr + row, mask=live, other=0.0)
-    vn = tl.load(vn_ptr + row[:, None] * V + cols[None, :], mask=live[:, None], other=0.0)
     snap = tl.load(snap_ptr + (c * HV + h).to(tl.int64) * (K * V) + kk[:, None] * V + cols[None, :])
+    if TRANS:  # the state pass stored no Vn: Vn = U - W H from the snapshot, as it would have
+        w = tl.load(w_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
+        u = tl.load(u_ptr + row[:, None] * V + cols[None, :], mask=live[:, None], other=0.0)
+        vn = (u.to(tl.float32) - tl.dot(w, snap)).to(tl.float16)
+    else:
+        vn = tl.load(vn_ptr + row[:, None] * V + cols[None, :], mask=live[:, None], other=0.0)
     causal = r[:, None] >= r[None, :]
     qk = tl.dot(qc, tl.trans(kc))
     aqk = tl.where(causal, qk * tl.exp(tl.where(causal, gam[:, None] - gam[None, :], 0.0)), 0.0)
@@ -352,21 +402,28 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
     # of a heavier parallel prep); otherwise the lighter 64-token prep and output win.
     chunk = LONG_CHUNK if T >= LONG_FROM * N else CHUNK
     n_chunks = triton.cdiv(T, chunk) + N  # an upper bound on sum_i ceil(len_i / chunk)
+    trans = bool(TRANSITION_FROM) and T >= TRANSITION_FROM * N  # shapes only: no host sync
     w = torch.empty((T, HV, K), dtype=torch.float16, device=dev)
     kd = torch.empty((T, HV, K), dtype=torch.float16, device=dev)
     u = torch.empty((T, HV, V), dtype=torch.float16, device=dev)
-    vn = torch.empty((T, HV, V), dtype=torch.float16, device=dev)
+    vn = w if trans else torch.empty((T, HV, V), dtype=torch.float16, device=dev)  # no Vn with transitions
     gam = torch.empty((T, HV), dtype=torch.float32, device=dev)
     glast = torch.empty((n_chunks, HV), dtype=torch.float32, device=dev)
     snap = torch.empty((n_chunks, HV, K, V), dtype=torch.float16, device=dev)
     long = chunk == 128
     _prep[(n_chunks, HV)](k, v, A_log, a, dt_bias, b, cu_seqlens, w, u, kd, gam, glast, N, HV=HV, REP=rep, K=K, V=V,
                           C=chunk, NP=np2, num_warps=LONG_PREP_WARPS if long else PREP_WARPS)
+    if trans:
+        pm = torch.empty((n_chunks, HV, K, K), dtype=torch.float16, device=dev)
+        bt = torch.empty((n_chunks, HV, K, V), dtype=torch.float16, device=dev)
+        _transition[(n_chunks, HV)](cu_seqlens, w, u, kd, pm, bt, N, HV=HV, K=K, V=V, C=chunk, NP=np2, num_warps=TRANS_WARPS)
+    else:
+        pm = bt = snap  # not read
     bv = FEW_SEQS_BV if N <= FEW_SEQS else MANY_SEQS_BV if N >= MANY_SEQS else BV
     state_warps = STATE_WARPS if bv * chunk < 64 * 128 else max(STATE_WARPS, 8)
-    _state[(N, HV, V // bv)](s_in, cu_seqlens, w, u, kd, glast, snap, vn, new_state, N, HV=HV, K=K, V=V,
-                             C=chunk, BV=bv, NP=np2, HAS_STATE=state is not None, STAGES=STATE_STAGES,
+    _state[(N, HV, V // bv)](s_in, cu_seqlens, w, u, kd, glast, snap, vn, new_state, pm, bt, N, HV=HV, K=K, V=V,
+                             C=chunk, BV=bv, NP=np2, HAS_STATE=state is not None, STAGES=STATE_STAGES, TRANS=trans,
                              num_warps=state_warps)
-    _output[(n_chunks, HV, V // OUT_BV)](q, k, cu_seqlens, gam, snap, vn, output, float(scale), N, HV=HV, REP=rep,
-                                         K=K, V=V, C=chunk, BV=OUT_BV, NP=np2,
+    _output[(n_chunks, HV, V // OUT_BV)](q, k, cu_seqlens, gam, snap, vn, w, u, output, float(scale), N, HV=HV, REP=rep,
+                                         K=K, V=V, C=chunk, BV=OUT_BV, NP=np2, TRANS=trans,
                                          num_warps=LONG_OUT_WARPS if long else OUT_WARPS)
