@@ -50,8 +50,9 @@ VARIANTS = {
         {"STATE_WARPS": 8}, {"STATE_STAGES": 3}, {"FEW_SEQS_BV": 32}, {"OUT_BV": 32},
         {"OUT_BV": 128, "OUT_WARPS": 8},
         # per-chunk transitions (P = KD^T W, B = KD^T U) for long sequences: one product per state step
-        {"TRANSITION_FROM": 2048}, {"TRANSITION_FROM": 1024}, {"TRANSITION_FROM": 2048, "TRANS_WARPS": 4},
-        {"TRANSITION_FROM": 2048, "FEW_SEQS_BV": 32},
+        {"TRANSITION_FROM": 2048}, {"TRANSITION_FROM": 2048, "TRANS_VN": False}, {"TRANSITION_FROM": 2048, "TRANS_WARPS": 4},
+        {"TRANSITION_FROM": 2048, "FEW_SEQS_BV": 32}, {"TRANSITION_FROM": 2048, "TRANS_IN_PREP": True},
+        {"TRANSITION_FROM": 2048, "TRANS_IN_PREP": True, "LONG_PREP_WARPS": 8},
     ],
 }
 # The champion on main (kernels/<definition>/champion.json) runs beside the seed's variants as "champion":

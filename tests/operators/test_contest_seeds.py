@@ -55,7 +55,18 @@ VARIANTS = {
         {"RECURRENT_MAX_LEN": 0, "CHUNK": 128, "MANY_SEQS": 1},  # 128-token chunks, BV 64 at 8 warps
         {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16},  # per-chunk transitions (P, B), 64-token chunks
         {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16, "CHUNK": 128, "TRANS_WARPS": 4},  # the same at 128
+        {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16, "TRANS_VN": False},  # Vn formed by the output pass
+        {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16, "TRANS_IN_PREP": True},  # P, B formed by the prep
+        {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16, "TRANS_IN_PREP": True, "CHUNK": 128, "LONG_PREP_WARPS": 8},
     ],
+}
+# Workloads beside workloads.small.jsonl: the small ones hold no sequence longer than 64 tokens, so the second
+# 64-token block of a 128-token chunk (its cross term, and its share of a chunk's transition) never carried
+# a value there.
+EXTRA_WORKLOADS = {
+    PREFILL: [{"uuid": "two-long-chunks", "axes": {"total_seq_len": 300, "num_seqs": 2, "len_cu_seqlens": 3},
+               "inputs": {"cu_seqlens": {"type": "generated", "generator": "gdn_cu_seqlens", "params": {"mix": "skewed"}},
+                          "scale": {"type": "scalar", "value": 0.3}}}],
 }
 
 DRIVER = r"""
@@ -73,10 +84,12 @@ from harness.inputs import allocate_outputs, poison
 from harness.measure import call_solution
 from harness.schema import load_workloads
 from opkit import clone, judge, make, our_run, ours
-name, variants = sys.argv[2], json.loads(sys.argv[3])
+name, variants, extra = sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
 GUARD = 4096
 defn, cfg = ours(name)
 ws = load_workloads(os.path.join(sys.argv[1], "definitions", name, "workloads.small.jsonl"), defn)
+from harness.schema import Workload
+ws += [Workload.model_validate(e) for e in extra]
 out = []
 for seed_sol in load_seeds(name):
     for v in variants:
@@ -109,11 +122,12 @@ print(json.dumps(out))
 @pytest.mark.timeout(1200)  # the interpreter on a shared 2-core machine: minutes
 @pytest.mark.parametrize("name", [INDEXER, ATTENTION, PREFILL], ids=["indexer", "attention", "gdn_prefill"])
 def test_seed_variants_are_correct_on_cpu(name):
-    p = subprocess.run([sys.executable, "-c", DRIVER, str(REPO), name, json.dumps(VARIANTS[name])],
+    extra = EXTRA_WORKLOADS.get(name, [])
+    p = subprocess.run([sys.executable, "-c", DRIVER, str(REPO), name, json.dumps(VARIANTS[name]), json.dumps(extra)],
                        capture_output=True, text=True, timeout=1200, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads(p.stdout.strip().splitlines()[-1])
-    assert len(rows) == len(VARIANTS[name]) * 3 * len(list((REPO / "skills" / "seeds" / name).glob("[!_]*.py")))
+    assert len(rows) == len(VARIANTS[name]) * (3 + len(extra)) * len(list((REPO / "skills" / "seeds" / name).glob("[!_]*.py")))
     bad = [r for r in rows if not r["ok"]]
     assert not bad, [(r["variant"], r["workload"][:8], r["message"][:300]) for r in bad[:6]]
 

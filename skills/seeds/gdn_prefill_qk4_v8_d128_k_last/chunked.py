@@ -52,9 +52,14 @@ step H' = exp(gamma_C) H + KD^T (U - W H) is, expanded, H' = exp(gamma_C) H - P 
 every chunk; the sequential pass then does one product per chunk instead of two dependent ones (Vn's
 product, its fp16 rounding and layout change, then KD^T Vn) and streams P and a [K, BV] block of B (32 KB
 + 8 KB at 128-token chunks, BV 16) instead of W, KD and U (64 KB + 4 KB); the output pass forms its Vn = U
-- W H from the snapshot. Costs a pass over W, KD, U (and writes P, B: 64 KB per chunk and head) and a
-launch, so only for long sequences, where the sequential chain bounds the call (1 x 8192 tokens, H100:
-the state pass 134 of 292 us, ~2.1 us a step).
+- W H from the snapshot (TRANS_VN False), or the sequential pass computes Vn = U - W H beside the step, off
+its chain (both products read the same snapshot; TRANS_VN True, the default: the output pass forming Vn
+itself cost 37 us more than it saved at 1 x 8192 on an H100). Costs a pass over W, KD, U (and writes P,
+B: 64 KB per chunk and head) and a launch, so only for long sequences, where the sequential chain bounds
+the call (1 x 8192 tokens, H100: the state pass 134.9 -> 86.6 us with transitions, the transition pass
+32.7 us; docs/measurements.md recording 36). TRANS_IN_PREP forms P and B at the end of the prep kernel
+instead, from the W, U and KD it holds in registers (no second pass over them, no KD store; more work
+and registers in a prep that is latency-bound).
 
 Numerics: the state stays float32; products take fp16 operands (10-bit mantissa, the range of these
 values is far inside fp16's) with float32 accumulation; W, U, Vn and the snapshots are stored in fp16.
@@ -91,6 +96,8 @@ REC_BV = 16  # kbot: tunable [16, 8, 32] role=block
 REC_WARPS = 2  # kbot: tunable [2, 1, 4]
 TRANSITION_FROM = 0  # kbot: tunable [0, 2048, 4096, 1024, 16] role=other
 TRANS_WARPS = 8  # kbot: tunable [8, 4]
+TRANS_VN = True  # kbot: tunable [True, False] role=other
+TRANS_IN_PREP = False  # kbot: tunable [False, True] role=other
 
 
 @triton.jit
@@ -153,21 +160,24 @@ def _decay_block(kq, kk_, beta, gam_i, gam_j, strict: tl.constexpr, r):
 
 
 @triton.jit
-def _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, row, live, w, u, kd, gam, K: tl.constexpr, V: tl.constexpr):
+def _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, row, live, w, u, kd, gam, K: tl.constexpr, V: tl.constexpr,
+                KD: tl.constexpr):
     kk = tl.arange(0, K)
     vv = tl.arange(0, V)
     tl.store(w_ptr + row[:, None] * K + kk[None, :], w.to(tl.float16), mask=live[:, None])
     tl.store(u_ptr + row[:, None] * V + vv[None, :], u.to(tl.float16), mask=live[:, None])
-    tl.store(kd_ptr + row[:, None] * K + kk[None, :], kd.to(tl.float16), mask=live[:, None])
+    if KD:
+        tl.store(kd_ptr + row[:, None] * K + kk[None, :], kd.to(tl.float16), mask=live[:, None])
     tl.store(gam_ptr + row, gam, mask=live)
 
 
 @triton.jit
-def _prep(k_ptr, v_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gam_ptr, gl_ptr, N,
+def _prep(k_ptr, v_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gam_ptr, gl_ptr, p_ptr, bt_ptr, N,
           HV: tl.constexpr, REP: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-          C: tl.constexpr, NP: tl.constexpr):
+          C: tl.constexpr, NP: tl.constexpr, TRANS: tl.constexpr):
     """W, U, gamma and the decayed keys KD = diag(exp(gamma_C - gamma)) K of one chunk; a chunk of 128
-    is two blocks of 64 whose inverses combine as [[T11, 0], [-T22 A21 T11, T22]]."""
+    is two blocks of 64 whose inverses combine as [[T11, 0], [-T22 A21 T11, T22]]. With TRANS the chunk's
+    transition P = KD^T W, B = KD^T U (as _transition) instead of KD."""
     c = tl.program_id(0)
     h = tl.program_id(1)
     seq, t0, t1 = _locate_chunk(cu_ptr, c, N, C, NP)
@@ -207,22 +217,34 @@ def _prep(k_ptr, v_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_ptr, w_ptr, u_ptr, k
         ub = tl.dot(tba, vba) + tl.dot(tbb, vbb)
         gl = tl.sum(ga, axis=0) + tl.sum(gb, axis=0)
         kdb = tl.where(lb[:, None], kb.to(tl.float32) * tl.exp(gl - gam_b)[:, None], 0.0)
-        _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, tb * HV + h, lb, wb, ub, kdb, gam_b, K, V)
+        _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, tb * HV + h, lb, wb, ub, kdb, gam_b, K, V, not TRANS)
     else:
         gl = tl.sum(ga, axis=0)
     kda = tl.where(la[:, None], ka.to(tl.float32) * tl.exp(gl - gam_a)[:, None], 0.0)
-    _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, ta * HV + h, la, wa, ua, kda, gam_a, K, V)
+    _store_rows(w_ptr, u_ptr, kd_ptr, gam_ptr, ta * HV + h, la, wa, ua, kda, gam_a, K, V, not TRANS)
     tl.store(gl_ptr + c * HV + h, gl)
+    if TRANS:  # P = KD^T W and B = KD^T U over the chunk's rows (fp16 operands as everywhere; masked rows are 0)
+        ch = (c * HV + h).to(tl.int64)
+        kda16 = tl.trans(kda.to(tl.float16))
+        pm = tl.dot(kda16, wa.to(tl.float16))
+        if C == 128:
+            kdb16 = tl.trans(kdb.to(tl.float16))
+            pm = tl.dot(kdb16, wb.to(tl.float16), pm)
+        tl.store(p_ptr + ch * (K * K) + kk[:, None] * K + kk[None, :], pm.to(tl.float16))
+        bm = tl.dot(kda16, ua.to(tl.float16))
+        if C == 128:
+            bm = tl.dot(kdb16, ub.to(tl.float16), bm)
+        tl.store(bt_ptr + ch * (K * V) + kk[:, None] * V + vv[None, :], bm.to(tl.float16))
 
 
 @triton.jit
 def _state(s_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gl_ptr, snap_ptr, vn_ptr, ns_ptr, p_ptr, bt_ptr, N,
            HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
            C: tl.constexpr, BV: tl.constexpr, NP: tl.constexpr, HAS_STATE: tl.constexpr, STAGES: tl.constexpr,
-           TRANS: tl.constexpr):
+           TRANS: tl.constexpr, TRANS_VN: tl.constexpr):
     """The sequential part: per chunk Vn = U - W H, a snapshot of H, H' = exp(gamma_C) H + KD^T Vn; with
     TRANS the chunk's transition instead (P = KD^T W, B = KD^T U from _transition): a snapshot of H, then
-    H' = exp(gamma_C) H - P H + B."""
+    H' = exp(gamma_C) H - P H + B, and with TRANS_VN also Vn = U - W H for the output pass, off the chain."""
     seq = tl.program_id(0)
     h = tl.program_id(1)
     vb = tl.program_id(2)
@@ -248,6 +270,14 @@ def _state(s_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gl_ptr, snap_ptr, vn_ptr, ns_ptr
         if TRANS:
             pm = tl.load(p_ptr + ch * (K * K) + kk[:, None] * K + kk[None, :])
             bt = tl.load(bt_ptr + ch * (K * V) + kk[:, None] * V + cols[None, :])
+            if TRANS_VN:  # Vn for the output pass: reads the snapshot like the step, feeds nothing after it
+                t = start + j * C + r
+                live = t < end
+                row = t.to(tl.int64) * HV + h
+                w = tl.load(w_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
+                u = tl.load(u_ptr + row[:, None] * V + cols[None, :], mask=live[:, None], other=0.0)
+                tl.store(vn_ptr + row[:, None] * V + cols[None, :], (u.to(tl.float32) - tl.dot(w, hsh)).to(tl.float16),
+                         mask=live[:, None])
             hs = tl.exp(gl) * hs - tl.dot(pm, hsh) + bt.to(tl.float32)
         else:
             t = start + j * C + r
@@ -406,24 +436,27 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
     w = torch.empty((T, HV, K), dtype=torch.float16, device=dev)
     kd = torch.empty((T, HV, K), dtype=torch.float16, device=dev)
     u = torch.empty((T, HV, V), dtype=torch.float16, device=dev)
-    vn = w if trans else torch.empty((T, HV, V), dtype=torch.float16, device=dev)  # no Vn with transitions
+    out_vn = trans and not TRANS_VN  # the output pass forms Vn itself
+    vn = w if out_vn else torch.empty((T, HV, V), dtype=torch.float16, device=dev)
     gam = torch.empty((T, HV), dtype=torch.float32, device=dev)
     glast = torch.empty((n_chunks, HV), dtype=torch.float32, device=dev)
     snap = torch.empty((n_chunks, HV, K, V), dtype=torch.float16, device=dev)
     long = chunk == 128
-    _prep[(n_chunks, HV)](k, v, A_log, a, dt_bias, b, cu_seqlens, w, u, kd, gam, glast, N, HV=HV, REP=rep, K=K, V=V,
-                          C=chunk, NP=np2, num_warps=LONG_PREP_WARPS if long else PREP_WARPS)
-    if trans:
+    if trans:  # each chunk's transition: P = KD^T W, B = KD^T U
         pm = torch.empty((n_chunks, HV, K, K), dtype=torch.float16, device=dev)
         bt = torch.empty((n_chunks, HV, K, V), dtype=torch.float16, device=dev)
-        _transition[(n_chunks, HV)](cu_seqlens, w, u, kd, pm, bt, N, HV=HV, K=K, V=V, C=chunk, NP=np2, num_warps=TRANS_WARPS)
     else:
         pm = bt = snap  # not read
+    in_prep = trans and bool(TRANS_IN_PREP)
+    _prep[(n_chunks, HV)](k, v, A_log, a, dt_bias, b, cu_seqlens, w, u, kd, gam, glast, pm, bt, N, HV=HV, REP=rep, K=K, V=V,
+                          C=chunk, NP=np2, TRANS=in_prep, num_warps=LONG_PREP_WARPS if long else PREP_WARPS)
+    if trans and not in_prep:
+        _transition[(n_chunks, HV)](cu_seqlens, w, u, kd, pm, bt, N, HV=HV, K=K, V=V, C=chunk, NP=np2, num_warps=TRANS_WARPS)
     bv = FEW_SEQS_BV if N <= FEW_SEQS else MANY_SEQS_BV if N >= MANY_SEQS else BV
     state_warps = STATE_WARPS if bv * chunk < 64 * 128 else max(STATE_WARPS, 8)
     _state[(N, HV, V // bv)](s_in, cu_seqlens, w, u, kd, glast, snap, vn, new_state, pm, bt, N, HV=HV, K=K, V=V,
-                             C=chunk, BV=bv, NP=np2, HAS_STATE=state is not None, STAGES=STATE_STAGES, TRANS=trans,
+                             C=chunk, BV=bv, NP=np2, HAS_STATE=state is not None, STAGES=STATE_STAGES, TRANS=trans, TRANS_VN=bool(TRANS_VN),
                              num_warps=state_warps)
     _output[(n_chunks, HV, V // OUT_BV)](q, k, cu_seqlens, gam, snap, vn, w, u, output, float(scale), N, HV=HV, REP=rep,
-                                         K=K, V=V, C=chunk, BV=OUT_BV, NP=np2, TRANS=trans,
+                                         K=K, V=V, C=chunk, BV=OUT_BV, NP=np2, TRANS=out_vn,
                                          num_warps=LONG_OUT_WARPS if long else OUT_WARPS)
