@@ -160,22 +160,28 @@ def test_thread_count_and_check():
     assert rt.check_threads(before, rt.thread_count()) == []
 
 
+def candidate_module(tmp_path, name: str, source: str):
+    """(module, its folder): a candidate's file under tmp_path/sol, imported as ``name``."""
+    own = tmp_path / "sol"
+    own.mkdir(exist_ok=True)
+    (own / f"{name}.py").write_text(source)
+    spec = importlib.util.spec_from_file_location(name, own / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod, own
+
+
 def test_threads_are_the_candidates_only_when_its_code_started_them(tmp_path):
     """A thread started with no candidate frame on the stack (the harness's energy run, a reference that
     wakes a library pool) is not the candidate's; one started from the candidate's file is, and the
     finding says where; a foreign thread that merely ran Python (a _DummyThread) is no Python thread."""
     import _thread
 
-    own = tmp_path / "sol"
-    own.mkdir()
-    (own / "cand.py").write_text("import threading\n"
-                                 "def spawn(stop):\n"
-                                 "    t = threading.Thread(target=stop.wait, name='cand-worker', daemon=True)\n"
-                                 "    t.start()\n"
-                                 "    return t\n")
-    spec = importlib.util.spec_from_file_location("cand_threads", own / "cand.py")
-    cand = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cand)
+    cand, own = candidate_module(tmp_path, "cand", "import threading\n"
+                                                   "def spawn(stop):\n"
+                                                   "    t = threading.Thread(target=stop.wait, name='cand-worker', daemon=True)\n"
+                                                   "    t.start()\n"
+                                                   "    return t\n")
     origins = rt.ThreadOrigins(own_paths=[own]).install()
     stop = threading.Event()
     try:
@@ -203,16 +209,11 @@ def test_a_candidate_thread_that_ended_before_the_check_is_still_seen(tmp_path):
     """The background-fill trick under load: the candidate's thread finishes its work (the output filled
     after the timer stopped) and ends before the harness counts threads. Its start was recorded, so the
     check still reports it, once; a library's short-lived thread is not the candidate's."""
-    own = tmp_path / "sol"
-    own.mkdir()
-    (own / "cand.py").write_text("import threading\n"
-                                 "def fill_in_background(out):\n"
-                                 "    t = threading.Thread(target=out.append, args=(1,), name='cand-fill')\n"
-                                 "    t.start()\n"
-                                 "    return t\n")
-    spec = importlib.util.spec_from_file_location("cand_fill", own / "cand.py")
-    cand = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cand)
+    cand, own = candidate_module(tmp_path, "cand", "import threading\n"
+                                                   "def fill_in_background(out):\n"
+                                                   "    t = threading.Thread(target=out.append, args=(1,), name='cand-fill')\n"
+                                                   "    t.start()\n"
+                                                   "    return t\n")
     origins = rt.ThreadOrigins(own_paths=[own]).install()
     try:
         before = rt.thread_count()
