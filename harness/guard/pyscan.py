@@ -28,7 +28,11 @@ _METADATA_METHODS = frozenset(
      "storage_offset", "is_contiguous", "is_cuda", "type"}
 )
 _METADATA_ATTRS = frozenset({"shape", "dtype", "device", "ndim", "layout", "is_cuda", "requires_grad", "itemsize"})
-_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data"})
+_TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data", "base"})  # base: a TMA descriptor's tensor
+# Host calls whose result holds their first argument (a tensor) and hands it back as an attribute: typed as tensors,
+# so arithmetic on what they return is host compute like arithmetic on the tensor itself.
+_TENSOR_HOLDERS = frozenset({"triton.tools.tensor_descriptor.TensorDescriptor",
+                             "triton.tools.tensor_descriptor.TensorDescriptor.from_tensor"})
 # Tensor methods that always return new storage, never their receiver or a view of it.
 _ALWAYS_NEW = frozenset({"clone", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided"})
 _MUTATING_CONTAINER_METHODS = frozenset(
@@ -962,6 +966,8 @@ class ModuleScan(ast.NodeVisitor):
                 return True
             if "builtins.type" in qs and len(node.args) == 1:
                 return self._is_tensor(node.args[0], f)  # type(x).sum(x) is x.sum()
+            if qs & _TENSOR_HOLDERS and node.args:
+                return self._is_tensor(node.args[0], f)
             if isinstance(node.func, ast.Attribute) and node.func.attr not in _METADATA_METHODS:
                 return self._is_tensor(node.func.value, f)
         if isinstance(node, ast.BinOp):

@@ -309,6 +309,9 @@ def thread_count() -> ThreadCount:
     return ThreadCount(_len(threads), n, threads)
 
 
+_KEEP_STARTED = 8  # threads kept for the finding's names (a timed run may start one per call: only counted)
+
+
 class ThreadOrigins:
     """Where each Python thread was started: ``threading.Thread.start`` wrapped (before the candidate is
     imported) to record whether the candidate's own code (a file under ``own_paths``) was on the stack.
@@ -322,7 +325,9 @@ class ThreadOrigins:
         self.own_paths = _prefixes(own_paths)
         # thread -> (candidate's, where it was started); weak: a later thread never inherits a dead one's id
         self.sites: weakref.WeakKeyDictionary[Any, tuple[bool, str]] = weakref.WeakKeyDictionary()
-        self.started: list[Any] = []  # the candidate's threads since the last take_started(), in start order
+        # the candidate's threads since the last take_started(), in start order: the first few kept, all counted
+        self.started: list[Any] = []
+        self.started_count = 0
         self._installed: tuple[Callable, Callable] | None = None
 
     def install(self) -> "ThreadOrigins":
@@ -334,9 +339,12 @@ class ThreadOrigins:
         def start(thread: Any, *args: Any, **kwargs: Any) -> Any:
             site = origins._site(sys._getframe(1))
             origins.sites[thread] = site
+            out = orig(thread, *args, **kwargs)  # a start that raises started nothing
             if site[0]:
-                origins.started.append(thread)
-            return orig(thread, *args, **kwargs)
+                origins.started_count += 1
+                if _len(origins.started) < _KEEP_STARTED:
+                    origins.started.append(thread)
+            return out
 
         _Thread.start = start
         _OUR_WRAPPERS[_id(start)] = (start, orig)
@@ -362,10 +370,12 @@ class ThreadOrigins:
             frame = frame.f_back
         return False, first or "?"
 
-    def take_started(self) -> list[Any]:
-        """The threads the candidate started since the last call (alive or not); forgets them."""
-        out, self.started = self.started, []
-        return out
+    def take_started(self) -> tuple[list[Any], int]:
+        """The first threads the candidate started since the last call (alive or not) and how many it
+        started in all; forgets them."""
+        out, n = self.started, self.started_count
+        self.started, self.started_count = [], 0
+        return out, n
 
     def candidates(self, threads: Iterable[Any]) -> list[Any]:
         """Those of ``threads`` the candidate started (or whose start was not seen)."""
@@ -397,11 +407,13 @@ def check_threads(before: ThreadCount, after: ThreadCount, os_slack: int = 0,
     elif after.python > before.python:
         out.append(_finding("runtime-threads", f"Python threads went from {before.python} to {after.python}"))
     if origins is not None:
-        ended = [t for t in origins.take_started() if not any(t is a for a in theirs)]
-        if ended:
+        kept, n = origins.take_started()
+        alive = sum(1 for t in kept if any(t is a for a in theirs))  # already reported as running
+        ended = [t for t in kept if not any(t is a for a in theirs)]
+        if n > alive:
             names = "; ".join(_describe_thread(t, origins) for t in ended[:3])
-            out.append(_finding("runtime-threads", f"the candidate started {_len(ended)} Python thread(s) that ended before the "
-                                                   f"check (work done off the timed path): {names}"))
+            out.append(_finding("runtime-threads", f"the candidate started {n - alive} Python thread(s) that ended before the "
+                                                   f"check (work done off the timed path){': ' + names if names else ''}"))
     if before.os is not None and after.os is not None and after.os > before.os + os_slack:
         out.append(_finding("runtime-threads", f"OS threads went from {before.os} to {after.os}"))
     return out

@@ -70,22 +70,27 @@ def write_candidates(sweep: dict, op: str | None, out: Path) -> dict[str, str]:
 def ratios(rows: list[dict], baseline: str) -> dict[str, tuple[float, int, bool, float]]:
     """{variant: (geomean of baseline / variant time, workloads compared, no row of the variant failed,
     the smallest per-workload ratio)}."""
-    ms: dict[str, dict[int, float]] = {}
+    ms: dict[str, dict[int, tuple[float | None, float | None]]] = {}  # (GPU time, do_bench time)
     failed: set[str] = set()  # a row that ran and did not pass (a seq_len a variant was not scheduled on has no row)
     for r in rows:
-        t = r.get("gpu_ms") or r.get("do_bench_ms")  # GPU time (CUPTI) where the sweep took it
-        if "seq_len" in r and t and r.get("status") == "PASSED":
-            ms.setdefault(r["variant"], {})[r["seq_len"]] = t
+        gpu, event = r.get("gpu_ms") or None, r.get("do_bench_ms") or None
+        if "seq_len" in r and (gpu or event) and r.get("status") == "PASSED":
+            ms.setdefault(r["variant"], {})[r["seq_len"]] = (gpu, event)
         elif "variant" in r:
             failed.add(r["variant"])
     base = ms.get(baseline, {})
     out = {}
     for v, cells in ms.items():
-        common = sorted(set(cells) & set(base))
-        if v == baseline or not common:
+        ratios = []
+        for s in sorted(set(cells) & set(base)):
+            # GPU time (CUPTI) where both rows have it, else do_bench where both have that: never one over the other
+            k = 0 if cells[s][0] and base[s][0] else 1 if cells[s][1] and base[s][1] else None
+            if k is not None:
+                ratios.append(base[s][k] / cells[s][k])
+        if v == baseline or not ratios:
             continue
-        g = math.exp(sum(math.log(base[s] / cells[s]) for s in common) / len(common))
-        out[v] = (g, len(common), v not in failed, min(base[s] / cells[s] for s in common))
+        g = math.exp(sum(math.log(x) for x in ratios) / len(ratios))
+        out[v] = (g, len(ratios), v not in failed, min(ratios))
     return out
 
 

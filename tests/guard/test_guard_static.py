@@ -206,6 +206,11 @@ CASES = [
     ("triton-testing", tri("triton.testing.do_bench(len)"), "triton", "harness-access"),
     ("except-fallback", tri("try:\n    pass\nexcept Exception:\n    out = torch.nn.functional.rms_norm(hidden_states, (4096,), weight)"), "triton", "try-fallback"),
     ("except-arith-fallback", tri("try:\n    pass\nexcept Exception:\n    out = hidden_states * weight"), "triton", "try-fallback"),
+    # a TMA descriptor hands its tensor back as .base: arithmetic on it is arithmetic on the tensor
+    ("descriptor-base-arith", tri("d = TensorDescriptor.from_tensor(hidden_states, [1, 256])\ny = d.base * 2",
+                                  "from triton.tools.tensor_descriptor import TensorDescriptor\n"), "triton", "host-compute"),
+    ("descriptor-base-alias", tri("z = TensorDescriptor(weight, [4096], [1], [256]).base\ny = z + z", "from triton.tools.tensor_descriptor import TensorDescriptor\n"),
+     "triton", "host-compute"),
 ]
 
 
@@ -244,6 +249,8 @@ CLEAN = [
     ("module-constants", py("b = _BLOCKS[0] * 2", "import torch\n_BLOCKS = (128, 256)\n"), "python"),
     ("no-grad-decorator", "import torch\n\n@torch.no_grad()\ndef run(hidden_states, weight):\n    return hidden_states.clone()\n", "python"),
     ("data-ptr-as-arg", tri("n = hidden_states.data_ptr() % 16"), "triton"),
+    ("tma-descriptor", tri("d = TensorDescriptor.from_tensor(hidden_states, [1, 256])\nrows = d.shape[0] // 2",
+                           "from triton.tools.tensor_descriptor import TensorDescriptor\n"), "triton"),
     ("math", tri("b = int(math.sqrt(16))", "import math\n"), "triton"),
     ("docstring-mentions-dunder", '"""Kernel notes: avoids __dict__ lookups and f_back walks."""\nimport torch\n\n\ndef run(hidden_states, weight):\n    """No __globals__ here either."""\n    return hidden_states.clone()\n', "python"),
 ]

@@ -92,27 +92,27 @@ TMA_DIMS = dict(hidden_size=512, intermediate_size=512, gemm1_out_size=1024, num
 
 @pytest.mark.slow
 def test_seed_tma_variants_pass_both_checks_and_take_their_tma_paths():
-    """The TMA paths (descriptors built on the host) give the same verdicts, and each case really built the
-    descriptors it names: weight tiles [BN, 128], GEMM2's intermediate [BM, 128], scale boxes [BM, 4]."""
+    """The TMA paths (descriptors built on the host) give the same verdicts, and each case built exactly the
+    descriptors it names (one call): weight tiles [BN, 128], GEMM2's intermediate [BM, 128], scale boxes [BM, 4]."""
     cases = [  # (T, tunables, the descriptor blocks that must be built)
-        (70, {"W_TMA": True}, [[128, 128], [64, 128]]),                     # large path, 64-row tiles
-        (70, {"W_TMA": True, "BIG_TILE_TOKENS": 64, "G1_BN": 64}, [[64, 128], [128, 64]]),
+        (70, {"W_TMA": True}, [[128, 128], [64, 128], [128, 128]]),         # large path, 64-row tiles
+        (70, {"W_TMA": True, "BIG_TILE_TOKENS": 64, "G1_BN": 64}, [[64, 128], [128, 64], [128, 64]]),
         (70, {"W_TMA": True, "INTER_FP8": False}, [[128, 128]]),           # bf16 intermediate: GEMM2 keeps pointers
-        (40, {"SMALL_W_TMA": True}, [[64, 128], [16, 128]]),               # the swap-AB GEMMs
+        (40, {"SMALL_W_TMA": True}, [[64, 128], [16, 128], [64, 128]]),     # the swap-AB GEMMs
         (5, {"SMALL_W_TMA": True, "SMALL_INTER_FP8": False, "SMALL_BN": 32}, [[32, 128]]),
-        (70, {"SCALE_TMA": True}, [[64, 4]]),                              # scales through [BM, 4] boxes
-        (70, {"SCALE_TMA": True, "W_TMA": True, "BIG_TILE_TOKENS": 64}, [[128, 4], [128, 128]]),
-        (5, {"SCALE_TMA": True, "SMALL_MAX_TOKENS": 0}, [[64, 4]]),       # the large path for a tiny batch
+        (70, {"SCALE_TMA": True}, [[64, 4], [64, 4]]),                      # scales through [BM, 4] boxes
+        (70, {"SCALE_TMA": True, "W_TMA": True, "BIG_TILE_TOKENS": 64}, [[128, 128], [128, 4], [128, 128], [128, 128], [128, 4]]),
+        (5, {"SCALE_TMA": True, "SMALL_MAX_TOKENS": 0}, [[64, 4], [64, 4]]),  # the large path for a tiny batch
         # one weight scale per tile and K step (4 scale blocks along N here: a wrong block shows)
-        (70, {"W_SCALE_ONE": True, "W_TMA": True, "PREFETCH_SCALES": 1}, [[128, 128], [64, 128]]),
+        (70, {"W_SCALE_ONE": True, "W_TMA": True, "PREFETCH_SCALES": 1}, [[128, 128], [64, 128], [128, 128]]),
         (70, {"W_SCALE_ONE": True, "BIG_TILE_TOKENS": 64, "INTER_FP8": False}, []),
-        (40, {"W_SCALE_ONE": True, "SMALL_W_TMA": True}, [[64, 128], [16, 128]]),
+        (40, {"W_SCALE_ONE": True, "SMALL_W_TMA": True}, [[64, 128], [16, 128], [64, 128]]),
         (5, {"W_SCALE_ONE": True, "SMALL_INTER_FP8": False, "SMALL_BN": 32}, []),
     ]
     results = run_cases([{"T": T, "offset": 64, "seed": i % 2, "tunables": t, "dims": TMA_DIMS} for i, (T, t, _) in enumerate(cases)])
     assert_all_pass_both(results, len(cases))
     for r, (_T, t, blocks) in zip(results, cases):
-        assert all(b in r["descriptors"] for b in blocks), (t, r["descriptors"])
+        assert sorted(r["descriptors"]) == sorted(blocks), (t, r["descriptors"])
     # without the tunables no descriptor is built
     (plain,) = run_cases([{"T": 70, "offset": 64, "seed": 0, "dims": TMA_DIMS}])
     assert plain["ok"] and plain["descriptors"] == []

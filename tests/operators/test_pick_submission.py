@@ -125,3 +125,12 @@ def test_ranks_by_gpu_time_where_the_sweep_has_it(tmp_path, capsys):
     data = [{"variant": v, "seq_len": s, "status": "PASSED", "do_bench_ms": db, "gpu_ms": g}
             for v, s, db, g in (("default", 1, 0.26, 0.148), ("a", 1, 0.18, 0.148), ("b", 1, 0.27, 0.120))]
     assert run(tmp_path, capsys, data, "a=A.json", "b=B.json") == "B.json"  # by do_bench it would be A (1.44x)
+
+
+def test_never_divides_one_timing_by_the_other(tmp_path, capsys):
+    """A pair of rows is compared by GPU time only where both have it, else by do_bench where both have
+    that: a 0.1 ms GPU time over a 0.3 ms event time would read as a 3x loss that is not there."""
+    data = [{"variant": "default", "seq_len": 1, "status": "PASSED", "do_bench_ms": 0.30, "gpu_ms": 0.10},
+            {"variant": "a", "seq_len": 1, "status": "PASSED", "do_bench_ms": 0.25}]
+    assert run(tmp_path, capsys, data, "a=A.json") == "A.json"  # 0.30 / 0.25 = 1.2x by do_bench
+    assert pick.ratios(data, "default")["a"][0] == 0.30 / 0.25

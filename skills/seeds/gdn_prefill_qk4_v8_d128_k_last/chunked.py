@@ -434,7 +434,7 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
     n_chunks = triton.cdiv(T, chunk) + N  # an upper bound on sum_i ceil(len_i / chunk)
     trans = bool(TRANSITION_FROM) and T >= TRANSITION_FROM * N  # shapes only: no host sync
     w = torch.empty((T, HV, K), dtype=torch.float16, device=dev)
-    kd = torch.empty((T, HV, K), dtype=torch.float16, device=dev)
+    kd = w if trans and TRANS_IN_PREP else torch.empty((T, HV, K), dtype=torch.float16, device=dev)  # in-prep: no KD
     u = torch.empty((T, HV, V), dtype=torch.float16, device=dev)
     out_vn = trans and not TRANS_VN  # the output pass forms Vn itself
     vn = w if out_vn else torch.empty((T, HV, V), dtype=torch.float16, device=dev)

@@ -673,7 +673,7 @@ def _m_tiles_ub(pairs, bm, n_experts):
 
 def _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev, hs_scale=None, sa_perm=None):
     """Routing over T/16 programs (each local pair's rank in its expert from an atomic counter), then the
-    expert-major positions: fills sorted_tok, row_of, wflat (and, given sa_perm [H / 128, P], the pairs'
+    expert-major positions: fills sorted_tok, row_of, wflat (and, given sa_perm [P, H / 128], the pairs'
     activation scales in expert-major order); returns the per-expert counts."""
     counts = torch.zeros(E_LOCAL, dtype=torch.int32, device=dev)  # the routing kernel's atomic counters
     le = torch.empty(P, dtype=torch.int32, device=dev)
