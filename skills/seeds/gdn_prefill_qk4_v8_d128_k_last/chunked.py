@@ -267,27 +267,21 @@ def _state(s_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gl_ptr, snap_ptr, vn_ptr, ns_ptr
         hsh = hs.to(tl.float16)
         ch = (cidx * HV + h).to(tl.int64)
         tl.store(snap_ptr + ch * (K * V) + kk[:, None] * V + cols[None, :], hsh)
-        if TRANS:
-            pm = tl.load(p_ptr + ch * (K * K) + kk[:, None] * K + kk[None, :])
-            bt = tl.load(bt_ptr + ch * (K * V) + kk[:, None] * V + cols[None, :])
-            if TRANS_VN:  # Vn for the output pass: reads the snapshot like the step, feeds nothing after it
-                t = start + j * C + r
-                live = t < end
-                row = t.to(tl.int64) * HV + h
-                w = tl.load(w_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
-                u = tl.load(u_ptr + row[:, None] * V + cols[None, :], mask=live[:, None], other=0.0)
-                tl.store(vn_ptr + row[:, None] * V + cols[None, :], (u.to(tl.float32) - tl.dot(w, hsh)).to(tl.float16),
-                         mask=live[:, None])
-            hs = tl.exp(gl) * hs - tl.dot(pm, hsh) + bt.to(tl.float32)
-        else:
-            t = start + j * C + r
-            live = t < end
-            row = t.to(tl.int64) * HV + h
+        t = start + j * C + r
+        live = t < end
+        row = t.to(tl.int64) * HV + h
+        if not TRANS or TRANS_VN:  # Vn = U - W H (with TRANS only for the output pass: off the chain)
             w = tl.load(w_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
-            kd = tl.load(kd_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
+            if not TRANS:
+                kd = tl.load(kd_ptr + row[:, None] * K + kk[None, :], mask=live[:, None], other=0.0)
             u = tl.load(u_ptr + row[:, None] * V + cols[None, :], mask=live[:, None], other=0.0)
             vnh = (u.to(tl.float32) - tl.dot(w, hsh)).to(tl.float16)
             tl.store(vn_ptr + row[:, None] * V + cols[None, :], vnh, mask=live[:, None])
+        if TRANS:
+            pm = tl.load(p_ptr + ch * (K * K) + kk[:, None] * K + kk[None, :])
+            bt = tl.load(bt_ptr + ch * (K * V) + kk[:, None] * V + cols[None, :])
+            hs = tl.exp(gl) * hs - tl.dot(pm, hsh) + bt.to(tl.float32)
+        else:
             hs = tl.exp(gl) * hs + tl.dot(tl.trans(kd), vnh)
     # as the official definition: an empty sequence's final state is zeros
     hs = tl.where(end > start, hs, 0.0)
