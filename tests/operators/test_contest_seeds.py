@@ -51,6 +51,7 @@ VARIANTS = {
     ],
     PREFILL: [
         {},  # token-by-token for the short workloads; chunked with BV 16 for the two-sequence one
+        {"REC_PARALLEL_O": True, "RECURRENT_MAX_LEN": 64},  # token-by-token, output from the state before the update
         {"RECURRENT_MAX_LEN": 0},  # chunked everywhere: BV 16 (one or two sequences) and BV 32 (three)
         {"RECURRENT_MAX_LEN": 0, "CHUNK": 128, "MANY_SEQS": 1},  # 128-token chunks, BV 64 at 8 warps
         {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16},  # per-chunk transitions (P, B), 64-token chunks

@@ -94,6 +94,9 @@ STATE_STAGES = 2  # kbot: tunable [2, 3] role=stages
 RECURRENT_MAX_LEN = 16  # kbot: tunable [16, 0, 8, 32, 64] role=other
 REC_BV = 16  # kbot: tunable [16, 8, 32] role=block
 REC_WARPS = 2  # kbot: tunable [2, 1, 4]
+# The recurrent step's output from the state before the update, o = scale (g S q + u (k . q)) as the decode
+# kernel does: both reductions over K read the old state side by side, so one leaves the per-token chain.
+REC_PARALLEL_O = False  # kbot: tunable [False, True] role=other
 TRANSITION_FROM = 0  # kbot: tunable [0, 2048, 4096, 1024, 16] role=other
 TRANS_WARPS = 8  # kbot: tunable [8, 4]
 TRANS_VN = True  # kbot: tunable [True, False] role=other
@@ -351,7 +354,7 @@ def _output(q_ptr, k_ptr, cu_ptr, gam_ptr, snap_ptr, vn_ptr, w_ptr, u_ptr, o_ptr
 @triton.jit
 def _recurrent(q_ptr, k_ptr, v_ptr, s_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_ptr, o_ptr, ns_ptr, scale,
                HV: tl.constexpr, REP: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr,
-               HAS_STATE: tl.constexpr):
+               HAS_STATE: tl.constexpr, PARALLEL_O: tl.constexpr):
     seq = tl.program_id(0)
     h = tl.program_id(1)
     vb = tl.program_id(2)
@@ -387,9 +390,16 @@ def _recurrent(q_ptr, k_ptr, v_ptr, s_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_p
         xs = x + dtb
         g = tl.exp(alpha * tl.where(xs > 20.0, xs, tl.log(1.0 + tl.exp(xs))))
         beta = 1.0 / (1.0 + tl.exp(-bb))
-        u = beta * (v - g * tl.sum(s * k[None, :], axis=1))
-        s = g * s + u[:, None] * k[None, :]
-        o = scale * tl.sum(s * q[None, :], axis=1)
+        if PARALLEL_O:
+            sk = tl.sum(s * k[None, :], axis=1)
+            sq = tl.sum(s * q[None, :], axis=1)
+            u = beta * (v - g * sk)
+            o = scale * (g * sq + u * tl.sum(k * q, axis=0))
+            s = g * s + u[:, None] * k[None, :]
+        else:
+            u = beta * (v - g * tl.sum(s * k[None, :], axis=1))
+            s = g * s + u[:, None] * k[None, :]
+            o = scale * tl.sum(s * q[None, :], axis=1)
         tl.store(o_ptr + (tk * HV + h) * V + rows, o.to(o_ptr.dtype.element_ty))
         tk, x, bb, q, k, v = tn, xn, bn, qn, kn, vnx
     s = tl.where(end > start, s, 0.0)
@@ -418,7 +428,7 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
     if T <= RECURRENT_MAX_LEN * N:
         _recurrent[(N, HV, V // REC_BV)](q, k, v, s_in, A_log, a, dt_bias, b, cu_seqlens, output, new_state, float(scale),
                                          HV=HV, REP=rep, K=K, V=V, BV=REC_BV, HAS_STATE=state is not None,
-                                         num_warps=REC_WARPS)
+                                         PARALLEL_O=REC_PARALLEL_O, num_warps=REC_WARPS)
         return
     dev = q.device
     np2 = triton.next_power_of_2(N + 1)
