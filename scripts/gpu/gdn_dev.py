@@ -53,11 +53,11 @@ VARIANTS = {
         {"TRANSITION_FROM": 2048}, {"TRANSITION_FROM": 2048, "TRANS_VN": False}, {"TRANSITION_FROM": 2048, "TRANS_WARPS": 4},
         {"TRANSITION_FROM": 2048, "FEW_SEQS_BV": 32}, {"TRANSITION_FROM": 2048, "TRANS_IN_PREP": True},
         {"TRANSITION_FROM": 2048, "TRANS_IN_PREP": True, "LONG_PREP_WARPS": 8},
-        {"TRANSITION_FROM": 1024, "TRANS_IN_PREP": True},
+        {"TRANSITION_FROM": 1024, "TRANS_IN_PREP": True},  # the skewed 8 x 8192 batch: its long sequence in 64-token chunks
         # the recurrent path (1 x 16 and 64 x 4 tokens: 15.6 and 65 us on the H100 against floors of 0.3 and 16)
         {"REC_PARALLEL_O": True}, {"REC_WARPS": 4}, {"REC_PARALLEL_O": True, "REC_WARPS": 4},
         {"REC_PARALLEL_O": True, "REC_BV": 32, "REC_WARPS": 4}, {"REC_PARALLEL_O": True, "REC_BV": 8, "REC_WARPS": 1},
-        {"REC_PARALLEL_O": True, "RECURRENT_MAX_LEN": 32},  # 2 x 46 tokens token by token (23 steps) instead of 3 launches  # the skewed 8 x 8192 batch: its long sequence in 64-token chunks
+        {"REC_PARALLEL_O": True, "RECURRENT_MAX_LEN": 32},  # 2 x 46 tokens token by token (23 steps) instead of 3 launches
     ],
 }
 # The champion on main (kernels/<definition>/champion.json) runs beside the seed's variants as "champion":
