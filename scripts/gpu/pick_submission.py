@@ -4,9 +4,11 @@
     python3 scripts/gpu/pick_submission.py $OUT/dsa_dev.json --op attention --worst 0.97 swap16=A.json
     python3 scripts/gpu/pick_submission.py $OUT/dsa_dev.json --op attention --write-candidates $OUT/candidates
     python3 scripts/gpu/pick_submission.py $OUT/moe_dev.json --write-candidates $OUT/candidates
+    python3 scripts/gpu/pick_submission.py $OUT/gdn_dev.json --definition gdn_prefill_qk4_v8_d128_k_last --write-candidates $OUT/candidates
 
 Reads a ``moe_dev.py`` result (phase A rows: variant, seq_len, status, gpu_ms or do_bench_ms) or, with ``--op``, a
-``dsa_dev.py`` one (phase B: variant -> workload -> ok, us), takes each named variant's geomean ratio
+``dsa_dev.py`` one (phase B: variant -> workload -> ok, us), or, with ``--definition``, a ``gdn_dev.py`` one (a list of
+rows: definition, workload, variant label ``NAME=VALUE,...``, status, gpu_us), takes each named variant's geomean ratio
 over the ``--baseline`` variant (default ``default``) on the workloads both ran, and prints the file of
 the best one whose ratio is at least ``--min``, whose slowest workload is at least ``--worst`` of the
 baseline (the promotion rules reject a workload measured slower), and none of whose rows failed (a
@@ -41,6 +43,37 @@ def dsa_rows(sweep: dict, op: str) -> list[dict]:
     return rows
 
 
+def gdn_sweep(rows: list[dict], definition: str) -> dict:
+    """A ``gdn_dev.py`` result (rows of both GDN definitions) as the ``moe_dev.py`` shape for one definition: its
+    rows keyed by workload and timed by GPU time (CUPTI), and the seed variants' tunables parsed back from their
+    labels (``default`` is the seed; ``champion`` and ``fla`` are compared but are not seed variants)."""
+    import ast
+
+    mine = [r for r in rows if r.get("definition") == definition]
+    if not mine:
+        raise SystemExit(f"the sweep has no rows of {definition}")
+    out_rows, variants = [], {"default": {}}
+    for r in mine:
+        t = r.get("gpu_us")
+        out_rows.append({"variant": r["variant"], "seq_len": r["workload"], "status": r.get("status"),
+                         **({"gpu_ms": t / 1e3} if t else {})})
+        label = r["variant"]
+        if label not in variants and "=" in label:
+            changes = {}
+            for part in label.split(","):
+                k, _, v = part.partition("=")
+                try:
+                    changes[k] = ast.literal_eval(v)
+                except (ValueError, SyntaxError):
+                    changes[k] = v
+            variants[label] = changes
+    return {"definition": definition, "phase_a": out_rows, "variants": variants}
+
+
+def _slug(label: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in label.lower()).strip("_")
+
+
 def write_candidates(sweep: dict, op: str | None, out: Path) -> dict[str, str]:
     """Every swept variant of a ``dsa_dev.py`` result (its ``op``) or of a ``moe_dev.py`` one (``op`` None) as
     a submission written into ``out``: the seed with that variant's tunables, exactly as the sweep built it
@@ -57,7 +90,7 @@ def write_candidates(sweep: dict, op: str | None, out: Path) -> dict[str, str]:
     for v, changes in o.get("variants", {}).items():
         if not changes:
             continue
-        data = json.loads(apply(seed, changes, name=f"{o['definition']}_hand_{v}").model_dump_json())
+        data = json.loads(apply(seed, changes, name=f"{o['definition']}_hand_{_slug(v)}").model_dump_json())
         data["author"] = "kbot-team"
         data["description"] = (f"the seed with {json.dumps(changes)}, picked from a device sweep by its GPU time over the "
                                "seed's defaults (scripts/gpu/dev_round.sh)")
@@ -102,10 +135,15 @@ def main(argv=None) -> int:
     ap.add_argument("--min", type=float, default=1.03, help="least geomean ratio over the baseline")
     ap.add_argument("--worst", type=float, default=0.0, help="least ratio on any one workload")
     ap.add_argument("--op", help="read a dsa_dev.py result, this op's phase B (indexer or attention)")
+    ap.add_argument("--definition", help="read a gdn_dev.py result, this definition's rows")
     ap.add_argument("--write-candidates", metavar="DIR",
                     help="write every swept variant as a submission into DIR and choose among those")
     a = ap.parse_intermixed_args(argv)  # VARIANT=FILE choices may follow options (choices may be none)
     sweep = json.load(open(a.sweep))
+    if isinstance(sweep, list):
+        if not a.definition:
+            raise SystemExit("a gdn_dev.py result holds both GDN definitions: name one with --definition")
+        sweep = gdn_sweep(sweep, a.definition)
     files = dict(c.split("=", 1) for c in a.choices)
     if a.write_candidates:
         files.update(write_candidates(sweep, a.op, Path(a.write_candidates)))

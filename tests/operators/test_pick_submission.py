@@ -134,3 +134,33 @@ def test_never_divides_one_timing_by_the_other(tmp_path, capsys):
             {"variant": "a", "seq_len": 1, "status": "PASSED", "do_bench_ms": 0.25}]
     assert run(tmp_path, capsys, data, "a=A.json") == "A.json"  # 0.30 / 0.25 = 1.2x by do_bench
     assert pick.ratios(data, "default")["a"][0] == 0.30 / 0.25
+
+
+def test_reads_a_gdn_dev_sweep_and_writes_its_variants(tmp_path, capsys):
+    """A gdn_dev.py result is a list of rows of both GDN definitions, variants labelled NAME=VALUE,...: with
+    --definition its rows are compared by GPU time and its labelled variants become submissions (the seed
+    with those tunables); the champion and fla rows are compared but are never written; without
+    --definition it is refused."""
+    import pytest
+
+    from opkit import PREFILL
+
+    def row(variant, w, us, status="PASSED", d=PREFILL):
+        return {"definition": d, "workload": w, "variant": variant, "status": status, "gpu_us": us}
+
+    data = [row("default", "a", 10.0), row("default", "b", 20.0),
+            row("REC_PARALLEL_O=True,REC_WARPS=4", "a", 8.0), row("REC_PARALLEL_O=True,REC_WARPS=4", "b", 20.0),
+            row("TRANSITION_FROM=2048", "a", 10.0), row("TRANSITION_FROM=2048", "b", 30.0, status="INCORRECT_NUMERICAL"),
+            row("champion", "a", 5.0), row("champion", "b", 5.0), row("fla", "a", 1.0), row("fla", "b", 1.0),
+            row("default", "a", 99.0, d="gdn_decode_qk4_v8_d128_k_last")]
+    f = tmp_path / "gdn_dev.json"
+    f.write_text(json.dumps(data))
+    out = tmp_path / "cands"
+    assert pick.main([str(f), "--definition", PREFILL, "--write-candidates", str(out)]) == 0
+    name = f"{PREFILL}_hand_rec_parallel_o_true_rec_warps_4"
+    assert capsys.readouterr().out.strip() == str(out / f"{name}.json")  # 1.118x; the transitions row failed
+    assert sorted(p.name for p in out.iterdir()) == sorted([f"{name}.json", f"{PREFILL}_hand_transition_from_2048.json"])
+    src = json.loads((out / f"{name}.json").read_text())["sources"][0]["content"]
+    assert "REC_PARALLEL_O = True" in src and "REC_WARPS = 4" in src
+    with pytest.raises(SystemExit, match="--definition"):
+        pick.main([str(f), "--write-candidates", str(out)])
