@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for a contest seed's variants: the sweep (scripts/gpu/dsa_dev.py phase B for the DSA
-# ops, scripts/gpu/moe_dev.py phase A for the MoE), then for each op the best variant that qualifies
+# ops, scripts/gpu/moe_dev.py phase A for the MoE, scripts/gpu/gdn_dev.py for the Gated DeltaNet ones), then for each op the best variant that qualifies
 # (scripts/gpu/pick_submission.py: geomean over the seed's default at least PICK_MIN, no workload under
 # PICK_WORST, every workload right) sent through kbot's loop as a person's PR
 # (scripts/gpu/submit_variants.sh). Every swept variant is a candidate, written as a submission from the
@@ -9,8 +9,10 @@
 #   usage (repo root, on the device): source scripts/gpu/setup_device.sh
 #     WORKSPACE_TAR=docs/measurements/<dir>/NN-workspace.tar.gz bash scripts/gpu/dev_round.sh attention indexer
 #     WORKSPACE_TAR=… MOE_VARIANTS="tma small_tma" MOE_SEQ_LENS=1,16,62,80,901,14107 bash scripts/gpu/dev_round.sh moe
+#     WORKSPACE_TAR=… GDN_TUNABLES="REC_PARALLEL_O REC_WARPS" SUBMIT_ARGS=--no-baselines bash scripts/gpu/dev_round.sh gdn_prefill
 #   DEV_BUDGET (default 240 s of sweep), PICK_MIN (1.03), PICK_WORST (0.98), SUBMIT_TIMEOUT (per submission),
-#   MOE_VARIANTS (moe_dev.py variant names beside its default; default all), MOE_SEQ_LENS (moe_dev.py's default).
+#   MOE_VARIANTS (moe_dev.py variant names beside its default; default all), MOE_SEQ_LENS (moe_dev.py's default),
+#   GDN_TUNABLES (gdn_dev.py sweeps the variants that set one of these; default all of the op's variants).
 #   NO_SUBMIT=1 sweeps and picks only.
 # Outputs under $OUT: round.tar.gz (dsa_dev.* or moe_dev.*, pick-<op>.txt, submit.txt), candidates/<picked>.json
 # and submit/ (submit.log, records.txt, workspace.tar.gz).
@@ -19,16 +21,19 @@ cd "$(dirname "$0")/../.."
 OUT="${OUT:-$PWD/dev_round_out}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
-[ $# -gt 0 ] || { echo "usage: dev_round.sh attention|indexer|moe [...]" >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: dev_round.sh attention|indexer|moe|gdn_decode|gdn_prefill [...]" >&2; exit 2; }
 dsa=()
 moe=0
+gdn=()
 for op in "$@"; do
   case "$op" in
     indexer|attention) dsa+=(--only "$op") ;;
     moe) moe=1 ;;
-    *) echo "unknown op $op (indexer, attention, moe)" >&2; exit 2 ;;
+    gdn_decode|gdn_prefill) gdn+=("${op#gdn_}") ;;
+    *) echo "unknown op $op (indexer, attention, moe, gdn_decode, gdn_prefill)" >&2; exit 2 ;;
   esac
 done
+[ ${#gdn[@]} -le 1 ] || { echo "one GDN op per round (gdn_dev.py writes one sweep)" >&2; exit 2; }
 if [ ${#dsa[@]} -gt 0 ]; then
   OUT="$OUT" "$PY" scripts/gpu/dsa_dev.py "${dsa[@]}" --no-eval --budget-s "${DEV_BUDGET:-240}" > "$OUT/dsa_dev.log" 2>&1 \
     || echo "dsa_dev exit $?"
@@ -42,9 +47,20 @@ if [ $moe = 1 ]; then
   OUT="$OUT" "$PY" scripts/gpu/moe_dev.py --skip-eval "${only[@]}" ${MOE_SEQ_LENS:+--seq-lens "$MOE_SEQ_LENS"} \
     --budget-s "${DEV_BUDGET:-240}" > "$OUT/moe_dev.log" 2>&1 || echo "moe_dev exit $?"
 fi
+if [ ${#gdn[@]} -gt 0 ]; then
+  with=()
+  for t in ${GDN_TUNABLES:-}; do with+=(--with-tunable "$t"); done
+  OUT="$OUT" timeout "${DEV_BUDGET:-240}" "$PY" scripts/gpu/gdn_dev.py --only "${gdn[0]}" "${with[@]}" > "$OUT/gdn_dev.log" 2>&1 \
+    || echo "gdn_dev exit $?"
+fi
 picks=()
 for op in "$@"; do
-  if [ "$op" = moe ]; then sweep=("$OUT/moe_dev.json"); else sweep=("$OUT/dsa_dev.json" --op "$op"); fi
+  case "$op" in
+    moe) sweep=("$OUT/moe_dev.json") ;;
+    gdn_decode) sweep=("$OUT/gdn_dev.json" --definition gdn_decode_qk4_v8_d128_k_last) ;;
+    gdn_prefill) sweep=("$OUT/gdn_dev.json" --definition gdn_prefill_qk4_v8_d128_k_last) ;;
+    *) sweep=("$OUT/dsa_dev.json" --op "$op") ;;
+  esac
   p=$("$PY" scripts/gpu/pick_submission.py "${sweep[@]}" --min "${PICK_MIN:-1.03}" --worst "${PICK_WORST:-0.98}" \
       --write-candidates "$OUT/candidates-all" 2> "$OUT/pick-$op.txt")
   echo "$op: picked ${p:-nothing}" | tee -a "$OUT/pick-$op.txt"
@@ -58,7 +74,7 @@ if [ ${#picks[@]} -gt 0 ] && [ -z "${NO_SUBMIT:-}" ]; then
   OUT="$OUT/submit" bash scripts/gpu/submit_variants.sh "${picks[@]}" > "$OUT/submit.txt" 2>&1 || rc=1
   grep -E "reject|promot" "$OUT/submit/submit.log"
 fi
-for log in "$OUT/dsa_dev.log" "$OUT/moe_dev.log"; do
+for log in "$OUT/dsa_dev.log" "$OUT/moe_dev.log" "$OUT/gdn_dev.log"; do
   [ -f "$log" ] && tail -n 40 "$log"
 done
 # the device tool brings back at most 8 files: the sweep's and the pick's text in one archive
