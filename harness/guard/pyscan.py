@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import functools
 import re
 import sys
 from dataclasses import dataclass, field
@@ -34,6 +33,16 @@ _TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data", "base"}
 # so arithmetic on what they return is host compute like arithmetic on the tensor itself.
 _TENSOR_HOLDERS = frozenset({"triton.tools.tensor_descriptor.TensorDescriptor",
                              "triton.tools.tensor_descriptor.TensorDescriptor.from_tensor"})
+# torch calls that answer a question about the device or a value's kind with host numbers, strings or
+# bools, never a tensor: `major, minor = torch.cuda.get_device_capability()` then `major >= 9` is a launch
+# choice, not host arithmetic on a tensor.
+_HOST_VALUED_TORCH = frozenset({
+    "torch.cuda.get_device_capability", "torch.cuda.device_count", "torch.cuda.current_device",
+    "torch.cuda.get_device_name", "torch.cuda.get_device_properties", "torch.cuda.is_available",
+    "torch.cuda.mem_get_info", "torch.cuda.get_arch_list", "torch.cuda.is_bf16_supported",
+    "torch.is_tensor", "torch.is_floating_point", "torch.is_complex", "torch.numel", "torch.get_default_dtype",
+    "torch.finfo", "torch.iinfo", "torch.get_num_threads", "torch.are_deterministic_algorithms_enabled",
+})
 # Tensor methods that always return new storage, never their receiver or a view of it.
 _ALWAYS_NEW = frozenset({"clone", "new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "new_empty_strided"})
 _MUTATING_CONTAINER_METHODS = frozenset(
@@ -43,22 +52,6 @@ _MUTATING_CONTAINER_METHODS = frozenset(
 # Builtins that compute when handed tensors (sum([x, y]) is x + y).
 _COMPUTING_BUILTINS = frozenset({"builtins.sum", "builtins.abs", "builtins.pow", "builtins.max", "builtins.min",
                                  "builtins.round", "builtins.divmod"})
-# Container displays (and comprehensions) whose elements the tensor typing follows; subscripting a
-# tensor hidden in one (`[x][0]`, `t = (x,); t[0]`, `{"a": x}["a"]`) is the tensor.
-_DISPLAYS = (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
-_MAX_CONTAINER_DEPTH = 12  # containers of containers followed this deep (and cycles a = [b]; b = [a] cut)
-_NO_INDEX = object()
-# Steps of container following one module's scan may take (honest solutions take a few hundred); a
-# source built to make the typing explode is refused as too deep to check, not scanned for minutes.
-_MAX_CONTAINER_STEPS = 200_000
-# What a parameter holds when the solution passes it a container of tensors (or it is *args/**kwargs
-# receiving tensors): a display whose elements are all tensors, positions unknown.
-_TENSOR_MARK = ast.Name(id="<tensor>", ctx=ast.Load())
-_ANY_TENSORS = ast.List(elts=[_TENSOR_MARK], ctx=ast.Load())
-# Calls on a container that hand back one of its elements, and those that add elements to it.
-_ELEMENT_METHODS = frozenset({"get", "pop", "setdefault", "__getitem__"})
-_ADD_ONE_METHODS = {"append": 0, "add": 0, "appendleft": 0, "insert": 1}
-_ADD_MANY_METHODS = frozenset({"extend", "extendleft", "update", "__iadd__", "__ior__"})
 _KEY_LOOKUP_METHODS = frozenset({"get", "setdefault", "pop", "__contains__", "__getitem__", "__setitem__"})
 # Strings that name the harness's data: test data, the run folder's files, the report's own key, the
 # worker folders, other processes' /proc entries. Checked on literals and on strings built from pieces.
@@ -70,10 +63,6 @@ _KERNEL_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "tri
                       "triton.runtime.autotuner", "triton.language.jit")
 _SUBCLASS_BASES = ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase", "torch.overrides",
                    "torch.utils._python_dispatch", "torch._subclasses", "torch.nn.Parameter")
-
-
-class _TooComplex(RecursionError):
-    """Container typing ran out of steps: handled like nesting too deep to check (refused)."""
 
 
 @dataclass
@@ -126,9 +115,6 @@ class _Func:
     bindings: dict[str, set[str]] = field(default_factory=dict)
     globals_declared: set[str] = field(default_factory=set)
     tensors: set[str] = field(default_factory=set)
-    # names bound to list/tuple/dict displays (or to values that are one), each with whether its
-    # positions are known: `t = (x,)` makes t[0] a tensor; what append/setitem add is recorded too
-    containers: dict[str, list[tuple[ast.AST, bool]]] = field(default_factory=dict)
     input_like: set[str] = field(default_factory=set)
     key_tainted: dict[str, str] = field(default_factory=dict)
     mutable_defaults: set[str] = field(default_factory=set)  # parameters whose default is a list/dict/set
@@ -152,9 +138,6 @@ class ModuleScan(ast.NodeVisitor):
         self.except_depth = 0
         self.annotation_depth = 0
         self.functions: dict[str, _Func] = {}
-        self._synthetic: dict[tuple[int, str], ast.AST] = {}  # stand-in displays, one per (node, kind)
-        self._expanding: set[tuple[int, str]] = set()  # (scope, name) whose containers are being followed
-        self._container_steps = 0
 
     # ------------------------------------------------------------------------------ bindings
     def own(self, name: str) -> str:
@@ -391,8 +374,6 @@ class ModuleScan(ast.NodeVisitor):
             self._type_tensors(f, node, body)
         self.functions[qual] = f
         self.ctx.func_params[qual] = [a.arg for a in args.posonlyargs + args.args] + [a.arg for a in args.kwonlyargs]
-        self.ctx.func_varargs[qual] = (len(args.posonlyargs + args.args), args.vararg.arg if args.vararg else None,
-                                       args.kwarg.arg if args.kwarg else None)
         return f
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -612,10 +593,6 @@ class ModuleScan(ast.NodeVisitor):
                     self.hit("host-compute", target, "writes tensor elements on the host")
                     if self.except_depth:
                         self.hit("try-fallback", target, "an except handler writes the output on the host")
-                elif aug and self.ctx.host_check and self._is_tensor(target, f):
-                    self.hit("host-compute", target, "does in-place tensor arithmetic on the host")  # t = (x,); t[0] += 1
-                    if self.except_depth:
-                        self.hit("try-fallback", target, "an except handler does tensor arithmetic on the host")
             self.visit(target.value)
             self.visit(target.slice)
             self.check_key(target.slice, target, target.value)
@@ -677,38 +654,15 @@ class ModuleScan(ast.NodeVisitor):
         own = [q for q in fq if q.startswith(OWN) and not q.startswith(f"{OWN}local:")]
         if not own:
             return
-        pairs: list[tuple[int | str, ast.AST]] = []
-        pos = 0
-        for a in node.args:
-            if isinstance(a, ast.Starred):
-                # f(*(x, n)) spreads a display whose positions are known; otherwise it takes one slot, as before
-                cs = self._containers(a.value, f)
-                if len(cs) == 1 and cs[0][1] and isinstance(cs[0][0], (ast.Tuple, ast.List)) and not any(
-                        isinstance(e, ast.Starred) for e in cs[0][0].elts):
-                    for e in cs[0][0].elts:
-                        pairs.append((pos, e))
-                        pos += 1
-                    continue
-            else:
-                pairs.append((pos, a))
-            pos += 1
+        pairs: list[tuple[int | str, ast.AST]] = [(i, a) for i, a in enumerate(node.args) if not isinstance(a, ast.Starred)]
         pairs += [(k.arg, k.value) for k in node.keywords if k.arg]
-        for k in node.keywords:
-            if k.arg is None:  # f(**{"a": x})
-                for c, _ in self._containers(k.value, f):
-                    if isinstance(c, (ast.Dict, ast.DictComp)):
-                        pairs += [(key.value, v) for key, v in self._dict_items(c, f, 1)
-                                  if isinstance(key, ast.Constant) and isinstance(key.value, str)]
         bound = isinstance(node.func, ast.Attribute)  # obj.method(...): `self` takes no argument
         for key, arg in pairs:
             is_t = self._is_tensor(arg, f)
-            is_c = not is_t and _has_tensor_elt(self, arg, f)  # a container of tensors: _h((x,))
             is_in = self._names_input(arg, f) if isinstance(arg, (ast.Name, ast.Subscript, ast.Attribute)) else False
             for q in own:
                 if is_t:
                     self.ctx.pending_args.add((q, key, "tensor", bound))
-                if is_c:
-                    self.ctx.pending_args.add((q, key, "container", bound))
                 if is_in:
                     self.ctx.pending_args.add((q, key, "input", bound))
 
@@ -932,8 +886,6 @@ class ModuleScan(ast.NodeVisitor):
         args = node.args
         f.tensors |= self.ctx.tensor_params.get(f.qual, set())
         f.input_like |= self.ctx.input_params.get(f.qual, set())
-        for p, slot, kind in self.ctx.container_params.get(f.qual, ()):
-            self._add_container(f, p, *_received(slot, kind))
         for a in args.posonlyargs + args.args + args.kwonlyargs:
             ann = self.resolve(a.annotation, f.parent) if a.annotation is not None else set()
             if a.arg in tensor_names or any(prefix_match(q, ["torch.Tensor"]) for q in ann):
@@ -949,12 +901,8 @@ class ModuleScan(ast.NodeVisitor):
                         self._type_target(f, t, n.value)
                 elif isinstance(n, (ast.AnnAssign, ast.NamedExpr)) and n.value is not None:
                     self._type_target(f, n.target, n.value)
-                elif isinstance(n, ast.AugAssign):
-                    self._type_aug(f, n)
-                elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
-                    self._type_loop(f, n.target, n.iter)
-                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name):
-                    self._type_container_call(f, n)
+                elif isinstance(n, (ast.For, ast.comprehension)) and isinstance(n.target, ast.Name) and self._is_tensor(n.iter, f):
+                    f.tensors.add(n.target.id)
 
     def _type_target(self, f: _Func, target: ast.AST, value: ast.AST) -> None:
         if isinstance(target, ast.Name):
@@ -962,14 +910,11 @@ class ModuleScan(ast.NodeVisitor):
                 f.tensors.add(target.id)
                 if self._derives_from_input(value, f):
                     f.input_like.add(target.id)
-            if self._containers(value, f):
-                self._add_container(f, target.id, value, True)
             kind = self._key_kind_in(value, f)
             if kind:
                 f.key_tainted[target.id] = kind
         elif isinstance(target, (ast.Tuple, ast.List)):
-            if (isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
-                    and not any(isinstance(e, ast.Starred) for e in value.elts + target.elts)):
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
                 for t, v in zip(target.elts, value.elts):
                     self._type_target(f, t, v)
             elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in (
@@ -978,242 +923,6 @@ class ModuleScan(ast.NodeVisitor):
                 for t in target.elts:
                     if isinstance(t, ast.Name):
                         f.tensors.add(t.id)
-            else:
-                self._type_unpack(f, target, value)
-        elif isinstance(target, ast.Subscript):
-            self._type_store_into(f, target.value, target.slice, value)
-
-    # ---- tensors hidden in containers: t = (x,); t[0] * 2 is x * 2
-    def _add_container(self, f: _Func, name: str, value: ast.AST, exact: bool) -> None:
-        """Record that ``name`` (bound in ``f`` or, when no scope binds it, used there) may be the
-        container ``value`` (an expression _containers understands)."""
-        g = f
-        while g is not None and name not in g.containers and name not in g.bindings:
-            g = g.parent
-        seen = (g or f).containers.setdefault(name, [])
-        if not any(v is value and e == exact for v, e in seen):
-            seen.append((value, exact))
-
-    def _synth(self, node: ast.AST, kind: str, make, *args) -> ast.AST:
-        """One stand-in node ``make(*args)`` per (node, kind), so recording it on every typing pass
-        keeps one copy."""
-        key = (id(node), kind)
-        if key not in self._synthetic:
-            self._synthetic[key] = make(*args)
-        return self._synthetic[key]
-
-    def _type_unpack(self, f: _Func, target: ast.Tuple | ast.List, value: ast.AST) -> None:
-        """a, b = pair / a, *rest = t / a, b = x (rows of a tensor): names get what they may unpack."""
-        plain = not any(isinstance(t, ast.Starred) for t in target.elts)
-        loose: list[ast.AST] = []
-        for c, exact in self._containers(value, f):
-            if (plain and exact and isinstance(c, (ast.Tuple, ast.List)) and len(c.elts) == len(target.elts)
-                    and not any(isinstance(e, ast.Starred) for e in c.elts)):
-                for t, v in zip(target.elts, c.elts):
-                    self._type_target(f, t, v)
-            else:
-                loose += self._iter_elts(c, f, 1)
-        if self._is_tensor(value, f):
-            loose.append(self._synth(value, "row", _row_of, value))
-        for t in target.elts:
-            for e in loose:
-                if isinstance(t, ast.Starred) and isinstance(t.value, ast.Name):
-                    self._add_container(f, t.value.id, self._synth(e, "list", _list_of, e), False)
-                elif not isinstance(t, ast.Starred):
-                    self._type_target(f, t, e)
-
-    def _type_store_into(self, f: _Func, recv: ast.AST, index: ast.AST | None, value: ast.AST) -> None:
-        """name[k] = v (and name.setdefault(k, v)): the container name may now hold v."""
-        if not isinstance(recv, ast.Name):
-            return
-        if isinstance(index, ast.Constant) and isinstance(index.value, str):
-            self._add_container(f, recv.id, self._synth(value, "dict", _dict_of, index, value), True)
-        else:
-            self._add_container(f, recv.id, self._synth(value, "list", _list_of, value), False)
-
-    def _type_aug(self, f: _Func, node: ast.AugAssign) -> None:
-        """acc += x makes acc a tensor; t += [x] (or d |= {...}) adds to a container; t[k] += x too."""
-        target, value = node.target, node.value
-        if isinstance(target, ast.Name):
-            if self._is_tensor(value, f):
-                f.tensors.add(target.id)
-            if self._containers(value, f):
-                self._add_container(f, target.id, value, False)
-        elif isinstance(target, ast.Subscript):
-            self._type_store_into(f, target.value, None, value)
-
-    def _type_container_call(self, f: _Func, node: ast.Call) -> None:
-        """t.append(x), t.insert(i, x), t.extend(xs), d.update(...), d.setdefault(k, x)."""
-        recv, meth, args = node.func.value, node.func.attr, node.args
-        if meth in _ADD_ONE_METHODS and len(args) > _ADD_ONE_METHODS[meth]:
-            self._type_store_into(f, recv, None, args[_ADD_ONE_METHODS[meth]])
-        elif meth in ("setdefault", "__setitem__") and len(args) >= 2:
-            self._type_store_into(f, recv, args[0], args[1])
-        elif meth in _ADD_MANY_METHODS:
-            for a in args:
-                if meth in ("update", "__ior__") and self._containers(a, f):
-                    self._add_container(f, recv.id, a, True)
-                else:
-                    star = self._synth(a, "star", _spread, a)
-                    self._add_container(f, recv.id, star, False)
-            for kw in node.keywords:
-                if kw.arg:
-                    self._type_store_into(f, recv, self._synth(kw, "key", ast.Constant, kw.arg), kw.value)
-
-    def _type_loop(self, f: _Func, target: ast.AST, it: ast.AST) -> None:
-        """for t in (q, k) / for name, t in (("q", q), ...) / enumerate(...) / zip(...) / d.items()."""
-        if isinstance(it, ast.Call) and isinstance(target, (ast.Tuple, ast.List)) and not any(
-                isinstance(t, ast.Starred) for t in target.elts):
-            fq = self.resolve(it.func, f)
-            if "builtins.enumerate" in fq and it.args and len(target.elts) == 2:
-                for e in self._elements(it.args[0], f):
-                    self._type_target(f, target.elts[1], e)
-                return
-            if "builtins.zip" in fq and len(it.args) == len(target.elts):
-                for t, a in zip(target.elts, it.args):
-                    for e in self._elements(a, f):
-                        self._type_target(f, t, e)
-                return
-        for e in self._elements(it, f):
-            self._type_target(f, target, e)
-
-    def _containers(self, node: ast.AST, f: _Func, depth: int = 0) -> list[tuple[ast.AST, bool]]:
-        """The container displays an expression may be, each with whether its positions are known
-        (not after slicing, concatenation or elements added at run time)."""
-        if depth > _MAX_CONTAINER_DEPTH:
-            return []
-        self._container_steps += 1
-        if self._container_steps > _MAX_CONTAINER_STEPS:
-            raise _TooComplex(f"containers nested or aliased too intricately to check ({_MAX_CONTAINER_STEPS} steps)")
-        d = depth + 1
-        if isinstance(node, _DISPLAYS):
-            return [(node, isinstance(node, (ast.List, ast.Tuple, ast.Dict)))]
-        if isinstance(node, ast.Name):
-            g = f
-            while g is not None:
-                if node.id in g.containers:
-                    key = (id(g), node.id)
-                    if key in self._expanding:
-                        return []  # a = a + [x]: what a already holds is being collected
-                    self._expanding.add(key)
-                    try:
-                        return [(c, e and exact) for v, exact in g.containers[node.id] for c, e in self._containers(v, g, d)]
-                    finally:
-                        self._expanding.discard(key)
-                if node.id in g.bindings:
-                    return []
-                g = g.parent
-            return []
-        if isinstance(node, ast.IfExp):
-            return self._containers(node.body, f, d) + self._containers(node.orelse, f, d)
-        if isinstance(node, ast.BoolOp):
-            return [c for v in node.values for c in self._containers(v, f, d)]
-        if isinstance(node, ast.NamedExpr):
-            return self._containers(node.value, f, d)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult, ast.BitOr)):
-            return [(c, False) for side in (node.left, node.right) for c, _ in self._containers(side, f, d)]
-        if isinstance(node, ast.Subscript):
-            if isinstance(node.slice, ast.Slice):
-                return [(c, False) for c, _ in self._containers(node.value, f, d)]
-            return [c for e in self._select(node.value, node.slice, f, d) for c in self._containers(e, f, d)]
-        if isinstance(node, ast.Call):
-            args = node.args
-            if isinstance(node.func, ast.Attribute):
-                meth, recv = node.func.attr, node.func.value
-                if meth == "copy" and not args:
-                    return self._containers(recv, f, d)
-                if meth in _ELEMENT_METHODS:
-                    picks = self._select(recv, args[0] if args else None, f, d) + list(args[1:2])
-                    return [c for e in picks for c in self._containers(e, f, d)]
-                if meth in ("values", "keys", "items") and not args:
-                    elts = self._elements(node, f, d)
-                    return [(_list_of(*elts), False)] if elts else []
-            fq = self.resolve(node.func, f)
-            if "builtins.dict" in fq:
-                out = [c for a in args[:1] for c in self._containers(a, f, d)]
-                for kw in node.keywords:
-                    if kw.arg:
-                        out.append((self._synth(kw, "kwdict", _dict_of, ast.Constant(kw.arg), kw.value), True))
-                    else:
-                        out += self._containers(kw.value, f, d)
-                return out
-            if fq & {"builtins.list", "builtins.tuple", "builtins.sorted", "builtins.reversed", "builtins.set",
-                     "builtins.frozenset", "builtins.iter"} and len(args) == 1:
-                return [(self._synth(node, "star", _spread, args[0]), False)]
-        return []
-
-    def _dict_items(self, c: ast.AST, f: _Func, depth: int) -> list[tuple[ast.AST, ast.AST]]:
-        """(key, value) pairs of a dict display or comprehension; ``**m`` spreads m's."""
-        if isinstance(c, ast.DictComp):
-            return [(c.key, c.value)]
-        out: list[tuple[ast.AST, ast.AST]] = []
-        for k, v in zip(c.keys, c.values):
-            if k is not None:
-                out.append((k, v))
-            elif depth <= _MAX_CONTAINER_DEPTH:
-                for cc, _ in self._containers(v, f, depth + 1):
-                    if isinstance(cc, (ast.Dict, ast.DictComp)):
-                        out += self._dict_items(cc, f, depth + 1)
-        return out
-
-    def _iter_elts(self, c: ast.AST, f: _Func, depth: int) -> list[ast.AST]:
-        """What iterating a container display yields (a dict's keys)."""
-        if isinstance(c, (ast.Dict, ast.DictComp)):
-            return [k for k, _ in self._dict_items(c, f, depth)]
-        if isinstance(c, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
-            return [c.elt]
-        out: list[ast.AST] = []
-        for e in getattr(c, "elts", []):
-            out += self._elements(e.value, f, depth + 1) if isinstance(e, ast.Starred) else [e]
-        return out
-
-    def _elements(self, node: ast.AST, f: _Func, depth: int = 0) -> list[ast.AST]:
-        """What iterating an expression may yield: a container's elements, a tensor's rows."""
-        if depth > _MAX_CONTAINER_DEPTH:
-            return []
-        d = depth + 1
-        out: list[ast.AST] = []
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("values", "keys", "items")
-                and not node.args):
-            for c, _ in self._containers(node.func.value, f, d):
-                if isinstance(c, (ast.Dict, ast.DictComp)):
-                    for k, v in self._dict_items(c, f, d):
-                        if node.func.attr == "values":
-                            out.append(v)
-                        elif node.func.attr == "keys":
-                            out.append(k)
-                        else:
-                            out.append(self._synth(v, "item", _pair, k, v))
-            return out
-        for c, _ in self._containers(node, f, d):
-            out += self._iter_elts(c, f, d)
-        if self._is_tensor(node, f, d):
-            out.append(self._synth(node, "row", _row_of, node))
-        return out
-
-    def _select(self, value: ast.AST, index: ast.AST | None, f: _Func, depth: int) -> list[ast.AST]:
-        """The element expressions ``value[index]`` may be, where value is a container display (or a
-        name bound to one); every element where the index or the positions are not known."""
-        if depth > _MAX_CONTAINER_DEPTH:
-            return []
-        d = depth + 1
-        idx = _const_index(index)
-        out: list[ast.AST] = []
-        for c, exact in self._containers(value, f, d):
-            if isinstance(c, (ast.Dict, ast.DictComp)):
-                for k, v in self._dict_items(c, f, d):
-                    if not exact or idx is _NO_INDEX or not isinstance(k, ast.Constant) or _same_key(k.value, idx):
-                        out.append(v)
-            elif isinstance(c, (ast.List, ast.Tuple)):
-                elts = c.elts
-                if exact and isinstance(idx, int) and not any(isinstance(e, ast.Starred) for e in elts):
-                    if -len(elts) <= idx < len(elts):
-                        out.append(elts[idx])
-                else:
-                    out += self._iter_elts(c, f, d)
-            elif isinstance(c, (ast.ListComp, ast.GeneratorExp)):
-                out.append(c.elt)
-        return out
 
     def _key_kind_in(self, value: ast.AST, f: _Func) -> str | None:
         saved = self.func_stack
@@ -1224,16 +933,13 @@ class ModuleScan(ast.NodeVisitor):
             self.func_stack = saved
         return {"fingerprint": "content"}.get(k, k) if k else None
 
-    def _derives_from_input(self, node: ast.AST, f: _Func, depth: int = 0) -> bool:
+    def _derives_from_input(self, node: ast.AST, f: _Func) -> bool:
         """Whether a value may share an input's storage: views and methods that can return their
-        receiver (``.float()`` of a float tensor is the tensor) keep it, a copy does not; an input
-        taken out of a container (``(x,)[0]``) is the input."""
+        receiver (``.float()`` of a float tensor is the tensor) keep it, a copy does not."""
         while True:
             if isinstance(node, ast.Name):
                 return node.id in f.input_like
             if isinstance(node, ast.Subscript):
-                if self._input_in_container(node, f, depth):
-                    return True
                 node = node.value
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 if node.func.attr in _ALWAYS_NEW:
@@ -1247,22 +953,10 @@ class ModuleScan(ast.NodeVisitor):
     def _names_input(self, node: ast.AST, f: _Func) -> bool:
         base = node
         while isinstance(base, (ast.Subscript, ast.Attribute)):
-            if isinstance(base, ast.Subscript) and self._input_in_container(base, f, 0):
-                return True
             base = base.value
         return isinstance(base, ast.Name) and base.id in f.input_like
 
-    def _input_in_container(self, node: ast.Subscript, f: _Func, depth: int) -> bool:
-        if depth >= _MAX_CONTAINER_DEPTH or isinstance(node.slice, ast.Slice):
-            return False
-        return any(self._derives_from_input(e, f, depth + 1) for e in self._select(node.value, node.slice, f, depth + 1))
-
-    def _is_tensor(self, node: ast.AST, f: _Func, depth: int = 0) -> bool:
-        if depth > _MAX_CONTAINER_DEPTH:
-            return False
-        d = depth + 1
-        if node is _TENSOR_MARK:
-            return True
+    def _is_tensor(self, node: ast.AST, f: _Func) -> bool:
         if isinstance(node, ast.Name):
             g = f
             while g is not None:
@@ -1273,37 +967,21 @@ class ModuleScan(ast.NodeVisitor):
                 g = g.parent
             return False
         if isinstance(node, ast.Subscript):
-            if self._is_tensor(node.value, f, d):
-                return True
-            # an element of a container display: [x][0], t[0] after t = (x,), d["a"] after d = {"a": x}
-            return not isinstance(node.slice, ast.Slice) and any(
-                self._is_tensor(e, f, d) for e in self._select(node.value, node.slice, f, d))
+            return self._is_tensor(node.value, f)
         if isinstance(node, ast.Attribute):
-            return node.attr in _TENSOR_ATTRS and self._is_tensor(node.value, f, d)
+            return node.attr in _TENSOR_ATTRS and self._is_tensor(node.value, f)
         if isinstance(node, ast.Call):
             qs = self.resolve(node.func, f)
-            if any(q.split(".")[0] == "torch" and not _looks_like_type(q) for q in qs):
+            if any(q.split(".")[0] == "torch" and not _looks_like_type(q) and q not in _HOST_VALUED_TORCH for q in qs):
                 return True
             if "builtins.type" in qs and len(node.args) == 1:
-                return self._is_tensor(node.args[0], f, d)  # type(x).sum(x) is x.sum()
+                return self._is_tensor(node.args[0], f)  # type(x).sum(x) is x.sum()
             if qs & _TENSOR_HOLDERS and node.args:
-                return self._is_tensor(node.args[0], f, d)
-            if (isinstance(node.func, ast.Attribute) and node.func.attr in _ELEMENT_METHODS
-                    and self._containers(node.func.value, f, d)):
-                # d.get("a"), t.pop(): an element (or the default handed back)
-                picks = self._select(node.func.value, node.args[0] if node.args else None, f, d) + list(node.args[1:2])
-                if any(self._is_tensor(e, f, d) for e in picks):
-                    return True
+                return self._is_tensor(node.args[0], f)
             if isinstance(node.func, ast.Attribute) and node.func.attr not in _METADATA_METHODS:
-                return self._is_tensor(node.func.value, f, d)
+                return self._is_tensor(node.func.value, f)
         if isinstance(node, ast.BinOp):
-            return self._is_tensor(node.left, f, d) or self._is_tensor(node.right, f, d)
-        if isinstance(node, ast.IfExp):
-            return self._is_tensor(node.body, f, d) or self._is_tensor(node.orelse, f, d)
-        if isinstance(node, ast.BoolOp):
-            return any(self._is_tensor(v, f, d) for v in node.values)
-        if isinstance(node, ast.NamedExpr):
-            return self._is_tensor(node.value, f, d)
+            return self._is_tensor(node.left, f) or self._is_tensor(node.right, f)
         return False
 
 
@@ -1341,10 +1019,6 @@ class SolutionScan:
         self._docstrings: set[int] = set()
         self.func_params: dict[str, list[str]] = {}
         self.tensor_params: dict[str, set[str]] = {}
-        # parameters handed containers of tensors: (name, None, "container"), and what *args / **kwargs
-        # receive: (name, position or key, "tensor" | "container")
-        self.container_params: dict[str, set[tuple[str, int | str | None, str]]] = {}
-        self.func_varargs: dict[str, tuple[int, str | None, str | None]] = {}  # positional count, *args, **kwargs
         self.input_params: dict[str, set[str]] = {}
         self.pending_args: set[tuple[str, int | str, str, bool]] = set()
         self.classes: set[str] = set()  # qualified names of the solution's own classes
@@ -1400,8 +1074,8 @@ class SolutionScan:
                     for child in ast.iter_child_nodes(node):
                         self.parents[child] = node
                 checked.append(s)
-            except RecursionError as e:
-                self.hits.append(Hit("parse-error", s.path, 1, str(e) if isinstance(e, _TooComplex) else "nested too deeply to check"))
+            except RecursionError:
+                self.hits.append(Hit("parse-error", s.path, 1, "nested too deeply to check"))
         for s in checked:
             self.all_kernels |= s.kernels
         base_hits = list(self.hits)
@@ -1416,9 +1090,8 @@ class SolutionScan:
             for s in scans_now:
                 try:
                     s.visit(s.tree)
-                except RecursionError as e:
-                    self.hits.append(Hit("parse-error", s.path, 1,
-                                         str(e) if isinstance(e, _TooComplex) else "nested too deeply to check"))
+                except RecursionError:
+                    self.hits.append(Hit("parse-error", s.path, 1, "nested too deeply to check"))
             self.modules = scans_now
             if not self._propagate_params():
                 break
@@ -1433,24 +1106,12 @@ class SolutionScan:
                 continue
             if isinstance(key, int) and bound and params and params[0] in ("self", "cls"):
                 key += 1
-            n_pos, vararg, kwarg = self.func_varargs.get(callee, (len(params), None, None))
-            if (isinstance(key, int) and key >= n_pos) or (isinstance(key, str) and key not in params):
-                # what *args / **kwargs receive: the tensor (or container of them) at its position or key
-                name = vararg if isinstance(key, int) else kwarg
-                if name is None or kind == "input":
-                    continue
-                fact = (name, key - n_pos if isinstance(key, int) else key, kind)
-                if fact not in self.container_params.setdefault(callee, set()):
-                    self.container_params[callee].add(fact)
-                    changed = True
+            name = params[key] if isinstance(key, int) and key < len(params) else key if isinstance(key, str) else None
+            if name is None or name not in params:
                 continue
-            name = params[key] if isinstance(key, int) else key
-            if kind == "container":
-                facts, fact = self.container_params, (name, None, kind)
-            else:
-                facts, fact = (self.tensor_params if kind == "tensor" else self.input_params), name
-            if fact not in facts.setdefault(callee, set()):
-                facts[callee].add(fact)
+            facts = self.tensor_params if kind == "tensor" else self.input_params
+            if name not in facts.setdefault(callee, set()):
+                facts[callee].add(name)
                 changed = True
         return changed
 
@@ -1521,60 +1182,12 @@ class SolutionScan:
 
 
 def _has_tensor_elt(scan: "ModuleScan", node: ast.AST, f: _Func) -> bool:
-    """A container (a display, a comprehension, a name bound to one) with a tensor in it."""
-    return any(scan._is_tensor(e, f, 1) for e in scan._elements(node, f))
-
-
-@functools.lru_cache(maxsize=None)
-def _received(slot: int | str | None, kind: str) -> tuple[ast.AST, bool]:
-    """What a parameter holds when handed a container of tensors (slot None: elements unknown), or
-    what *args holds with a tensor (kind "tensor") or container at position slot, **kwargs at key slot.
-    One node per slot, so recording it on every pass keeps one copy."""
-    if slot is None:
-        return _ANY_TENSORS, False
-    what = _TENSOR_MARK if kind == "tensor" else _ANY_TENSORS
-    if isinstance(slot, str):
-        return ast.Dict(keys=[ast.Constant(slot)], values=[what]), True
-    return ast.Tuple(elts=[ast.Constant(None)] * slot + [what], ctx=ast.Load()), True
-
-
-def _list_of(*elts: ast.AST) -> ast.AST:
-    return ast.List(elts=list(elts), ctx=ast.Load())
-
-
-def _spread(node: ast.AST) -> ast.AST:
-    """``[*node]``: a list of whatever iterating node yields."""
-    return ast.List(elts=[ast.Starred(value=node, ctx=ast.Load())], ctx=ast.Load())
-
-
-def _dict_of(key: ast.AST, value: ast.AST) -> ast.AST:
-    return ast.Dict(keys=[key], values=[value])
-
-
-def _pair(key: ast.AST, value: ast.AST) -> ast.AST:
-    return ast.Tuple(elts=[key, value], ctx=ast.Load())
-
-
-def _row_of(node: ast.AST) -> ast.AST:
-    """A stand-in for what iterating or unpacking the tensor ``node`` yields (``node[0]``, a tensor)."""
-    return ast.Subscript(value=node, slice=ast.Constant(0), ctx=ast.Load())
-
-
-def _const_index(node: ast.AST | None):
-    """The constant a subscript uses (``t[1]``, ``t[-1]``, ``d["a"]``), else _NO_INDEX."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) and isinstance(
-            node.operand.value, int):
-        return -node.operand.value
-    return _NO_INDEX
-
-
-def _same_key(a: object, b: object) -> bool:
-    try:
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - a constant with a strange __eq__ cannot come from source, but never crash
-        return True
+    """A list/tuple/set literal (or comprehension) with a tensor in it."""
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return any(scan._is_tensor(e, f) for e in node.elts)
+    if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+        return scan._is_tensor(node.elt, f)
+    return False
 
 
 def _walk_scope(body: list[ast.stmt]):

@@ -211,46 +211,6 @@ CASES = [
                                   "from triton.tools.tensor_descriptor import TensorDescriptor\n"), "triton", "host-compute"),
     ("descriptor-base-alias", tri("z = TensorDescriptor(weight, [4096], [1], [256]).base\ny = z + z", "from triton.tools.tensor_descriptor import TensorDescriptor\n"),
      "triton", "host-compute"),
-    # a tensor hidden in a container display is still the tensor: its elements are typed (each passed before 2026-12-07)
-    ("container-list-index", tri("y = [hidden_states][0] * 2"), "triton", "host-compute"),
-    ("container-tuple-name", tri("t = (hidden_states,)\ny = t[0] + 1"), "triton", "host-compute"),
-    ("container-dict-name", tri('d = {"a": hidden_states}\ny = d["a"] * 2'), "triton", "host-compute"),
-    ("container-dict-literal", tri('y = {"a": hidden_states}["a"] * 2'), "triton", "host-compute"),
-    ("container-negative-index", tri("t = (4096, weight)\ny = t[-1] * t[-1]"), "triton", "host-compute"),
-    ("container-variable-index", tri("t = (4096, weight)\ni = len(t) - 1\ny = t[i] * 2"), "triton", "host-compute"),
-    ("container-nested", tri("t = [(1, hidden_states)]\ny = -t[0][1]"), "triton", "host-compute"),
-    ("container-alias-unpack", tri("p = (1, hidden_states)\nq = p\n_, z = q\ny = z * 2"), "triton", "host-compute"),
-    ("container-star-unpack", tri("first, *rest = (1, hidden_states)\ny = rest[0] * 2"), "triton", "host-compute"),
-    ("container-slice-concat", tri("t = [1] + [hidden_states]\ny = t[1:][0] * 2"), "triton", "host-compute"),
-    ("container-comprehension", tri("y = [a for a in (hidden_states,)][0] * 2"), "triton", "host-compute"),
-    ("container-list-call", tri("y = list((hidden_states,))[0] * 2"), "triton", "host-compute"),
-    ("container-dict-call", tri("d = dict(a=hidden_states)\ny = d['a'] * 2"), "triton", "host-compute"),
-    ("container-dict-spread", tri("a = {'k': hidden_states}\nb = {**a}\ny = b['k'] * 2"), "triton", "host-compute"),
-    ("container-appended", tri("t = []\nt.append(hidden_states)\ny = t[0] * 2"), "triton", "host-compute"),
-    ("container-setitem-get", tri("d = {}\nd['x'] = hidden_states\ny = d.get('x') / 2"), "triton", "host-compute"),
-    ("container-pop", tri("t = [weight]\ny = t.pop() * 2"), "triton", "host-compute"),
-    ("container-loop", tri('for name, t in (("x", hidden_states),):\n    y = t * 2'), "triton", "host-compute"),
-    ("container-loop-items", tri("for k, v in {'w': weight}.items():\n    y = v + 1"), "triton", "host-compute"),
-    ("container-loop-enumerate", tri("for i, t in enumerate([hidden_states]):\n    y = t * i"), "triton", "host-compute"),
-    ("container-loop-zip", tri("for t, s in zip([hidden_states], [2.0]):\n    y = t * s"), "triton", "host-compute"),
-    ("container-compare", tri("m = [hidden_states][0] > 0"), "triton", "host-compute"),
-    ("container-aug-element", tri("t = [out]\nt[0] += 1"), "triton", "host-compute"),
-    ("container-setitem-element", tri("t = (out,)\nt[0][:] = 0"), "triton", "host-compute"),
-    ("container-sum-name", tri("ts = [hidden_states, weight]\ny = sum(ts)"), "triton", "host-compute"),
-    ("container-closure", tri("t = (hidden_states,)\ndef g():\n    return t[0] * 2\ny = g()"), "triton", "host-compute"),
-    ("container-to-helper", tri("y = _h((hidden_states,))", "def _h(t):\n    return t[0] * 2\n"), "triton", "host-compute"),
-    ("container-element-to-helper", tri("t = (hidden_states,)\ny = _h(t[0])", "def _h(a):\n    return a * 2\n"), "triton", "host-compute"),
-    ("container-varargs", tri("y = _h(4, hidden_states)", "def _h(*ts):\n    return ts[1] * ts[0]\n"), "triton", "host-compute"),
-    ("container-kwargs", tri("y = _h(block=4, a=hidden_states)", "def _h(**kw):\n    return kw['a'] * 2\n"), "triton", "host-compute"),
-    ("container-spread-call", tri("y = _h(*(hidden_states, 2))", "def _h(a, b):\n    return a * b\n"), "triton", "host-compute"),
-    ("container-spread-kwargs", tri("y = _h(**{'a': hidden_states})", "def _h(a):\n    return a * 2\n"), "triton", "host-compute"),
-    ("container-input-mutation", py("t = (hidden_states,)\nt[0].mul_(2)"), "python", "input-mutation"),
-    ("container-input-setitem", py("t = [hidden_states]\nt[0][:] = 0"), "python", "input-mutation"),
-    # ... and so is a tensor chosen by a condition, named in passing, or accumulated into a number
-    ("conditional-tensor", tri("y = (hidden_states if weight is not None else weight) * 2"), "triton", "host-compute"),
-    ("or-tensor", tri("y = (weight or hidden_states) * 2"), "triton", "host-compute"),
-    ("walrus-operand", tri("y = (h := hidden_states) * 2"), "triton", "host-compute"),
-    ("accumulator", tri("acc = 0\nacc += hidden_states"), "triton", "host-compute"),
 ]
 
 
@@ -292,48 +252,14 @@ CLEAN = [
     ("tma-descriptor", tri("d = TensorDescriptor.from_tensor(hidden_states, [1, 256])\nrows = d.shape[0] // 2",
                            "from triton.tools.tensor_descriptor import TensorDescriptor\n"), "triton"),
     ("math", tri("b = int(math.sqrt(16))", "import math\n"), "triton"),
-    # containers the tensor typing follows, holding tensors and numbers: arithmetic on the numbers is host work
-    ("container-grid-and-shapes", tri("""
-        grid = (triton.cdiv(hidden_states.shape[0], 4),)
-        shapes = [hidden_states.shape[0], hidden_states.shape[1]]
-        n = shapes[0] * shapes[1] + grid[0] * 2
-        blocks = (128, 256)
-        b = blocks[-1] // blocks[0] + max(blocks)
-        cfg = {"BLOCK": 64, "x": hidden_states}
-        nw = cfg["BLOCK"] // 32 + cfg.get("num_warps", 4)
-        a, (c, d) = 1, (2, hidden_states)
-        e = a + c
+    # device queries answer with host numbers: a launch choice made from them is not tensor arithmetic
+    ("device-capability", tri("""
+        major, minor = torch.cuda.get_device_capability()
+        cap = torch.cuda.get_device_capability(hidden_states.device)
+        block = 128 if major >= 9 and cap[0] * 10 + minor >= 90 else 64
+        sms = torch.cuda.get_device_properties(0).multi_processor_count * 2 + torch.cuda.device_count() * 0
+        eps = torch.finfo(torch.float32).eps * 4
     """), "triton"),
-    ("container-input-checks", tri("""
-        for name, t in (("x", hidden_states), ("w", weight)):
-            if not t.is_contiguous() or t.stride(-1) != 1:
-                raise ValueError(f"{name} must be contiguous")
-            assert t.dtype == torch.bfloat16 and t.shape[-1] % 16 == 0, name
-        for i, t in enumerate((hidden_states, weight)):
-            assert t.dim() >= 1, i
-        for t, label in zip((hidden_states, weight), ("x", "w")):
-            assert t.numel() > 0, label + "!"
-        k = ("a", "b")[0] + "c"
-        msg = "%s %s" % (hidden_states.shape, weight.dtype)
-    """), "triton"),
-    ("container-launch-args", tri("""
-        args = (hidden_states, out, hidden_states.numel())
-        _k[(triton.cdiv(args[2], 1024),)](*args, BLOCK=1024)
-        n = args[2] * 2 + args[0].shape[0] // 2
-        bufs = [torch.empty(16, device=hidden_states.device)]
-        bufs.append(torch.empty_like(out))
-        total = sum(b.numel() * b.element_size() for b in bufs)
-        strides = [t.stride(0) for t in (hidden_states, out)]
-        s = max(strides) * 2
-        views = (hidden_states.view(-1), out.view(-1))
-        _k[(1,)](views[0], views[1], views[0].numel() // 2, BLOCK=16)
-        o = out if out is not None else torch.empty_like(hidden_states)
-        assert o.is_contiguous()
-    """), "triton"),
-    ("container-helpers", tri("_check(hidden_states, weight)\n_launch(*(hidden_states, out), n=hidden_states.numel(), block=1024)",
-                              "def _check(*ts):\n    for t in ts:\n        assert t.is_contiguous()\n    return len(ts) * 2\n\n"
-                              "def _launch(x, o, **kw):\n    n, b = kw['n'], kw['block']\n    _k[(triton.cdiv(n, b),)](x, o, n, BLOCK=b)\n"
-                              "    return n * 2 // b\n"), "triton"),
     ("docstring-mentions-dunder", '"""Kernel notes: avoids __dict__ lookups and f_back walks."""\nimport torch\n\n\ndef run(hidden_states, weight):\n    """No __globals__ here either."""\n    return hidden_states.clone()\n', "python"),
 ]
 
@@ -550,14 +476,6 @@ def test_deep_nesting_is_refused_not_crashing(rmsnorm_def):
     deep = "import torch\n\ndef run(hidden_states, weight):\n    return " + "-" * 600 + "hidden_states\n"
     sol = make_solution(deep, "python")
     assert {f.rule for f in check_solution(sol, rmsnorm_def)} == {"parse-error"}
-
-
-def test_container_blowup_is_refused_not_hanging(rmsnorm_def):
-    # each list holds its predecessor's elements at an unknown index: following them all is exponential
-    rows = "\n".join(f"t{i} = [" + ", ".join([f"t{i - 1}[n]"] * 8) + "]" for i in range(1, 13))
-    sol = make_solution(tri(f"n = 0\nt0 = [hidden_states]\n{rows}\ny = t12[n] * 2"), "triton")
-    fs = check_solution(sol, rmsnorm_def)
-    assert {f.rule for f in fs} == {"parse-error"} and "too intricately" in fs[0].message
 
 
 def test_huge_source_is_refused(rmsnorm_def):
