@@ -33,6 +33,8 @@ _TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data", "base"}
 # so arithmetic on what they return is host compute like arithmetic on the tensor itself.
 _TENSOR_HOLDERS = frozenset({"triton.tools.tensor_descriptor.TensorDescriptor",
                              "triton.tools.tensor_descriptor.TensorDescriptor.from_tensor"})
+# Passes of the tensor typing over a scope at most (each in source order; they stop when one types nothing new).
+_TYPING_PASSES = 8
 # torch calls that answer a question about the device or a value's kind with host numbers, strings or
 # bools, never a tensor: `major, minor = torch.cuda.get_device_capability()` then `major >= 9` is a launch
 # choice, not host arithmetic on a tensor.
@@ -894,8 +896,13 @@ class ModuleScan(ast.NodeVisitor):
                 f.tensors.add(a.arg)
             if is_entry and a.arg in self.ctx.input_names:
                 f.input_like.add(a.arg)
-        for _ in range(3):
-            for n in _walk_scope(body):
+        # In source order, so a chain of aliases (a = x; b = a; c = b; ...) is typed in one pass; passes repeat
+        # while they type something new (a value carried back round a loop), a few at most.
+        nodes = sorted((n for n in _walk_scope(body) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For,
+                                                                       ast.comprehension))), key=_source_position)
+        for _ in range(_TYPING_PASSES):
+            before = (len(f.tensors), len(f.input_like))
+            for n in nodes:
                 if isinstance(n, ast.Assign):
                     for t in n.targets:
                         self._type_target(f, t, n.value)
@@ -903,6 +910,8 @@ class ModuleScan(ast.NodeVisitor):
                     self._type_target(f, n.target, n.value)
                 elif isinstance(n, (ast.For, ast.comprehension)) and isinstance(n.target, ast.Name) and self._is_tensor(n.iter, f):
                     f.tensors.add(n.target.id)
+            if (len(f.tensors), len(f.input_like)) == before:
+                break
 
     def _type_target(self, f: _Func, target: ast.AST, value: ast.AST) -> None:
         if isinstance(target, ast.Name):
@@ -1188,6 +1197,11 @@ def _has_tensor_elt(scan: "ModuleScan", node: ast.AST, f: _Func) -> bool:
     if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
         return scan._is_tensor(node.elt, f)
     return False
+
+
+def _source_position(n: ast.AST) -> tuple[int, int]:
+    at = n.iter if isinstance(n, ast.comprehension) else n  # a comprehension clause has no position of its own
+    return getattr(at, "lineno", 0), getattr(at, "col_offset", 0)
 
 
 def _walk_scope(body: list[ast.stmt]):

@@ -209,6 +209,10 @@ CASES = [
     # a TMA descriptor hands its tensor back as .base: arithmetic on it is arithmetic on the tensor
     ("descriptor-base-arith", tri("d = TensorDescriptor.from_tensor(hidden_states, [1, 256])\ny = d.base * 2",
                                   "from triton.tools.tensor_descriptor import TensorDescriptor\n"), "triton", "host-compute"),
+    # an alias chain is followed to its end, whatever its length (the typing once made three passes, one link each)
+    ("alias-chain", tri("a = hidden_states\nb = a\nc = b\nd = c\ne = d\ny = e * 2"), "triton", "host-compute"),
+    ("alias-chain-in-loop", tri("a = b = c = d = 0\nfor i in range(4):\n    y = d * 2\n    d = c\n    c = b\n    b = a\n    a = hidden_states"),
+     "triton", "host-compute"),
     ("descriptor-base-alias", tri("z = TensorDescriptor(weight, [4096], [1], [256]).base\ny = z + z", "from triton.tools.tensor_descriptor import TensorDescriptor\n"),
      "triton", "host-compute"),
 ]
