@@ -50,7 +50,9 @@ fi
 if [ ${#gdn[@]} -gt 0 ]; then
   with=()
   for t in ${GDN_TUNABLES:-}; do with+=(--with-tunable "$t"); done
-  OUT="$OUT" timeout "${DEV_BUDGET:-240}" "$PY" scripts/gpu/gdn_dev.py --only "${gdn[0]}" "${with[@]}" > "$OUT/gdn_dev.log" 2>&1 \
+  # the sweep stops starting workloads at DEV_BUDGET and writes as it goes; the timeout only backs that up
+  OUT="$OUT" timeout "$(( ${DEV_BUDGET:-240} + 120 ))" "$PY" scripts/gpu/gdn_dev.py --only "${gdn[0]}" "${with[@]}" \
+    --budget-s "${DEV_BUDGET:-240}" > "$OUT/gdn_dev.log" 2>&1 \
     || echo "gdn_dev exit $?"
 fi
 picks=()

@@ -5,7 +5,7 @@ generators, the reference once, then every variant of the seed (tunable settings
 from the torch profiler (CUPTI, sum of all kernels of one call) and event time per call (do_bench,
 L2 flushed). Prints one compact table per definition; writes everything to $OUT/gdn_dev.json.
 
-    source scripts/gpu/setup_device.sh; python3 scripts/gpu/gdn_dev.py [--only decode|prefill] [--quick] [--with-tunable NAME]
+    source scripts/gpu/setup_device.sh; python3 scripts/gpu/gdn_dev.py [--only decode|prefill] [--quick] [--with-tunable NAME] [--budget-s S]
 """
 
 from __future__ import annotations
@@ -103,6 +103,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="default variant and fla only")
     ap.add_argument("--with-tunable", action="append", default=[], metavar="NAME",
                     help="only the default and the variants that set NAME (repeatable), e.g. TRANSITION_FROM")
+    ap.add_argument("--budget-s", type=float, default=0.0,
+                    help="start no new workload after this many seconds (0: no limit); what ran is written either way")
     ap.add_argument("--dry", action="store_true", help="CPU dry run of this script (interpreter, small workloads, no timing)")
     args = ap.parse_args()
     if args.dry:
@@ -118,7 +120,11 @@ def main() -> int:
     print(dev if args.dry else torch.cuda.get_device_name(), torch.__version__, flush=True)
     records = []
     tables = []
+    started = time.time()
+    out_of_time = False
     for defname in (DECODE, PREFILL):
+        if out_of_time:
+            break
         if args.only and not defname.startswith(f"gdn_{args.only}"):
             continue
         dpath = REPO / "definitions" / defname / "definition.json"
@@ -144,7 +150,12 @@ def main() -> int:
             kernels["fla"] = fla
         wls = load_workloads(REPO / "definitions" / defname / ("workloads.small.jsonl" if args.dry else "workloads.jsonl"), d)
         rows = []
+        tables.append((defname, rows))
         for w in wls:
+            if args.budget_s and time.time() - started > args.budget_s:
+                print(f"budget of {args.budget_s:.0f} s spent: {defname} stops before workload {w.uuid}", flush=True)
+                out_of_time = True
+                break
             axes = d.resolve_axes(w.axes)
             inputs = make_inputs(d, w, seed=1234, device=dev, config=cfg)
             t0 = time.time()
@@ -179,7 +190,8 @@ def main() -> int:
                 records.append(rec)
                 rows.append(rec)
                 print(json.dumps(rec), flush=True)
-        tables.append((defname, rows))
+            # after every workload, so a call cut short by its time limit keeps what it measured
+            (out_dir / "gdn_dev.json").write_text(json.dumps(records, indent=1))
     (out_dir / "gdn_dev.json").write_text(json.dumps(records, indent=1))
     for defname, rows in tables:
         print(f"\n== {defname}: GPU time (CUPTI via torch.profiler, all kernels of a call) / event time per call, µs")

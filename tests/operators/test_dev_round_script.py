@@ -38,7 +38,7 @@ def test_a_gdn_round_sweeps_the_named_tunables_and_picks_the_best_variant(tmp_pa
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert json.loads((out / "argv.json").read_text())[1:] == ["--only", "prefill", "--with-tunable", "REC_PARALLEL_O",
-                                                               "--with-tunable", "REC_WARPS"]
+                                                               "--with-tunable", "REC_WARPS", "--budget-s", "240"]
     picked = f"{PREFILL}_hand_rec_parallel_o_true.json"  # 1.195x; REC_WARPS=4 is slower on b
     assert [p.name for p in (out / "candidates").iterdir()] == [picked]
     assert "REC_PARALLEL_O = True" in json.loads((out / "candidates" / picked).read_text())["sources"][0]["content"]
