@@ -33,6 +33,9 @@ _TENSOR_ATTRS = frozenset({"T", "mT", "H", "mH", "real", "imag", "data", "base"}
 # so arithmetic on what they return is host compute like arithmetic on the tensor itself.
 _TENSOR_HOLDERS = frozenset({"triton.tools.tensor_descriptor.TensorDescriptor",
                              "triton.tools.tensor_descriptor.TensorDescriptor.from_tensor"})
+# Elements of a display looked at when the index is known only at run time (`(x, w)[i]`).
+_MAX_ELEMENTS = 64
+_UNKNOWN = object()
 # Passes of the tensor typing over a scope at most (each in source order; they stop when one types nothing new).
 _TYPING_PASSES = 8
 # torch calls that answer a question about the device or a value's kind with host numbers, strings or
@@ -117,6 +120,8 @@ class _Func:
     bindings: dict[str, set[str]] = field(default_factory=dict)
     globals_declared: set[str] = field(default_factory=set)
     tensors: set[str] = field(default_factory=set)
+    # names bound once in the scope, to a tuple display: `t = (x, 64)` makes t[0] the tensor x and t[1] an int
+    tuples: dict[str, ast.Tuple] = field(default_factory=dict)
     input_like: set[str] = field(default_factory=set)
     key_tainted: dict[str, str] = field(default_factory=dict)
     mutable_defaults: set[str] = field(default_factory=set)  # parameters whose default is a list/dict/set
@@ -140,6 +145,10 @@ class ModuleScan(ast.NodeVisitor):
         self.except_depth = 0
         self.annotation_depth = 0
         self.functions: dict[str, _Func] = {}
+        # (subscript node, scope, names typed so far) -> whether the display element it takes is a tensor: each
+        # subscript of a display is worked out once per state of the typing, so nested or repeated indexing of
+        # large displays stays linear in the source
+        self._element_memo: dict[tuple[int, int, int], bool] = {}
 
     # ------------------------------------------------------------------------------ bindings
     def own(self, name: str) -> str:
@@ -900,6 +909,16 @@ class ModuleScan(ast.NodeVisitor):
         # while they type something new (a value carried back round a loop), a few at most.
         nodes = sorted((n for n in _walk_scope(body) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For,
                                                                        ast.comprehension))), key=_source_position)
+        binds: dict[str, int] = {}
+        for n in _walk_scope(body):
+            for t in _bound_by(n):
+                for m in ast.walk(t):
+                    if isinstance(m, ast.Name):
+                        binds[m.id] = binds.get(m.id, 0) + 1
+        for n in nodes:
+            if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Tuple) and len(n.targets) == 1
+                    and isinstance(n.targets[0], ast.Name) and binds.get(n.targets[0].id) == 1):
+                f.tuples[n.targets[0].id] = n.value
         for _ in range(_TYPING_PASSES):
             before = (len(f.tensors), len(f.input_like))
             for n in nodes:
@@ -965,6 +984,26 @@ class ModuleScan(ast.NodeVisitor):
             base = base.value
         return isinstance(base, ast.Name) and base.id in f.input_like
 
+    def _display_of(self, node: ast.AST, f: _Func) -> ast.AST | None:
+        """The list, tuple or dict display a subscript indexes: one written in place (`[x][0]`), or the tuple a
+        name of this or an enclosing scope was bound to once (`t = (x,)`; lists and dicts can change after
+        their display, so a name bound to one is not followed)."""
+        if isinstance(node, (ast.List, ast.Tuple, ast.Dict)):
+            return node
+        if isinstance(node, ast.Subscript):  # a display inside a display: [[1, (x,)]][0][1]
+            outer = self._display_of(node.value, f)
+            inner = _elements_at(outer, node.slice) if outer is not None else []
+            return inner[0] if len(inner) == 1 and isinstance(inner[0], (ast.List, ast.Tuple, ast.Dict)) else None
+        if isinstance(node, ast.Name):
+            g = f
+            while g is not None:
+                if node.id in g.tuples:
+                    return g.tuples[node.id]
+                if node.id in g.bindings:
+                    return None
+                g = g.parent
+        return None
+
     def _is_tensor(self, node: ast.AST, f: _Func) -> bool:
         if isinstance(node, ast.Name):
             g = f
@@ -976,7 +1015,15 @@ class ModuleScan(ast.NodeVisitor):
                 g = g.parent
             return False
         if isinstance(node, ast.Subscript):
-            return self._is_tensor(node.value, f)
+            memo = (id(node), id(f), len(f.tensors))
+            if memo not in self._element_memo:
+                self._element_memo[memo] = False  # a cycle through this subscript adds nothing
+                held = self._display_of(node.value, f)
+                if held is not None:  # an element of a display, not a tensor's own indexing
+                    self._element_memo[memo] = any(self._is_tensor(e, f) for e in _elements_at(held, node.slice))
+                else:
+                    self._element_memo[memo] = self._is_tensor(node.value, f)
+            return self._element_memo[memo]
         if isinstance(node, ast.Attribute):
             return node.attr in _TENSOR_ATTRS and self._is_tensor(node.value, f)
         if isinstance(node, ast.Call):
@@ -1197,6 +1244,45 @@ def _has_tensor_elt(scan: "ModuleScan", node: ast.AST, f: _Func) -> bool:
     if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
         return scan._is_tensor(node.elt, f)
     return False
+
+
+def _bound_by(n: ast.AST) -> list[ast.AST]:
+    """The targets a statement or clause binds names in."""
+    if isinstance(n, ast.Assign):
+        return list(n.targets)
+    if isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension)):
+        return [n.target]
+    if isinstance(n, (ast.With, ast.AsyncWith)):
+        return [i.optional_vars for i in n.items if i.optional_vars is not None]
+    return []
+
+
+def _elements_at(display: ast.AST, index: ast.AST) -> list[ast.AST]:
+    """What indexing a display can give: the element a constant index or key names, every element for an
+    index known only at run time or behind a starred element, nothing for a slice (a slice of a list is a
+    list). Work is bounded: displays of more than _MAX_ELEMENTS elements are looked into only at constant
+    indices below that, and dicts only by constant key."""
+    if isinstance(index, ast.Slice):
+        return []
+    key = index.value if isinstance(index, ast.Constant) else (
+        -index.operand.value if isinstance(index, ast.UnaryOp) and isinstance(index.op, ast.USub)
+        and isinstance(index.operand, ast.Constant) and isinstance(index.operand.value, int) else _UNKNOWN)
+    if isinstance(display, ast.Dict):
+        if len(display.values) > _MAX_ELEMENTS:
+            return []
+        if key is not _UNKNOWN:
+            return [v for k, v in zip(display.keys, display.values) if isinstance(k, ast.Constant) and k.value == key]
+        return list(display.values)
+    elts = display.elts
+    if len(elts) <= _MAX_ELEMENTS and any(isinstance(e, ast.Starred) for e in elts):  # positions unknown
+        return [e.value if isinstance(e, ast.Starred) else e for e in elts]
+    if isinstance(key, int) and not isinstance(key, bool) and -_MAX_ELEMENTS <= key < _MAX_ELEMENTS \
+            and -len(elts) <= key < len(elts):
+        before = elts[:key + 1] if key >= 0 else elts[key:]  # a starred element there would shift the position
+        return [] if any(isinstance(e, ast.Starred) for e in before) else [elts[key]]
+    if key is _UNKNOWN and len(elts) <= _MAX_ELEMENTS:
+        return list(elts)
+    return []
 
 
 def _source_position(n: ast.AST) -> tuple[int, int]:

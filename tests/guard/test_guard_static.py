@@ -209,6 +209,15 @@ CASES = [
     # a TMA descriptor hands its tensor back as .base: arithmetic on it is arithmetic on the tensor
     ("descriptor-base-arith", tri("d = TensorDescriptor.from_tensor(hidden_states, [1, 256])\ny = d.base * 2",
                                   "from triton.tools.tensor_descriptor import TensorDescriptor\n"), "triton", "host-compute"),
+    # a tensor taken out of a display is the tensor
+    ("display-index", tri("y = [hidden_states][0] * 2"), "triton", "host-compute"),
+    ("display-negative-index", tri("y = (weight, 4)[-2] + 1"), "triton", "host-compute"),
+    ("display-dict-key", tri("y = {'a': hidden_states, 'n': 4}['a'] * 2"), "triton", "host-compute"),
+    ("display-runtime-index", tri("i = hidden_states.shape[0] % 2\ny = (4, weight)[i] * 2"), "triton", "host-compute"),
+    ("display-nested", tri("y = [[1, (hidden_states,)]][0][1][0] * 2"), "triton", "host-compute"),
+    ("tuple-name", tri("t = (hidden_states, 64)\ny = t[0] * 2"), "triton", "host-compute"),
+    ("tuple-name-outer-scope", tri("t = (hidden_states,)\ndef g():\n    return t[0] * 2\ny = g()"), "triton", "host-compute"),
+    ("tuple-name-compare", tri("t = (weight,)\nm = t[0] > 0"), "triton", "host-compute"),
     # an alias chain is followed to its end, whatever its length (the typing once made three passes, one link each)
     ("alias-chain", tri("a = hidden_states\nb = a\nc = b\nd = c\ne = d\ny = e * 2"), "triton", "host-compute"),
     ("alias-chain-in-loop", tri("a = b = c = d = 0\nfor i in range(4):\n    y = d * 2\n    d = c\n    c = b\n    b = a\n    a = hidden_states"),
@@ -256,6 +265,21 @@ CLEAN = [
     ("tma-descriptor", tri("d = TensorDescriptor.from_tensor(hidden_states, [1, 256])\nrows = d.shape[0] // 2",
                            "from triton.tools.tensor_descriptor import TensorDescriptor\n"), "triton"),
     ("math", tri("b = int(math.sqrt(16))", "import math\n"), "triton"),
+    # a display's other elements, slices of it, and names bound more than once are not the tensor it holds
+    ("display-elements", tri("""
+        blk = (hidden_states, 64)[1] * 2
+        cfg = {"x": hidden_states, "BLOCK": 128}
+        nb = {"x": hidden_states, "BLOCK": 128}["BLOCK"] // 2 + cfg["BLOCK"]
+        pair = (hidden_states, weight.shape[0])
+        n2 = pair[1] * 2 + (hidden_states.shape[0], 4)[0] * 2
+        sizes = [4096, 2048]
+        i = 1
+        half = sizes[i] // 2 + (128, 256)[i] * 2
+        twice = [hidden_states][0:1] * 2
+        t = (hidden_states,)
+        t = (4,)
+        k = t[0] * 2
+    """), "triton"),
     # device queries answer with host numbers: a launch choice made from them is not tensor arithmetic
     ("device-capability", tri("""
         major, minor = torch.cuda.get_device_capability()
