@@ -35,6 +35,8 @@ _TENSOR_HOLDERS = frozenset({"triton.tools.tensor_descriptor.TensorDescriptor",
                              "triton.tools.tensor_descriptor.TensorDescriptor.from_tensor"})
 # Elements of a display looked at when the index is known only at run time (`(x, w)[i]`).
 _MAX_ELEMENTS = 64
+# Display elements one module's scan looks at, at most (honest sources look at a few hundred).
+_MAX_ELEMENT_VISITS = 200_000
 _UNKNOWN = object()
 # Passes of the tensor typing over a scope at most (each in source order; they stop when one types nothing new).
 _TYPING_PASSES = 8
@@ -68,6 +70,10 @@ _KERNEL_DECORATORS = ("triton.jit", "triton.autotune", "triton.heuristics", "tri
                       "triton.runtime.autotuner", "triton.language.jit")
 _SUBCLASS_BASES = ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase", "torch.overrides",
                    "torch.utils._python_dispatch", "torch._subclasses", "torch.nn.Parameter")
+
+
+class _TooComplex(RecursionError):
+    """The typing would need more work than a module's scan allows: refused like nesting too deep to check."""
 
 
 @dataclass
@@ -149,6 +155,7 @@ class ModuleScan(ast.NodeVisitor):
         # subscript of a display is worked out once per state of the typing, so nested or repeated indexing of
         # large displays stays linear in the source
         self._element_memo: dict[tuple[int, int, int], bool] = {}
+        self._element_visits = 0
 
     # ------------------------------------------------------------------------------ bindings
     def own(self, name: str) -> str:
@@ -909,12 +916,7 @@ class ModuleScan(ast.NodeVisitor):
         # while they type something new (a value carried back round a loop), a few at most.
         nodes = sorted((n for n in _walk_scope(body) if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For,
                                                                        ast.comprehension))), key=_source_position)
-        binds: dict[str, int] = {}
-        for n in _walk_scope(body):
-            for t in _bound_by(n):
-                for m in ast.walk(t):
-                    if isinstance(m, ast.Name):
-                        binds[m.id] = binds.get(m.id, 0) + 1
+        binds = _binding_counts(args, body)
         for n in nodes:
             if (isinstance(n, ast.Assign) and isinstance(n.value, ast.Tuple) and len(n.targets) == 1
                     and isinstance(n.targets[0], ast.Name) and binds.get(n.targets[0].id) == 1):
@@ -984,25 +986,34 @@ class ModuleScan(ast.NodeVisitor):
             base = base.value
         return isinstance(base, ast.Name) and base.id in f.input_like
 
-    def _display_of(self, node: ast.AST, f: _Func) -> ast.AST | None:
+    def _display_of(self, node: ast.AST, f: _Func) -> tuple[ast.AST, _Func] | None:
         """The list, tuple or dict display a subscript indexes: one written in place (`[x][0]`), or the tuple a
         name of this or an enclosing scope was bound to once (`t = (x,)`; lists and dicts can change after
         their display, so a name bound to one is not followed)."""
         if isinstance(node, (ast.List, ast.Tuple, ast.Dict)):
-            return node
+            return node, f
         if isinstance(node, ast.Subscript):  # a display inside a display: [[1, (x,)]][0][1]
             outer = self._display_of(node.value, f)
-            inner = _elements_at(outer, node.slice) if outer is not None else []
-            return inner[0] if len(inner) == 1 and isinstance(inner[0], (ast.List, ast.Tuple, ast.Dict)) else None
+            inner = self._elements(outer[0], node.slice) if outer is not None else []
+            return (inner[0], outer[1]) if len(inner) == 1 and isinstance(inner[0], (ast.List, ast.Tuple, ast.Dict)) else None
         if isinstance(node, ast.Name):
             g = f
             while g is not None:
                 if node.id in g.tuples:
-                    return g.tuples[node.id]
+                    return g.tuples[node.id], g  # its elements are read in the scope that wrote the display
                 if node.id in g.bindings:
                     return None
                 g = g.parent
         return None
+
+    def _elements(self, display: ast.AST, index: ast.AST) -> list[ast.AST]:
+        """_elements_at, counted: a module's scan looks at _MAX_ELEMENT_VISITS display elements at most, and a
+        source that needs more (crafted to make the typing slow) is refused as too complex to check."""
+        out = _elements_at(display, index)
+        self._element_visits += len(out) + 1
+        if self._element_visits > _MAX_ELEMENT_VISITS:
+            raise _TooComplex("indexes into displays more than the scan follows")
+        return out
 
     def _is_tensor(self, node: ast.AST, f: _Func) -> bool:
         if isinstance(node, ast.Name):
@@ -1020,7 +1031,8 @@ class ModuleScan(ast.NodeVisitor):
                 self._element_memo[memo] = False  # a cycle through this subscript adds nothing
                 held = self._display_of(node.value, f)
                 if held is not None:  # an element of a display, not a tensor's own indexing
-                    self._element_memo[memo] = any(self._is_tensor(e, f) for e in _elements_at(held, node.slice))
+                    display, owner = held
+                    self._element_memo[memo] = any(self._is_tensor(e, owner) for e in self._elements(display, node.slice))
                 else:
                     self._element_memo[memo] = self._is_tensor(node.value, f)
             return self._element_memo[memo]
@@ -1146,8 +1158,9 @@ class SolutionScan:
             for s in scans_now:
                 try:
                     s.visit(s.tree)
-                except RecursionError:
-                    self.hits.append(Hit("parse-error", s.path, 1, "nested too deeply to check"))
+                except RecursionError as e:
+                    why = f"too complex to check: {e}" if isinstance(e, _TooComplex) else "nested too deeply to check"
+                    self.hits.append(Hit("parse-error", s.path, 1, why))
             self.modules = scans_now
             if not self._propagate_params():
                 break
@@ -1246,15 +1259,35 @@ def _has_tensor_elt(scan: "ModuleScan", node: ast.AST, f: _Func) -> bool:
     return False
 
 
-def _bound_by(n: ast.AST) -> list[ast.AST]:
-    """The targets a statement or clause binds names in."""
-    if isinstance(n, ast.Assign):
-        return list(n.targets)
-    if isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For, ast.AsyncFor, ast.comprehension)):
-        return [n.target]
-    if isinstance(n, (ast.With, ast.AsyncWith)):
-        return [i.optional_vars for i in n.items if i.optional_vars is not None]
-    return []
+def _binding_counts(args: ast.arguments, body: list[ast.stmt]) -> dict[str, int]:
+    """How many times each name is bound in a scope, every way Python binds one: parameters, assignment and
+    loop targets, `del`, imports, def and class names, `except ... as`, match captures; a name declared
+    global or nonlocal counts twice (what it holds comes from elsewhere)."""
+    counts: dict[str, int] = {}
+
+    def add(name: str, times: int = 1) -> None:
+        counts[name] = counts.get(name, 0) + times
+
+    for a in args.posonlyargs + args.args + args.kwonlyargs + [a for a in (args.vararg, args.kwarg) if a]:
+        add(a.arg)
+    for n in _walk_scope(body):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            add(n.id)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            for al in n.names:
+                add((al.asname or al.name).split(".")[0])
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            add(n.name)
+        elif isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+            add(n.name)
+        elif isinstance(n, ast.MatchMapping) and n.rest:
+            add(n.rest)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            for name in n.names:
+                add(name, 2)
+    return counts
 
 
 def _elements_at(display: ast.AST, index: ast.AST) -> list[ast.AST]:
@@ -1274,14 +1307,14 @@ def _elements_at(display: ast.AST, index: ast.AST) -> list[ast.AST]:
             return [v for k, v in zip(display.keys, display.values) if isinstance(k, ast.Constant) and k.value == key]
         return list(display.values)
     elts = display.elts
-    if len(elts) <= _MAX_ELEMENTS and any(isinstance(e, ast.Starred) for e in elts):  # positions unknown
-        return [e.value if isinstance(e, ast.Starred) else e for e in elts]
     if isinstance(key, int) and not isinstance(key, bool) and -_MAX_ELEMENTS <= key < _MAX_ELEMENTS \
             and -len(elts) <= key < len(elts):
         before = elts[:key + 1] if key >= 0 else elts[key:]  # a starred element there would shift the position
-        return [] if any(isinstance(e, ast.Starred) for e in before) else [elts[key]]
-    if key is _UNKNOWN and len(elts) <= _MAX_ELEMENTS:
-        return list(elts)
+        if not any(isinstance(e, ast.Starred) for e in before):
+            return [elts[key]]
+        key = _UNKNOWN
+    if key is _UNKNOWN and len(elts) <= _MAX_ELEMENTS:  # any element (a starred one's values too)
+        return [e.value if isinstance(e, ast.Starred) else e for e in elts]
     return []
 
 

@@ -218,6 +218,11 @@ CASES = [
     ("tuple-name", tri("t = (hidden_states, 64)\ny = t[0] * 2"), "triton", "host-compute"),
     ("tuple-name-outer-scope", tri("t = (hidden_states,)\ndef g():\n    return t[0] * 2\ny = g()"), "triton", "host-compute"),
     ("tuple-name-compare", tri("t = (weight,)\nm = t[0] > 0"), "triton", "host-compute"),
+    # a parameter rebound to a tuple later (even in dead code) is still the tensor it was passed as
+    ("param-rebound-to-tuple", tri("h = hidden_states[1] * 2\nif False:\n    hidden_states = (0,)"), "triton", "host-compute"),
+    # an outer tuple's element is what it is where the tuple was written, not in the scope reading it
+    ("tuple-element-in-owner-scope", tri("n = hidden_states\ncfg = (4, n)\ndef helper(n: int):\n    return cfg[1] * 2\ny = helper(4)"),
+     "triton", "host-compute"),
     # an alias chain is followed to its end, whatever its length (the typing once made three passes, one link each)
     ("alias-chain", tri("a = hidden_states\nb = a\nc = b\nd = c\ne = d\ny = e * 2"), "triton", "host-compute"),
     ("alias-chain-in-loop", tri("a = b = c = d = 0\nfor i in range(4):\n    y = d * 2\n    d = c\n    c = b\n    b = a\n    a = hidden_states"),
@@ -279,6 +284,11 @@ CLEAN = [
         t = (hidden_states,)
         t = (4,)
         k = t[0] * 2
+        extra = [2, 3]
+        lead = (4096, *extra, hidden_states)[0] * 2
+        cfg = (out, 4)
+        def helper(n: torch.Tensor):
+            return cfg[1] * 2
     """), "triton"),
     # device queries answer with host numbers: a launch choice made from them is not tensor arithmetic
     ("device-capability", tri("""
@@ -531,3 +541,20 @@ def test_every_static_rule_has_a_unit_case():
     covered = {c[3] for c in CASES + EVASIONS}
     covered |= {"parse-error", "guard-error", "no-kernel-launch", "library-fallback"}  # dedicated tests above
     assert static_rules - covered == set(), f"rules without a unit case: {sorted(static_rules - covered)}"
+
+
+def test_indexing_displays_cannot_make_the_scan_slow():
+    """Nested tuples indexed at run time and read from many scopes: the element typing is memoized per scope
+    and counted, so a crafted source is refused as too complex (or passes) in seconds, not hours."""
+    import time
+
+    lines = ["    i = 0", "    t0 = (hidden_states, " + ", ".join(["1"] * 63) + ")"]
+    for k in range(1, 40):
+        lines.append(f"    t{k} = (" + ", ".join([f"t{k - 1}[i]"] * 64) + ")")
+    lines += [f"    f{j} = lambda: t39[i] * 2" for j in range(400)]
+    lines += [f"    a{j} = hidden_states\n    b{j} = t39[i]" for j in range(400)]
+    code = HEAD + "\n\ndef run(hidden_states, weight):\n    out = torch.empty_like(hidden_states)\n" + "\n".join(lines) + "\n    return out\n"
+    t0 = time.monotonic()
+    findings = check_solution(make_solution(code))
+    assert time.monotonic() - t0 < 30
+    assert {f.rule for f in findings} & {"parse-error", "host-compute"}
