@@ -58,6 +58,9 @@ VARIANTS = {
         {"REC_PARALLEL_O": True}, {"REC_WARPS": 4}, {"REC_PARALLEL_O": True, "REC_WARPS": 4},
         {"REC_PARALLEL_O": True, "REC_BV": 32, "REC_WARPS": 4}, {"REC_PARALLEL_O": True, "REC_BV": 8, "REC_WARPS": 1},
         {"REC_PARALLEL_O": True, "RECURRENT_MAX_LEN": 32},  # 2 x 46 tokens token by token (23 steps) instead of 3 launches
+        # the two leads together: they change disjoint workloads (short sequences / long ones)
+        {"REC_PARALLEL_O": True, "TRANSITION_FROM": 2048, "TRANS_IN_PREP": True},
+        {"REC_PARALLEL_O": True, "REC_WARPS": 4, "TRANSITION_FROM": 2048},
     ],
 }
 # The champion on main (kernels/<definition>/champion.json) runs beside the seed's variants as "champion":

@@ -40,23 +40,26 @@ def small(name):
     return defn, cfg, load_workloads(REPO / "definitions" / name / "workloads.small.jsonl", defn)
 
 
-def emulated_top_k_page_table_transform(scores, src_page_table, lengths, k):
-    """flashinfer.top_k_page_table_transform as its docstring states it (flashinfer/topk.py)."""
+def emulated_top_k_page_table_transform(scores, src_page_table, lengths, k, page_size=1):
+    """flashinfer.top_k_page_table_transform as its docstring states it (flashinfer/topk.py, 0.7.4):
+    ``src_page_table[i, j // page_size] * page_size + j % page_size`` for each chosen position j."""
     top = scores.topk(k, dim=1).indices
-    out = src_page_table.gather(1, top)
+    out = src_page_table.long().gather(1, top // page_size) * page_size + top % page_size
     return torch.where(torch.arange(k).unsqueeze(0) < lengths.long().unsqueeze(1), out, torch.full_like(out, -1))
 
 
 def test_indexer_baselines_math():
     defn, cfg, ws = small(INDEXER)
     tc = module(INDEXER, "torch_compile")["_indexer"]
-    fi = module(INDEXER, "flashinfer_topk")["scores_and_ids"]
+    fi = module(INDEXER, "flashinfer_topk")
+    assert (fi["TOPK"], fi["PAGE_SIZE"]) == (2048, 64)
     for w in ws:
         x = make(defn, cfg, w, 0)
         ref = our_run(INDEXER)(**clone(x))
         assert judge(defn, cfg, w, x, tc(**clone(x)), ref).ok
-        score, ids = fi(**clone(x))
-        got = emulated_top_k_page_table_transform(score, ids, x["seq_lens"], 2048).to(torch.int32)
+        score = fi["scores"](**clone(x))
+        got = emulated_top_k_page_table_transform(score, x["block_table"], x["seq_lens"], 2048, page_size=64)
+        got = got.to(torch.int32)
         r = judge(defn, cfg, w, x, got, ref)
         assert r.ok, r.message
 

@@ -5,21 +5,21 @@ The contest's baseline was DeepGEMM's ``fp8_paged_mqa_logits`` followed by Flash
 from torch here (the reference's math over the block table's full width, no host synchronization), and
 only the selection is FlashInfer's. Needs the ``flashinfer`` package (a carried wheel on the device).
 
-``flashinfer.top_k_page_table_transform(input, src_page_table, lengths, k)`` (flashinfer/topk.py):
-``input [rows, max_len]`` scores, ``src_page_table [rows, max_len]`` int32 mapped through the chosen
-positions, ``lengths [rows]`` int32; returns ``[rows, k]`` int32 with ``src_page_table[i, top_j]`` and
--1 past ``lengths[i]`` (rows no longer than k pass through in order). Our ``src_page_table`` is the
-per-token physical id ``block_table[b, t // 64] * 64 + t % 64``.
+``flashinfer.top_k_page_table_transform(input, src_page_table, lengths, k, page_size=64)``
+(flashinfer/topk.py, 0.7.4): ``input [rows, max_len]`` scores, ``src_page_table [rows, pages]`` int32,
+``lengths [rows]`` int32; returns ``[rows, k]`` int32 with ``src_page_table[i, j // 64] * 64 + j % 64``
+for each chosen position ``j`` and -1 past ``lengths[i]`` (rows no longer than k pass through in
+order): exactly our physical token id, so the block table goes in as it is.
 """
 
 import torch
 
 TOPK = 2048
-SCALE_BYTES = 4
+PAGE_SIZE = 64
 
 
-def scores_and_ids(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table):
-    """(scores [B, mp*ps] with -inf past each length, physical token ids [B, mp*ps] int32)."""
+def scores(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table):
+    """Scores [B, mp*ps] float32, -inf past each row's length."""
     B, _, D = q_index_fp8.shape
     P, ps, _, Dw = k_index_cache_fp8.shape
     mp = block_table.shape[1]
@@ -33,14 +33,13 @@ def scores_and_ids(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_tabl
     logits = torch.einsum("bhd,btd->bht", q_index_fp8.to(torch.float32), data.to(torch.float32) * scale)
     score = (torch.relu(logits) * weights.to(torch.float32).unsqueeze(-1)).sum(dim=1)
     pos = torch.arange(mp * ps, device=dev)
-    score = score.masked_fill(pos.unsqueeze(0) >= lens.unsqueeze(1), float("-inf"))
-    ids = (pages.unsqueeze(-1) * ps + torch.arange(ps, device=dev)).reshape(B, mp * ps).to(torch.int32)
-    return score, ids
+    return score.masked_fill(pos.unsqueeze(0) >= lens.unsqueeze(1), float("-inf"))
 
 
 @torch.no_grad()
 def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table):
     import flashinfer  # the device's carried wheel; imported here so the module loads without it
 
-    score, ids = scores_and_ids(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table)
-    return flashinfer.top_k_page_table_transform(score, ids, seq_lens.to(torch.int32).contiguous(), TOPK)
+    score = scores(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table)
+    return flashinfer.top_k_page_table_transform(score, block_table.to(torch.int32).contiguous(),
+                                                 seq_lens.to(torch.int32).contiguous(), TOPK, page_size=PAGE_SIZE)

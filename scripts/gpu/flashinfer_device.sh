@@ -1,0 +1,12 @@
+# Source after scripts/gpu/setup_device.sh, with .fi/ carried (scripts/gpu/pack_flashinfer.py made it):
+# unpacks the trimmed FlashInfer into /tmp/site beside kbot's wheels, installs its small dependencies
+# (apache-tvm-ffi, ninja, ...), and points its JIT at the H200 (sm_90a). The JIT cache stays under $HOME: FlashInfer opens a log file there
+# on import, and a sandboxed worker's $HOME is its writable scratch.
+# Then `python3 scripts/gpu/flashinfer_warm.py` builds the modules the baselines use, outside the
+# sandbox, and installs them as FlashInfer's AOT modules so sandboxed workers only load them.
+ls .fi/flashinfer-*-trim.tar.xz >/dev/null 2>&1 || { echo "no .fi/flashinfer-*-trim.tar.xz: run scripts/gpu/pack_flashinfer.py here and carry .fi" >&2; return 1; }
+tar -xJf .fi/flashinfer-*-trim.tar.xz -C /tmp/site || return 1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .fi/*.whl || return 1
+export PATH=/tmp/site/bin:$PATH FLASHINFER_CUDA_ARCH_LIST="9.0a"
+# nvcc for the JIT (the image keeps the toolkit in /usr/local/cuda)
+command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin

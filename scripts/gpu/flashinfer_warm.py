@@ -1,0 +1,140 @@
+"""On the device, outside the sandbox: build the FlashInfer kernels our baselines use, check each baseline
+once against the reference, and install what was built as FlashInfer's own ahead-of-time modules.
+
+FlashInfer compiles a kernel module the first time a call needs it (nvcc + ninja, minutes). The harness
+runs baselines in a sandboxed worker whose home and caches are a fresh scratch folder, so each worker
+would compile again, inside the timed process's set-up. This script calls every declared baseline that
+depends on ``flashinfer`` once, on the smallest of its definition's workloads, so the modules get built
+here; then copies each built ``<name>.so`` to ``<flashinfer>/data/aot/<name>/<name>.so``, the path
+FlashInfer loads before it considers building (flashinfer/jit/env.py ``get_aot_artifacts``). The
+sandboxed worker reads that folder (it is on ``sys.path``) and builds nothing.
+
+    usage (repo root, on the device, after scripts/gpu/flashinfer_device.sh):
+        python3 scripts/gpu/flashinfer_warm.py [--definition NAME ...] [--json OUT.json]
+
+Exit 0 when every baseline it ran agreed with the reference on its workload, 1 otherwise; each line says
+what it built, how long that took, and the baseline's verdict (or why it could not run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import shutil
+import sys
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+import harness.operators  # noqa: E402,F401  (registers the contest generators and comparators)
+from harness.baselines import declared  # noqa: E402
+from harness.compare import compare, normalize_outputs  # noqa: E402
+from harness.defconfig import load_config  # noqa: E402
+from harness.inputs import make_inputs  # noqa: E402
+from harness.operators import CONTEST_DEFINITIONS  # noqa: E402
+from harness.schema import load_definition, load_workloads  # noqa: E402
+from harness.trusted_fn import load_trusted_fn  # noqa: E402
+
+
+def uses_flashinfer(baseline) -> bool:
+    return any(d.split("[")[0].strip().lower().replace("_", "-") == "flashinfer" for d in baseline.solution.spec.dependencies)
+
+
+def smallest(workloads: list, defn) -> object:
+    """The workload with the fewest input elements (its shapes by the definition's axes)."""
+    def size(w) -> int:
+        axes = defn.resolve_axes(w.axes)
+        total = 0
+        for spec in defn.inputs.values():
+            n = 1
+            for d in defn.shape_of(spec, axes) or ():
+                n *= d
+            total += n
+        return total
+    return min(workloads, key=size)
+
+
+def load_run(baseline):
+    """The baseline's entry point, imported from its (trusted, repository) folder."""
+    file, _, fn = baseline.solution.spec.entry_point.partition("::")
+    path = baseline.folder / file
+    spec = importlib.util.spec_from_file_location(f"kbot_baseline_{baseline.name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return getattr(mod, fn)
+
+
+def install_aot() -> list[str]:
+    """Copy every module FlashInfer built into its AOT folder; the module names."""
+    from flashinfer.jit import env as fi_env
+
+    names = []
+    for so in sorted(Path(fi_env.FLASHINFER_JIT_DIR).glob("*/*.so")):
+        name = so.parent.name
+        if so.name != f"{name}.so":
+            continue
+        dest = Path(fi_env.FLASHINFER_AOT_DIR) / name / so.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(so, dest)
+        names.append(name)
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--definition", action="append", help="only these definitions (default: the contest ones)")
+    ap.add_argument("--json", type=Path, help="write the rows here as well")
+    args = ap.parse_args(argv)
+    rows, ok = [], True
+    for name in args.definition or list(CONTEST_DEFINITIONS):
+        folder = REPO / "definitions" / name
+        for b in (x for x in declared(name) if uses_flashinfer(x)):
+            row = {"definition": name, "baseline": b.name}
+            try:
+                defn = load_definition(folder / "definition.json")
+                cfg = load_config(name, folder / "definition.json")
+                w = smallest(load_workloads(folder / "workloads.jsonl"), defn)
+                row["workload"] = w.uuid
+                x = make_inputs(defn, w, seed=0, device="cuda", config=cfg)
+                expected = normalize_outputs(load_trusted_fn(cfg.reference_fn, cfg.root)(**x), defn)
+                run = load_run(b)
+                t0 = time.monotonic()
+                got = run(**x)  # the first call builds the modules
+                torch.cuda.synchronize()
+                row["first_call_s"] = round(time.monotonic() - t0, 1)
+                t0 = time.monotonic()
+                got = run(**x)
+                torch.cuda.synchronize()
+                row["second_call_ms"] = round((time.monotonic() - t0) * 1e3, 3)
+                verdict = compare(normalize_outputs(got, defn), expected, definition=defn,
+                                  axes=defn.resolve_axes(w.axes), config=cfg, inputs=x)
+                row["status"] = verdict.status.value
+                row["message"] = (verdict.message or "")[:300]
+                ok &= verdict.ok
+            except Exception as e:  # noqa: BLE001 — each baseline's failure is reported and the rest go on
+                row["status"] = "ERROR"
+                row["message"] = f"{type(e).__name__}: {e}"[:600]
+                row["traceback"] = traceback.format_exc()[-2000:]
+                ok = False
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "traceback"}), flush=True)
+    try:
+        built = install_aot()
+    except Exception as e:  # noqa: BLE001
+        built = []
+        print(f"could not install the built modules: {type(e).__name__}: {e}", flush=True)
+        ok = False
+    print(f"installed as FlashInfer AOT modules: {', '.join(built) or 'none'}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "aot_modules": built}, indent=1))
+    return 0 if ok and rows else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
