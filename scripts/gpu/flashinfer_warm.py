@@ -12,8 +12,9 @@ sandboxed worker reads that folder (it is on ``sys.path``) and builds nothing.
     usage (repo root, on the device, after scripts/gpu/flashinfer_device.sh):
         python3 scripts/gpu/flashinfer_warm.py [--definition NAME ...] [--json OUT.json]
 
-Exit 0 when every baseline it ran agreed with the reference on its workload, 1 otherwise; each line says
-what it built, how long that took, and the baseline's verdict (or why it could not run).
+Exit 0 when every baseline it ran agreed with the reference on its workload, 1 otherwise (a baseline
+pinned to another FlashInfer version or GPU is listed as COULD_NOT_RUN with the harness's reason and
+skipped); each line says how long its first call (the build) took and the baseline's verdict.
 """
 
 from __future__ import annotations
@@ -31,9 +32,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
+from packaging.utils import canonicalize_name  # noqa: E402
 
 import harness.operators  # noqa: E402,F401  (registers the contest generators and comparators)
-from harness.baselines import declared  # noqa: E402
+from harness.baselines import declared, requirement, unavailable_reason  # noqa: E402
 from harness.compare import compare, normalize_outputs  # noqa: E402
 from harness.defconfig import load_config  # noqa: E402
 from harness.inputs import make_inputs  # noqa: E402
@@ -43,7 +45,8 @@ from harness.trusted_fn import load_trusted_fn  # noqa: E402
 
 
 def uses_flashinfer(baseline) -> bool:
-    return any(d.split("[")[0].strip().lower().replace("_", "-") == "flashinfer" for d in baseline.solution.spec.dependencies)
+    """Whether the baseline declares the flashinfer-python distribution (any version)."""
+    return any(canonicalize_name(requirement(d).name) == "flashinfer-python" for d in baseline.dependencies)
 
 
 def smallest(workloads: list, defn) -> object:
@@ -96,6 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         folder = REPO / "definitions" / name
         for b in (x for x in declared(name) if uses_flashinfer(x)):
             row = {"definition": name, "baseline": b.name}
+            major, minor = torch.cuda.get_device_capability()
+            why = unavailable_reason(b.solution, "cuda", f"{major}.{minor}")
+            if why is not None:  # another version pinned, or another GPU: said, not a failure
+                row.update(status="COULD_NOT_RUN", message=why)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                continue
             try:
                 defn = load_definition(folder / "definition.json")
                 cfg = load_config(name, folder / "definition.json")
@@ -133,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"installed as FlashInfer AOT modules: {', '.join(built) or 'none'}", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "aot_modules": built}, indent=1))
-    return 0 if ok and rows else 1
+    return 0 if ok and any(r["status"] != "COULD_NOT_RUN" for r in rows) else 1
 
 
 if __name__ == "__main__":
