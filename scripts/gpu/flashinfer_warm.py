@@ -10,7 +10,7 @@ FlashInfer loads before it considers building (flashinfer/jit/env.py ``get_aot_a
 sandboxed worker reads that folder (it is on ``sys.path``) and builds nothing.
 
     usage (repo root, on the device, after scripts/gpu/flashinfer_device.sh):
-        python3 scripts/gpu/flashinfer_warm.py [--definition NAME ...] [--json OUT.json]
+        python3 scripts/gpu/flashinfer_warm.py [--definition NAME ...] [--prebuild [MODULE ...]] [--json OUT.json]
 
 Exit 0 when every baseline it ran agreed with the reference on its workload, 1 otherwise (a baseline
 pinned to another FlashInfer version or GPU is listed as COULD_NOT_RUN with the harness's reason and
@@ -73,6 +73,39 @@ def load_run(baseline):
     return getattr(mod, fn)
 
 
+def prebuild_specs() -> dict:
+    """The JIT modules our FlashInfer baselines load, as FlashInfer names them (flashinfer/jit/topk.py,
+    flashinfer/jit/attention/modules.py; the MLA one as flashinfer/mla/_batch_mla/_backends/_fa_common.py
+    asks for it: FA3, bf16 query/KV/output, int32 indices, 512 + 64 head dims, no profiler)."""
+    from flashinfer.jit.attention.modules import gen_batch_mla_module
+    from flashinfer.jit.topk import gen_topk_module
+
+    bf16 = torch.bfloat16
+    return {
+        "topk": gen_topk_module,
+        "batch_mla_sm90": lambda: gen_batch_mla_module("fa3", bf16, bf16, bf16, torch.int32, 512, 64, False),
+    }
+
+
+def prebuild(names: list[str]) -> dict[str, str]:
+    """Compile the named modules side by side (each is one ninja build; nvcc runs in subprocesses, so
+    threads overlap them): {name: "built in N s" or the error}."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    specs = prebuild_specs()
+
+    def one(name: str) -> str:
+        t0 = time.monotonic()
+        try:
+            specs[name]().build()
+            return f"built in {time.monotonic() - t0:.0f} s"
+        except Exception as e:  # noqa: BLE001 — reported; the baseline's own first call then says more
+            return f"failed after {time.monotonic() - t0:.0f} s: {type(e).__name__}: {str(e)[-400:]}"
+
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        return dict(zip(names, pool.map(one, names)))
+
+
 def install_aot() -> list[str]:
     """Copy every module FlashInfer built into its AOT folder; the module names."""
     from flashinfer.jit import env as fi_env
@@ -93,8 +126,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--definition", action="append", help="only these definitions (default: the contest ones)")
     ap.add_argument("--json", type=Path, help="write the rows here as well")
+    ap.add_argument("--prebuild", nargs="*", default=None, metavar="MODULE",
+                    help="compile these modules first, side by side (default: all of topk, batch_mla_sm90; "
+                         "give none to skip)")
     args = ap.parse_args(argv)
     rows, ok = [], True
+    names = list(prebuild_specs()) if args.prebuild is None else args.prebuild
+    for name, said in prebuild(names).items() if names else ():
+        print(f"prebuild {name}: {said}", flush=True)
     for name in args.definition or list(CONTEST_DEFINITIONS):
         folder = REPO / "definitions" / name
         for b in (x for x in declared(name) if uses_flashinfer(x)):
