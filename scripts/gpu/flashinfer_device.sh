@@ -7,6 +7,13 @@
 ls .fi/flashinfer-*-trim.tar.xz >/dev/null 2>&1 || { echo "no .fi/flashinfer-*-trim.tar.xz: run scripts/gpu/pack_flashinfer.py here and carry .fi" >&2; return 1; }
 tar -xJf .fi/flashinfer-*-trim.tar.xz -C /tmp/site || return 1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .fi/*.whl || return 1
+# modules built on an earlier machine (flashinfer_warm.py --export, brought back into .fi/aot/): FlashInfer
+# loads <package>/data/aot/<name>/<name>.so before it considers building
+for so in .fi/aot/*.so; do
+  [ -f "$so" ] || continue
+  name=$(basename "$so" .so)
+  mkdir -p "/tmp/site/flashinfer/data/aot/$name" && cp "$so" "/tmp/site/flashinfer/data/aot/$name/"
+done
 export PATH=/tmp/site/bin:$PATH FLASHINFER_CUDA_ARCH_LIST="9.0a"
 # nvcc for the JIT (the image keeps the toolkit in /usr/local/cuda)
 command -v nvcc >/dev/null || export PATH=$PATH:/usr/local/cuda/bin

@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--definition", action="append", help="only these definitions (default: the contest ones)")
     ap.add_argument("--json", type=Path, help="write the rows here as well")
+    ap.add_argument("--export", type=Path, metavar="DIR",
+                    help="also copy each installed module to DIR/<name>.so (bring them back from the device into "
+                         ".fi/aot/, and flashinfer_device.sh installs them on the next machine: no rebuild)")
     ap.add_argument("--prebuild", nargs="*", default=None, metavar="MODULE",
                     help="compile these modules first, side by side (default: all of topk, batch_mla_sm90; "
                          "give none to skip)")
@@ -180,6 +183,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"could not install the built modules: {type(e).__name__}: {e}", flush=True)
         ok = False
     print(f"installed as FlashInfer AOT modules: {', '.join(built) or 'none'}", flush=True)
+    if args.export and built:
+        from flashinfer.jit import env as fi_env
+
+        args.export.mkdir(parents=True, exist_ok=True)
+        for name in built:
+            shutil.copy2(Path(fi_env.FLASHINFER_AOT_DIR) / name / f"{name}.so", args.export / f"{name}.so")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "aot_modules": built}, indent=1))
     return 0 if ok and any(r["status"] != "COULD_NOT_RUN" for r in rows) else 1
