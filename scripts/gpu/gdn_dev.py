@@ -50,10 +50,13 @@ VARIANTS = {
         {"STATE_WARPS": 8}, {"STATE_STAGES": 3}, {"FEW_SEQS_BV": 32}, {"OUT_BV": 32},
         {"OUT_BV": 128, "OUT_WARPS": 8},
         # per-chunk transitions (P = KD^T W, B = KD^T U) for long sequences: one product per state step
-        {"TRANSITION_FROM": 2048}, {"TRANSITION_FROM": 2048, "TRANS_VN": False}, {"TRANSITION_FROM": 2048, "TRANS_WARPS": 4},
-        {"TRANSITION_FROM": 2048, "FEW_SEQS_BV": 32}, {"TRANSITION_FROM": 2048, "TRANS_IN_PREP": True},
+        # (TRANS_VN False, the output pass forming Vn, and TRANS_WARPS 4 were timed in recording 36 of 2026-12-06)
+        {"TRANSITION_FROM": 2048}, {"TRANSITION_FROM": 2048, "FEW_SEQS_BV": 32}, {"TRANSITION_FROM": 2048, "TRANS_IN_PREP": True},
         {"TRANSITION_FROM": 2048, "TRANS_IN_PREP": True, "LONG_PREP_WARPS": 8},
         {"TRANSITION_FROM": 1024, "TRANS_IN_PREP": True},  # the skewed 8 x 8192 batch: its long sequence in 64-token chunks
+        # one long sequence: the chain over chunks as a two-level scan (64 steps -> 24 at 1 x 8192 with groups of 8)
+        {"TRANSITION_FROM": 2048, "SCAN_GROUP": 8}, {"TRANSITION_FROM": 2048, "TRANS_IN_PREP": True, "SCAN_GROUP": 8},
+        {"TRANSITION_FROM": 2048, "TRANS_IN_PREP": True, "SCAN_GROUP": 4},
         # the recurrent path (1 x 16 and 64 x 4 tokens: 15.6 and 65 us on the H100 against floors of 0.3 and 16)
         {"REC_PARALLEL_O": True}, {"REC_WARPS": 4}, {"REC_PARALLEL_O": True, "REC_WARPS": 4},
         {"REC_PARALLEL_O": True, "REC_BV": 32, "REC_WARPS": 4}, {"REC_PARALLEL_O": True, "REC_BV": 8, "REC_WARPS": 1},

@@ -59,6 +59,9 @@ VARIANTS = {
         {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16, "TRANS_VN": False},  # Vn formed by the output pass
         {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16, "TRANS_IN_PREP": True},  # P, B formed by the prep
         {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16, "TRANS_IN_PREP": True, "CHUNK": 128, "LONG_PREP_WARPS": 8},
+        {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16, "SCAN_GROUP": 2},  # one sequence: the chain as a two-level scan
+        {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16, "SCAN_GROUP": 2, "TRANS_IN_PREP": True, "FEW_SEQS_BV": 32},
+        {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16, "SCAN_GROUP": 2, "CHUNK": 128, "TRANS_WARPS": 4},
     ],
 }
 # Workloads beside workloads.small.jsonl: the small ones hold no sequence longer than 64 tokens, so the second
@@ -67,7 +70,11 @@ VARIANTS = {
 EXTRA_WORKLOADS = {
     PREFILL: [{"uuid": "two-long-chunks", "axes": {"total_seq_len": 300, "num_seqs": 2, "len_cu_seqlens": 3},
                "inputs": {"cu_seqlens": {"type": "generated", "generator": "gdn_cu_seqlens", "params": {"mix": "skewed"}},
-                          "scale": {"type": "scalar", "value": 0.3}}}],
+                          "scale": {"type": "scalar", "value": 0.3}}},
+              # one sequence of 5 chunks of 64 (3 of 128): groups of 2 chunks leave a short last group
+              {"uuid": "one-sequence-five-chunks", "axes": {"total_seq_len": 300, "num_seqs": 1, "len_cu_seqlens": 2},
+               "inputs": {"cu_seqlens": {"type": "generated", "generator": "gdn_cu_seqlens"},
+                          "scale": {"type": "scalar", "value": 0.7}}}],
 }
 
 DRIVER = r"""

@@ -61,6 +61,14 @@ the call (1 x 8192 tokens, H100: the state pass 134.9 -> 86.6 us with transition
 instead, from the W, U and KD it holds in registers (no second pass over them, no KD store; more work
 and registers in a prep that is latency-bound).
 
+Two-level scan (SCAN_GROUP > 0, one sequence with transitions): chunk j maps its start state to M_j H + B_j
+with M_j = exp(gamma_C) I - P_j, so SCAN_GROUP consecutive chunks compose into one such map (M = the product
+of their M_j, B = the group run from a zero state). _compose forms every group's (M, B) in parallel, _carry
+walks the groups (H_{g+1} = M_g H_g + B_g, one product a step) and stores each group's start state, and the
+sequential pass runs every group's chunks in parallel from it: 2 x SCAN_GROUP + n / SCAN_GROUP dependent steps
+instead of n (1 x 8192 tokens at 128-token chunks: 24 instead of 64 at SCAN_GROUP 8), for one more pass over
+P and B and two launches. M's products take fp16 operands like the state step's.
+
 Numerics: the state stays float32; products take fp16 operands (10-bit mantissa, the range of these
 values is far inside fp16's) with float32 accumulation; W, U, Vn and the snapshots are stored in fp16.
 """
@@ -101,6 +109,7 @@ TRANSITION_FROM = 0  # kbot: tunable [0, 2048, 4096, 1024, 16] role=other
 TRANS_WARPS = 8  # kbot: tunable [8, 4]
 TRANS_VN = True  # kbot: tunable [True, False] role=other
 TRANS_IN_PREP = False  # kbot: tunable [False, True] role=other
+SCAN_GROUP = 0  # kbot: tunable [0, 8, 4, 16, 2] role=other
 
 
 @triton.jit
@@ -241,14 +250,21 @@ def _prep(k_ptr, v_ptr, alog_ptr, a_ptr, dtb_ptr, b_ptr, cu_ptr, w_ptr, u_ptr, k
 
 
 @triton.jit
-def _state(s_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gl_ptr, snap_ptr, vn_ptr, ns_ptr, p_ptr, bt_ptr, N,
+def _state(s_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gl_ptr, snap_ptr, vn_ptr, ns_ptr, p_ptr, bt_ptr, gs_ptr, N,
            HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
            C: tl.constexpr, BV: tl.constexpr, NP: tl.constexpr, HAS_STATE: tl.constexpr, STAGES: tl.constexpr,
-           TRANS: tl.constexpr, TRANS_VN: tl.constexpr):
+           TRANS: tl.constexpr, TRANS_VN: tl.constexpr, GROUP: tl.constexpr):
     """The sequential part: per chunk Vn = U - W H, a snapshot of H, H' = exp(gamma_C) H + KD^T Vn; with
     TRANS the chunk's transition instead (P = KD^T W, B = KD^T U from _transition): a snapshot of H, then
-    H' = exp(gamma_C) H - P H + B, and with TRANS_VN also Vn = U - W H for the output pass, off the chain."""
-    seq = tl.program_id(0)
+    H' = exp(gamma_C) H - P H + B, and with TRANS_VN also Vn = U - W H for the output pass, off the chain.
+    GROUP > 0 (one sequence, TRANS): program_id(0) is a group of GROUP chunks, started from the state
+    _carry stored for it, and only the group holding the last chunk writes the final state."""
+    if GROUP > 0:
+        seq = 0
+        grp = tl.program_id(0)
+    else:
+        seq = tl.program_id(0)
+        grp = 0
     h = tl.program_id(1)
     vb = tl.program_id(2)
     start = tl.load(cu_ptr + seq)
@@ -260,11 +276,18 @@ def _state(s_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gl_ptr, snap_ptr, vn_ptr, ns_ptr
     r = tl.arange(0, C)
     # the state block as H = S^T: hs[k, j] = S[seq, h, cols[j], k]
     s_offs = (seq * HV + h).to(tl.int64) * (V * K) + cols[None, :] * K + kk[:, None]
-    if HAS_STATE:
-        hs = tl.load(s_ptr + s_offs)
+    if GROUP > 0:
+        j0 = grp * GROUP
+        j1 = tl.minimum(n, j0 + GROUP)
+        hs = tl.load(gs_ptr + (grp * HV + h).to(tl.int64) * (K * V) + kk[:, None] * V + cols[None, :])
     else:
-        hs = tl.zeros([K, BV], dtype=tl.float32)
-    for j in tl.range(0, n, num_stages=STAGES):
+        j0 = 0
+        j1 = n
+        if HAS_STATE:
+            hs = tl.load(s_ptr + s_offs)
+        else:
+            hs = tl.zeros([K, BV], dtype=tl.float32)
+    for j in tl.range(j0, j1, num_stages=STAGES):
         cidx = base + j
         gl = tl.load(gl_ptr + cidx * HV + h)
         hsh = hs.to(tl.float16)
@@ -288,7 +311,56 @@ def _state(s_ptr, cu_ptr, w_ptr, u_ptr, kd_ptr, gl_ptr, snap_ptr, vn_ptr, ns_ptr
             hs = tl.exp(gl) * hs + tl.dot(tl.trans(kd), vnh)
     # as the official definition: an empty sequence's final state is zeros
     hs = tl.where(end > start, hs, 0.0)
-    tl.store(ns_ptr + s_offs, hs)
+    if GROUP > 0:  # the group that ends the sequence
+        if (j0 < n) & (j1 >= n):
+            tl.store(ns_ptr + s_offs, hs)
+    else:
+        tl.store(ns_ptr + s_offs, hs)
+
+
+@triton.jit
+def _compose(gl_ptr, p_ptr, bt_ptr, comp_ptr, n, GROUP: tl.constexpr, HV: tl.constexpr, K: tl.constexpr,
+             V: tl.constexpr, BW: tl.constexpr):
+    """A group's GROUP chunks as one transition, every group (but the last) and head in parallel: with
+    M_j = exp(gamma_C) I - P_j, the group maps its start state H to M H + B where M = M_last ... M_first
+    and B is the group run from a zero state. X = [M | B] ([K, K + V], columns in blocks of BW) walks
+    X <- exp(gamma_C) X - P_j X (+ [0 | B_j]) from [I | 0]: the chain's step, in parallel over groups."""
+    g = tl.program_id(0)
+    h = tl.program_id(1)
+    cb = tl.program_id(2)
+    kk = tl.arange(0, K)
+    cols = cb * BW + tl.arange(0, BW)  # columns of [M | B]
+    in_b = cols >= K  # a block is all M columns or all B columns (BW divides K)
+    x = tl.where(kk[:, None] == cols[None, :], 1.0, 0.0)  # [I | 0]
+    bcols = tl.where(in_b, cols - K, 0)
+    for j in tl.range(g * GROUP, tl.minimum(n, (g + 1) * GROUP)):
+        ch = (j * HV + h).to(tl.int64)
+        pm = tl.load(p_ptr + ch * (K * K) + kk[:, None] * K + kk[None, :])
+        bt = tl.load(bt_ptr + ch * (K * V) + kk[:, None] * V + bcols[None, :], mask=(kk[:, None] >= 0) & in_b[None, :],
+                     other=0.0)
+        x = tl.exp(tl.load(gl_ptr + j * HV + h)) * x - tl.dot(pm, x.to(tl.float16)) + bt.to(tl.float32)
+    tl.store(comp_ptr + (g * HV + h).to(tl.int64) * (K * (K + V)) + kk[:, None] * (K + V) + cols[None, :], x)
+
+
+@triton.jit
+def _carry(s_ptr, comp_ptr, gs_ptr, G, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr,
+           HAS_STATE: tl.constexpr):
+    """The chain over groups (one sequence): stores each group's start state, H_{g+1} = M_g H_g + B_g."""
+    h = tl.program_id(1)
+    vb = tl.program_id(2)
+    kk = tl.arange(0, K)
+    cols = vb * BV + tl.arange(0, BV)
+    if HAS_STATE:
+        hs = tl.load(s_ptr + h.to(tl.int64) * (V * K) + cols[None, :] * K + kk[:, None])
+    else:
+        hs = tl.zeros([K, BV], dtype=tl.float32)
+    for g in tl.range(0, G - 1):
+        gh = (g * HV + h).to(tl.int64)
+        tl.store(gs_ptr + gh * (K * V) + kk[:, None] * V + cols[None, :], hs)
+        mg = tl.load(comp_ptr + gh * (K * (K + V)) + kk[:, None] * (K + V) + kk[None, :])
+        bg = tl.load(comp_ptr + gh * (K * (K + V)) + kk[:, None] * (K + V) + K + cols[None, :])
+        hs = tl.dot(mg.to(tl.float16), hs.to(tl.float16)) + bg
+    tl.store(gs_ptr + ((G - 1) * HV + h).to(tl.int64) * (K * V) + kk[:, None] * V + cols[None, :], hs)
 
 
 @triton.jit
@@ -458,9 +530,24 @@ def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_sta
         _transition[(n_chunks, HV)](cu_seqlens, w, u, kd, pm, bt, N, HV=HV, K=K, V=V, C=chunk, NP=np2, num_warps=TRANS_WARPS)
     bv = FEW_SEQS_BV if N <= FEW_SEQS else MANY_SEQS_BV if N >= MANY_SEQS else BV
     state_warps = STATE_WARPS if bv * chunk < 64 * 128 else max(STATE_WARPS, 8)
-    _state[(N, HV, V // bv)](s_in, cu_seqlens, w, u, kd, glast, snap, vn, new_state, pm, bt, N, HV=HV, K=K, V=V,
-                             C=chunk, BV=bv, NP=np2, HAS_STATE=state is not None, STAGES=STATE_STAGES, TRANS=trans, TRANS_VN=bool(TRANS_VN),
-                             num_warps=state_warps)
+    # One long sequence with transitions: the chain over its chunks as a two-level scan (groups of
+    # SCAN_GROUP chunks composed in parallel, a short chain over the groups, then every group's own chain
+    # in parallel): GROUP + ceil(n / GROUP) + GROUP dependent steps instead of n.
+    n_seq_chunks = triton.cdiv(T, chunk)
+    group = SCAN_GROUP if trans and N == 1 and SCAN_GROUP and n_seq_chunks > SCAN_GROUP else 0
+    n_groups = triton.cdiv(n_seq_chunks, group) if group else 1
+    gs = snap  # not read
+    if group:
+        comp = torch.empty((n_groups - 1, HV, K, K + V), dtype=torch.float32, device=dev)
+        gs = torch.empty((n_groups, HV, K, V), dtype=torch.float32, device=dev)
+        _compose[(n_groups - 1, HV, (K + V) // bv)](glast, pm, bt, comp, n_seq_chunks, GROUP=group, HV=HV, K=K, V=V,
+                                                    BW=bv, num_warps=state_warps)
+        _carry[(1, HV, V // bv)](s_in, comp, gs, n_groups, HV=HV, K=K, V=V, BV=bv, HAS_STATE=state is not None,
+                                 num_warps=state_warps)
+    _state[(n_groups if group else N, HV, V // bv)](
+        s_in, cu_seqlens, w, u, kd, glast, snap, vn, new_state, pm, bt, gs, N, HV=HV, K=K, V=V, C=chunk, BV=bv, NP=np2,
+        HAS_STATE=state is not None, STAGES=STATE_STAGES, TRANS=trans, TRANS_VN=bool(TRANS_VN), GROUP=group,
+        num_warps=state_warps)
     _output[(n_chunks, HV, V // OUT_BV)](q, k, cu_seqlens, gam, snap, vn, w, u, output, float(scale), N, HV=HV, REP=rep,
                                          K=K, V=V, C=chunk, BV=OUT_BV, NP=np2, TRANS=out_vn,
                                          num_warps=LONG_OUT_WARPS if long else OUT_WARPS)
