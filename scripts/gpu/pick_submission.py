@@ -9,7 +9,9 @@
 Reads a ``moe_dev.py`` result (phase A rows: variant, seq_len, status, gpu_ms or do_bench_ms) or, with ``--op``, a
 ``dsa_dev.py`` one (phase B: variant -> workload -> ok, us), or, with ``--definition``, a ``gdn_dev.py`` one (a list of
 rows: definition, workload, variant label ``NAME=VALUE,...``, status, gpu_us), takes each named variant's geomean ratio
-over the ``--baseline`` variant (default ``default``) on the workloads both ran, and prints the file of
+over the ``--baseline`` variant (default ``default``, the seed; ``champion`` where the sweep ran the
+champion on main beside it, as gdn_dev.py does: the seed's default is not always the champion's code,
+recording 37) on the workloads both ran, and prints the file of
 the best one whose ratio is at least ``--min``, whose slowest workload is at least ``--worst`` of the
 baseline (the promotion rules reject a workload measured slower), and none of whose rows failed (a
 variant of one path runs only on that path's workloads); prints nothing when none qualifies. Each
@@ -74,7 +76,7 @@ def _slug(label: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in label.lower()).strip("_")
 
 
-def write_candidates(sweep: dict, op: str | None, out: Path) -> dict[str, str]:
+def write_candidates(sweep: dict, op: str | None, out: Path, baseline: str = "default") -> dict[str, str]:
     """Every swept variant of a ``dsa_dev.py`` result (its ``op``) or of a ``moe_dev.py`` one (``op`` None) as
     a submission written into ``out``: the seed with that variant's tunables, exactly as the sweep built it
     (so what is sent is what was measured)."""
@@ -92,8 +94,9 @@ def write_candidates(sweep: dict, op: str | None, out: Path) -> dict[str, str]:
             continue
         data = json.loads(apply(seed, changes, name=f"{o['definition']}_hand_{_slug(v)}").model_dump_json())
         data["author"] = "kbot-team"
-        data["description"] = (f"the seed with {json.dumps(changes)}, picked from a device sweep by its GPU time over the "
-                               "seed's defaults (scripts/gpu/dev_round.sh)")
+        over = "the seed's defaults" if baseline == "default" else f"the sweep's '{baseline}' rows"
+        data["description"] = (f"the seed with {json.dumps(changes)}, picked from a device sweep by its GPU time over "
+                               f"{over} (scripts/gpu/dev_round.sh)")
         path = out / f"{data['name']}.json"
         path.write_text(json.dumps(data, indent=1) + "\n")
         files[v] = str(path)
@@ -131,7 +134,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sweep", help="moe_dev.json")
     ap.add_argument("choices", nargs="*", help="VARIANT=SUBMISSION.json")
-    ap.add_argument("--baseline", default="default")
+    ap.add_argument("--baseline", default="default",
+                    help="the variant the ratios are taken over: the seed's 'default', or 'champion' where the sweep ran "
+                         "the champion on main beside the seed (gdn_dev.py does): what the loop will pair against")
     ap.add_argument("--min", type=float, default=1.03, help="least geomean ratio over the baseline")
     ap.add_argument("--worst", type=float, default=0.0, help="least ratio on any one workload")
     ap.add_argument("--op", help="read a dsa_dev.py result, this op's phase B (indexer or attention)")
@@ -146,8 +151,12 @@ def main(argv=None) -> int:
         sweep = gdn_sweep(sweep, a.definition)
     files = dict(c.split("=", 1) for c in a.choices)
     if a.write_candidates:
-        files.update(write_candidates(sweep, a.op, Path(a.write_candidates)))
-    rs = ratios(dsa_rows(sweep, a.op) if a.op else sweep.get("phase_a", []), a.baseline)
+        files.update(write_candidates(sweep, a.op, Path(a.write_candidates), a.baseline))
+    rows = dsa_rows(sweep, a.op) if a.op else sweep.get("phase_a", [])
+    have = sorted({r["variant"] for r in rows if "variant" in r})
+    if a.baseline not in have:  # else every ratio would be empty and nothing picked, silently
+        raise SystemExit(f"the sweep has no '{a.baseline}' rows to compare against (variants: {', '.join(have) or 'none'})")
+    rs = ratios(rows, a.baseline)
     for v, (g, n, full, worst) in sorted(rs.items(), key=lambda kv: -kv[1][0]):
         print(f"{v}: {g:.3f}x over {a.baseline} on {n} workloads, worst {worst:.3f}x{'' if full else ' (not all passed)'}",
               file=sys.stderr)
