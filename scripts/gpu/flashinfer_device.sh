@@ -4,8 +4,10 @@
 # on import, and a sandboxed worker's $HOME is its writable scratch.
 # Then `python3 scripts/gpu/flashinfer_warm.py` builds the modules the baselines use, outside the
 # sandbox, and installs them as FlashInfer's AOT modules so sandboxed workers only load them.
-ls .fi/flashinfer-*-trim.tar.xz >/dev/null 2>&1 || { echo "no .fi/flashinfer-*-trim.tar.xz: run scripts/gpu/pack_flashinfer.py here and carry .fi" >&2; return 1; }
-tar -xJf .fi/flashinfer-*-trim.tar.xz -C /tmp/site || return 1
+(return 0 2>/dev/null) || { echo "flashinfer_device.sh sets up this shell: source it, do not run it" >&2; exit 2; }
+FI_TAR=.fi/flashinfer-0.7.4-trim.tar.xz  # the version the baselines pin (scripts/gpu/pack_flashinfer.py VERSION)
+[ -f "$FI_TAR" ] || { echo "no $FI_TAR: run scripts/gpu/pack_flashinfer.py here and carry .fi" >&2; return 1; }
+tar -xJf "$FI_TAR" -C /tmp/site || return 1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .fi/*.whl || return 1
 # modules built on an earlier machine (flashinfer_warm.py --export, brought back into .fi/aot/): FlashInfer
 # loads <package>/data/aot/<name>/<name>.so before it considers building

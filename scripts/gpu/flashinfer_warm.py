@@ -3,18 +3,27 @@ once against the reference, and install what was built as FlashInfer's own ahead
 
 FlashInfer compiles a kernel module the first time a call needs it (nvcc + ninja, minutes). The harness
 runs baselines in a sandboxed worker whose home and caches are a fresh scratch folder, so each worker
-would compile again, inside the timed process's set-up. This script calls every declared baseline that
-depends on ``flashinfer`` once, on the smallest of its definition's workloads, so the modules get built
-here; then copies each built ``<name>.so`` to ``<flashinfer>/data/aot/<name>/<name>.so``, the path
-FlashInfer loads before it considers building (flashinfer/jit/env.py ``get_aot_artifacts``). The
-sandboxed worker reads that folder (it is on ``sys.path``) and builds nothing.
+would compile again, inside the timed process's set-up. This script compiles the modules our baselines
+use (``prebuild_specs``) side by side and, the moment each one's build is done, copies that module's
+library (only the one FlashInfer's JIT wrote for that spec, nothing else found in its cache) to
+``<flashinfer>/data/aot/<name>/<name>.so``, the path FlashInfer loads before it considers building
+(flashinfer/jit/env.py ``get_aot_artifacts``), and to ``--export`` (to bring back into ``.fi/aot/``); then
+calls every declared baseline that depends on flashinfer-python once, on the smallest of its definition's
+workloads, against the reference. The sandboxed worker reads the AOT folder (it is on ``sys.path``) and
+builds nothing. Rows go to stdout and ``--json`` as they happen, so a call stopped at its time limit keeps
+what finished.
+
+Trusted code only: the baselines and the builds run here without the harness's sandbox, so run it from a
+checkout you trust (the repository's declared baselines), never on a candidate's branch.
 
     usage (repo root, on the device, after scripts/gpu/flashinfer_device.sh):
         python3 scripts/gpu/flashinfer_warm.py [--definition NAME ...] [--prebuild [MODULE ...]] [--json OUT.json]
+            [--export DIR]
 
-Exit 0 when every baseline it ran agreed with the reference on its workload, 1 otherwise (a baseline
-pinned to another FlashInfer version or GPU is listed as COULD_NOT_RUN with the harness's reason and
-skipped); each line says how long its first call (the build) took and the baseline's verdict.
+Exit 0 when at least one baseline ran and every one that ran agreed with the reference on its workload,
+1 otherwise (a baseline pinned to another FlashInfer version or GPU is listed as COULD_NOT_RUN with the
+harness's reason and skipped; only such baselines is exit 1 too). Each baseline row gives its first call's
+time (loading, or building what the prebuild did not) and its verdict.
 """
 
 from __future__ import annotations
@@ -87,9 +96,28 @@ def prebuild_specs() -> dict:
     }
 
 
-def prebuild(names: list[str]) -> dict[str, str]:
+def install(name: str, export: Path | None) -> str:
+    """Copy one named module's build (the library FlashInfer's JIT wrote for that spec, nothing else found in
+    its cache) into the package's AOT folder, and into ``export`` when given; where it was put."""
+    from flashinfer.jit import env as fi_env
+
+    spec = prebuild_specs()[name]()
+    built = Path(spec.jit_library_path)
+    if not built.is_file():
+        raise FileNotFoundError(f"{built} (not built)")
+    dest = Path(fi_env.FLASHINFER_AOT_DIR) / spec.name / built.name
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(built, dest)
+    if export is not None:
+        export.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(built, export / built.name)
+    return str(dest)
+
+
+def prebuild(names: list[str], export: Path | None, report) -> dict[str, str]:
     """Compile the named modules side by side (each is one ninja build; nvcc runs in subprocesses, so
-    threads overlap them): {name: "built in N s" or the error}."""
+    threads overlap them) and install each one as soon as its own build is done, so a slow module (or a
+    call's time limit) does not cost the others: {name: what happened}."""
     from concurrent.futures import ThreadPoolExecutor
 
     specs = prebuild_specs()
@@ -98,28 +126,14 @@ def prebuild(names: list[str]) -> dict[str, str]:
         t0 = time.monotonic()
         try:
             specs[name]().build()
-            return f"built in {time.monotonic() - t0:.0f} s"
+            said = f"built in {time.monotonic() - t0:.0f} s, installed at {install(name, export)}"
         except Exception as e:  # noqa: BLE001 — reported; the baseline's own first call then says more
-            return f"failed after {time.monotonic() - t0:.0f} s: {type(e).__name__}: {str(e)[-400:]}"
+            said = f"failed after {time.monotonic() - t0:.0f} s: {type(e).__name__}: {str(e)[-400:]}"
+        report({"prebuild": name, "result": said})
+        return said
 
     with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
         return dict(zip(names, pool.map(one, names)))
-
-
-def install_aot() -> list[str]:
-    """Copy every module FlashInfer built into its AOT folder; the module names."""
-    from flashinfer.jit import env as fi_env
-
-    names = []
-    for so in sorted(Path(fi_env.FLASHINFER_JIT_DIR).glob("*/*.so")):
-        name = so.parent.name
-        if so.name != f"{name}.so":
-            continue
-        dest = Path(fi_env.FLASHINFER_AOT_DIR) / name / so.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(so, dest)
-        names.append(name)
-    return names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -134,9 +148,21 @@ def main(argv: list[str] | None = None) -> int:
                          "give none to skip)")
     args = ap.parse_args(argv)
     rows, ok = [], True
-    names = list(prebuild_specs()) if args.prebuild is None else args.prebuild
-    for name, said in prebuild(names).items() if names else ():
-        print(f"prebuild {name}: {said}", flush=True)
+    known = list(prebuild_specs())
+    names = known if args.prebuild is None else args.prebuild
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        ap.error(f"unknown module(s) {', '.join(unknown)} (known: {', '.join(known)})")
+
+    def report(row: dict) -> None:
+        """Print one row and rewrite --json with every row so far: a call stopped at its time limit keeps them."""
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "traceback"}), flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({"rows": rows}, indent=1))
+
+    if names:
+        prebuild(names, args.export, report)
     for name in args.definition or list(CONTEST_DEFINITIONS):
         folder = REPO / "definitions" / name
         for b in (x for x in declared(name) if uses_flashinfer(x)):
@@ -145,8 +171,7 @@ def main(argv: list[str] | None = None) -> int:
             why = unavailable_reason(b.solution, "cuda", f"{major}.{minor}")
             if why is not None:  # another version pinned, or another GPU: said, not a failure
                 row.update(status="COULD_NOT_RUN", message=why)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+                report(row)
                 continue
             try:
                 defn = load_definition(folder / "definition.json")
@@ -157,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 expected = normalize_outputs(load_trusted_fn(cfg.reference_fn, cfg.root)(**x), defn)
                 run = load_run(b)
                 t0 = time.monotonic()
-                got = run(**x)  # the first call builds the modules
+                got = run(**x)  # builds what the prebuild did not (the module's build, then its loading)
                 torch.cuda.synchronize()
                 row["first_call_s"] = round(time.monotonic() - t0, 1)
                 t0 = time.monotonic()
@@ -174,24 +199,15 @@ def main(argv: list[str] | None = None) -> int:
                 row["message"] = f"{type(e).__name__}: {e}"[:600]
                 row["traceback"] = traceback.format_exc()[-2000:]
                 ok = False
-            rows.append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "traceback"}), flush=True)
-    try:
-        built = install_aot()
-    except Exception as e:  # noqa: BLE001
-        built = []
-        print(f"could not install the built modules: {type(e).__name__}: {e}", flush=True)
-        ok = False
-    print(f"installed as FlashInfer AOT modules: {', '.join(built) or 'none'}", flush=True)
-    if args.export and built:
-        from flashinfer.jit import env as fi_env
-
-        args.export.mkdir(parents=True, exist_ok=True)
-        for name in built:
-            shutil.copy2(Path(fi_env.FLASHINFER_AOT_DIR) / name / f"{name}.so", args.export / f"{name}.so")
-    if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "aot_modules": built}, indent=1))
-    return 0 if ok and any(r["status"] != "COULD_NOT_RUN" for r in rows) else 1
+            report(row)
+    installed = {r["prebuild"] for r in rows if "prebuild" in r and "installed at" in r["result"]}
+    for name in (n for n in known if n not in installed):  # built by a baseline's first call instead
+        try:
+            report({"install": name, "result": f"installed at {install(name, args.export)}"})
+        except FileNotFoundError as e:
+            report({"install": name, "result": f"not installed: {e}"})
+    ran = [r for r in rows if "baseline" in r and r["status"] != "COULD_NOT_RUN"]
+    return 0 if ok and ran else 1
 
 
 if __name__ == "__main__":

@@ -41,7 +41,9 @@ MODULE_SOURCES = {
                        "batch_mla_config.jinja"),
 }
 HEADER_TREES = ("include/", "cccl/", "spdlog/include/", "cutlass/include/", "cutlass/tools/util/include/")
-DEPS = ("apache-tvm-ffi==0.1.15.post2", "ninja", "einops", "tabulate", "nvidia-ml-py", "tqdm")
+# pinned: two wheels of one package in .fi/ would stop the device's `pip install .fi/*.whl`
+DEPS = ("apache-tvm-ffi==0.1.15.post2", "ninja==1.13.2", "einops==0.8.2", "tabulate==0.10.0", "nvidia-ml-py==13.615.71",
+        "tqdm==4.70.1")
 DEVICE_PLATFORM = ("--python-version", "3.12", "--platform", "manylinux2014_x86_64", "--platform",
                    "manylinux_2_17_x86_64", "--platform", "manylinux_2_28_x86_64", "--platform", "any")
 LIMIT_MB = 40  # what is left of the 64 MiB carry after the tracked tree (~27 MB) and .whl (~5 MB)
@@ -97,10 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         cache.mkdir(parents=True, exist_ok=True)
         download([f"flashinfer-python=={VERSION}"], cache)
         wheel = next(cache.glob(f"flashinfer_python-{VERSION}-*.whl"))
+    for old in [*args.out.glob("*.whl"), *args.out.glob("flashinfer-*-trim.tar.xz")]:  # a re-pack replaces them
+        old.unlink()
     download(list(DEPS), args.out)
     target = args.out / f"flashinfer-{VERSION}-trim.tar.xz"
     kept, size = pack(wheel, target)
-    carried = sum(p.stat().st_size for p in args.out.iterdir() if p.is_file())
+    # everything under .fi/ travels, the modules brought back into .fi/aot/ too
+    carried = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
     print(f"{target}: {kept} files, {size / 1e6:.1f} MB unpacked, {target.stat().st_size / 1e6:.1f} MB packed; "
           f"{carried / 1e6:.1f} MB in {args.out} to carry")
     if carried > LIMIT_MB * 1e6:

@@ -154,8 +154,12 @@ def main(argv=None) -> int:
         files.update(write_candidates(sweep, a.op, Path(a.write_candidates), a.baseline))
     rows = dsa_rows(sweep, a.op) if a.op else sweep.get("phase_a", [])
     have = sorted({r["variant"] for r in rows if "variant" in r})
-    if a.baseline not in have:  # else every ratio would be empty and nothing picked, silently
+    timed = {r["variant"] for r in rows if r.get("status") == "PASSED" and (r.get("gpu_ms") or r.get("do_bench_ms"))}
+    # else every ratio would be empty and nothing picked, silently
+    if a.baseline not in have:
         raise SystemExit(f"the sweep has no '{a.baseline}' rows to compare against (variants: {', '.join(have) or 'none'})")
+    if a.baseline not in timed:
+        raise SystemExit(f"no '{a.baseline}' row of the sweep passed with a time: nothing to compare against")
     rs = ratios(rows, a.baseline)
     for v, (g, n, full, worst) in sorted(rs.items(), key=lambda kv: -kv[1][0]):
         print(f"{v}: {g:.3f}x over {a.baseline} on {n} workloads, worst {worst:.3f}x{'' if full else ' (not all passed)'}",

@@ -71,6 +71,33 @@ def test_indexer_baselines_math():
         assert r.ok, r.message
 
 
+def test_indexer_flashinfer_topk_calls_the_api_as_0_7_4_takes_it(monkeypatch):
+    """run() itself, with flashinfer.top_k_page_table_transform replaced by a stand-in with 0.7.4's signature
+    (flashinfer/topk.py: the optional arguments after k positional-or-keyword, page_size / out / out_raw_indices
+    keyword-only) that checks what the real kernel requires and computes what its docstring states: the
+    block table goes in as it is, with page_size 64, so a call without it (or with ids) is caught."""
+    calls = []
+
+    def top_k_page_table_transform(input, src_page_table, lengths, k, row_to_batch=None, deterministic=False,
+                                   tie_break=0, dsa_graph_safe=False, row_starts=None, page_table_row_starts=None, *,
+                                   page_size=1, out=None, out_raw_indices=None):
+        rows, width = input.shape
+        assert input.dtype == torch.float32 and src_page_table.dtype == torch.int32 and lengths.dtype == torch.int32
+        assert src_page_table.is_contiguous() and lengths.is_contiguous() and lengths.shape == (rows,)
+        assert page_size == 64 and src_page_table.shape == (rows, width // page_size) and k == 2048
+        calls.append(page_size)
+        return emulated_top_k_page_table_transform(input, src_page_table, lengths, k, page_size).to(torch.int32)
+
+    monkeypatch.setitem(sys.modules, "flashinfer", types.SimpleNamespace(top_k_page_table_transform=top_k_page_table_transform))
+    defn, cfg, ws = small(INDEXER)
+    run = module(INDEXER, "flashinfer_topk")["run"]
+    for w in ws:
+        x = make(defn, cfg, w, 0)
+        r = judge(defn, cfg, w, x, run(**clone(x)), our_run(INDEXER)(**clone(x)))
+        assert r.ok, r.message
+    assert calls == [64] * len(ws)
+
+
 def test_attention_baseline_math():
     defn, cfg, ws = small(ATTENTION)
     ns = module(ATTENTION, "torch_compile")

@@ -196,3 +196,9 @@ def test_a_gdn_sweep_is_picked_against_the_champion_when_asked(tmp_path, capsys)
     assert "'champion' rows" in desc
     with pytest.raises(SystemExit, match="no 'best' rows"):
         pick.main([str(f), "--definition", PREFILL, "--baseline", "best"])
+    for r in data:  # the champion failed on the device: refused too, not an empty pick
+        if r["variant"] == "champion":
+            r.update(status="ERROR", gpu_us=None)
+    f.write_text(json.dumps(data))
+    with pytest.raises(SystemExit, match="no 'champion' row of the sweep passed"):
+        pick.main([str(f), "--definition", PREFILL, "--baseline", "champion"])

@@ -66,8 +66,10 @@ with M_j = exp(gamma_C) I - P_j, so SCAN_GROUP consecutive chunks compose into o
 of their M_j, B = the group run from a zero state). _compose forms every group's (M, B) in parallel, _carry
 walks the groups (H_{g+1} = M_g H_g + B_g, one product a step) and stores each group's start state, and the
 sequential pass runs every group's chunks in parallel from it: 2 x SCAN_GROUP + n / SCAN_GROUP dependent steps
-instead of n (1 x 8192 tokens at 128-token chunks: 24 instead of 64 at SCAN_GROUP 8), for one more pass over
-P and B and two launches. M's products take fp16 operands like the state step's.
+instead of n (1 x 8192 tokens at 128-token chunks: 24 instead of 64 at SCAN_GROUP 8), for two launches and
+_compose's reads of P and B (each of its (K + V) / BV column-block programs loads the chunk's whole P). M's
+products take fp16 operands like the state step's. Measured slower (H100, 2026-12-07, recording 37: 370-389 us
+at 1 x 8192 against 295; skills/operators/gdn.md).
 
 Numerics: the state stays float32; products take fp16 operands (10-bit mantissa, the range of these
 values is far inside fp16's) with float32 accumulation; W, U, Vn and the snapshots are stored in fp16.
