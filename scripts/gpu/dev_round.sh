@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for a contest seed's variants: the sweep (scripts/gpu/dsa_dev.py phase B for the DSA
 # ops, scripts/gpu/moe_dev.py phase A for the MoE, scripts/gpu/gdn_dev.py for the Gated DeltaNet ones), then for each op the best variant that qualifies
-# (scripts/gpu/pick_submission.py: geomean over the seed's default, or the champion for GDN, at least PICK_MIN, no workload under
+# (scripts/gpu/pick_submission.py: geomean over the champion (GDN, DSA) or the seed's default (MoE) at least PICK_MIN, no workload under
 # PICK_WORST, every workload right) sent through kbot's loop as a person's PR
 # (scripts/gpu/submit_variants.sh). Every swept variant is a candidate, written as a submission from the
 # seed with that variant's tunables (pick_submission.py --write-candidates), so what is sent is what was
@@ -13,8 +13,9 @@
 #   DEV_BUDGET (default 240 s of sweep), PICK_MIN (1.03), PICK_WORST (0.98), SUBMIT_TIMEOUT (per submission),
 #   MOE_VARIANTS (moe_dev.py variant names beside its default; default all), MOE_SEQ_LENS (moe_dev.py's default),
 #   GDN_TUNABLES (gdn_dev.py sweeps the variants that set one of these; default all of the op's variants),
-#   PICK_BASELINE (GDN: the sweep's row the ratios are over, default champion: the seed's default is not
-#   always the champion's code, docs/measurements.md recording 37).
+#   PICK_BASELINE (GDN and DSA: the sweep's row the ratios are over, default champion, which gdn_dev.py and
+#   dsa_dev.py time beside the seed: the seed's default is not always the champion's code, docs/measurements.md
+#   recording 37; the MoE sweep has no champion row and picks over the seed's default).
 #   NO_SUBMIT=1 sweeps and picks only.
 # Outputs under $OUT: round.tar.gz (dsa_dev.* or moe_dev.*, pick-<op>.txt, submit.txt), candidates/<picked>.json
 # and submit/ (submit.log, records.txt, workspace.tar.gz).
@@ -64,7 +65,7 @@ for op in "$@"; do
     # gdn_dev.py runs the champion on main beside the seed: pick against what the loop will pair with
     gdn_decode) sweep=("$OUT/gdn_dev.json" --definition gdn_decode_qk4_v8_d128_k_last --baseline "${PICK_BASELINE:-champion}") ;;
     gdn_prefill) sweep=("$OUT/gdn_dev.json" --definition gdn_prefill_qk4_v8_d128_k_last --baseline "${PICK_BASELINE:-champion}") ;;
-    *) sweep=("$OUT/dsa_dev.json" --op "$op") ;;
+    *) sweep=("$OUT/dsa_dev.json" --op "$op" --baseline "${PICK_BASELINE:-champion}") ;;  # dsa_dev.py runs it too
   esac
   p=$("$PY" scripts/gpu/pick_submission.py "${sweep[@]}" --min "${PICK_MIN:-1.03}" --worst "${PICK_WORST:-0.98}" \
       --write-candidates "$OUT/candidates-all" 2> "$OUT/pick-$op.txt")

@@ -57,7 +57,7 @@ from bot.agents.tunables import apply  # noqa: E402
 from harness.compare import compare, normalize_outputs  # noqa: E402
 from harness.defconfig import load_config  # noqa: E402
 from harness.inputs import allocate_outputs, make_inputs  # noqa: E402
-from harness.schema import load_definition, load_workloads  # noqa: E402
+from harness.schema import load_definition, load_solution, load_workloads  # noqa: E402
 from harness.trusted_fn import load_trusted_fn  # noqa: E402
 
 DEFS = {
@@ -102,8 +102,15 @@ def out_dir() -> Path:
 
 
 def solutions(op: str) -> dict:
+    """The seed's variants, then the champion on main as "champion" (timed beside them in phase B, so a pick is
+    made against what the loop will pair a submission with: the seed's default need not be the champion's code,
+    docs/measurements.md recording 37)."""
     (seed,) = load_seeds(DEFS[op])  # one seed file per definition
-    return {name: (apply(seed, ch, name=f"{seed.name}_{name}") if ch else seed) for name, ch in VARIANTS[op].items()}
+    sols = {name: (apply(seed, ch, name=f"{seed.name}_{name}") if ch else seed) for name, ch in VARIANTS[op].items()}
+    pointer = REPO / "kernels" / DEFS[op] / "champion.json"
+    if pointer.is_file():
+        sols["champion"] = load_solution(REPO / json.loads(pointer.read_text())["solution_path"])
+    return sols
 
 
 def load_module(source: str, tag: str):
@@ -305,7 +312,7 @@ def main() -> int:
         limit = 900.0 if SMOKE else args.budget_s * share_a * len(names)  # the interpreter is slow
         a = {} if args.no_eval else phase_a(op, sols, names, wpath, out, limit, device)
         result["ops"][op] = {"definition": DEFS[op], "A": a, "A_s": round(time.monotonic() - t0, 1),
-                             "variants": {n: VARIANTS[op][n] for n in sols}}
+                             "variants": {n: VARIANTS[op].get(n, {}) for n in sols}}  # champion: not a seed variant
         print(f"[A] {op}: {result['ops'][op]['A_s']} s", flush=True)
     for i, op in enumerate(ops):
         defn, cfg, wpath, ws, sols = loaded[op]

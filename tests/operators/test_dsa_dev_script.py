@@ -44,3 +44,21 @@ def test_indexer_precision_script_smoke(tmp_path):
         assert r["refreshed"] == ["q_index_fp8", "weights"]
         for v in ("default", "promote32", "fp16"):
             assert r[v]["verdict"] == "PASSED" and 0 <= r[v]["scores"]["max_abs"] < 1e-3, r[v]
+
+
+def test_dsa_dev_times_the_champion_beside_the_seed(monkeypatch):
+    """dsa_dev.py's phase B runs the champion on main as "champion" beside the seed's variants (dev_round.sh
+    picks against it: what the loop pairs a submission with), never as a variant to write out."""
+    import importlib.util
+
+    from opkit import ATTENTION
+
+    monkeypatch.syspath_prepend(str(REPO / "scripts" / "gpu"))
+    spec = importlib.util.spec_from_file_location("dsa_dev_under_test", REPO / "scripts" / "gpu" / "dsa_dev.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    for op, definition in (("indexer", INDEXER), ("attention", ATTENTION)):
+        sols = dev.solutions(op)
+        pointer = json.loads((REPO / "kernels" / definition / "champion.json").read_text())
+        assert list(sols)[0] == "default" and sols["champion"].name == pointer["solution"]
+        assert "champion" not in dev.VARIANTS[op]
