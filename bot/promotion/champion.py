@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any, Mapping
 
 from bot.forge.base import Forge
@@ -87,6 +88,15 @@ def render_leaderboard(doc: Mapping[str, Any]) -> str:
 
 def champion_path(definition: str) -> str:
     return f"kernels/{definition}/champion.json"
+
+
+def champion_solution_file(repo: Path, definition: str) -> Path | None:
+    """The champion's solution.json in a checkout (the pointer's ``solution_path``), or None without a champion."""
+    pointer = repo / champion_path(definition)
+    if not pointer.is_file():
+        return None
+    path = json.loads(pointer.read_text()).get("solution_path")
+    return repo / path if isinstance(path, str) and (repo / path).is_file() else None
 
 
 def leaderboard_path(definition: str) -> str:

@@ -54,6 +54,7 @@ from devtime import kernel_time_us  # noqa: E402
 
 from bot.agents.providers.offline import load_seeds  # noqa: E402
 from bot.agents.tunables import apply  # noqa: E402
+from bot.promotion.champion import champion_solution_file  # noqa: E402
 from harness.compare import compare, normalize_outputs  # noqa: E402
 from harness.defconfig import load_config  # noqa: E402
 from harness.inputs import allocate_outputs, make_inputs  # noqa: E402
@@ -107,9 +108,9 @@ def solutions(op: str) -> dict:
     docs/measurements.md recording 37)."""
     (seed,) = load_seeds(DEFS[op])  # one seed file per definition
     sols = {name: (apply(seed, ch, name=f"{seed.name}_{name}") if ch else seed) for name, ch in VARIANTS[op].items()}
-    pointer = REPO / "kernels" / DEFS[op] / "champion.json"
-    if pointer.is_file():
-        sols["champion"] = load_solution(REPO / json.loads(pointer.read_text())["solution_path"])
+    champ = champion_solution_file(REPO, DEFS[op])
+    if champ is not None:
+        sols["champion"] = load_solution(champ)
     return sols
 
 

@@ -29,7 +29,6 @@ time (loading, or building what the prebuild did not) and its verdict.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import shutil
 import sys
@@ -70,16 +69,6 @@ def smallest(workloads: list, defn) -> object:
             total += n
         return total
     return min(workloads, key=size)
-
-
-def load_run(baseline):
-    """The baseline's entry point, imported from its (trusted, repository) folder."""
-    file, _, fn = baseline.solution.spec.entry_point.partition("::")
-    path = baseline.folder / file
-    spec = importlib.util.spec_from_file_location(f"kbot_baseline_{baseline.name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return getattr(mod, fn)
 
 
 def prebuild_specs() -> dict:
@@ -180,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
                 row["workload"] = w.uuid
                 x = make_inputs(defn, w, seed=0, device="cuda", config=cfg)
                 expected = normalize_outputs(load_trusted_fn(cfg.reference_fn, cfg.root)(**x), defn)
-                run = load_run(b)
+                run = load_trusted_fn(b.solution.spec.entry_point, b.folder)  # the baseline's own folder
                 t0 = time.monotonic()
                 got = run(**x)  # builds what the prebuild did not (the module's build, then its loading)
                 torch.cuda.synchronize()

@@ -28,6 +28,7 @@ from devtime import kernel_time_us  # noqa: E402
 
 from bot.agents.providers.offline import load_seeds  # noqa: E402
 from bot.agents.tunables import apply  # noqa: E402
+from bot.promotion.champion import champion_solution_file  # noqa: E402
 from harness.compare import compare  # noqa: E402
 from harness.defconfig import load_config  # noqa: E402
 from harness.inputs import allocate_outputs, make_inputs  # noqa: E402
@@ -146,10 +147,9 @@ def main() -> int:
             sol = apply(seed, v, name="v") if v else seed
             label = ",".join(f"{k}={x}" for k, x in v.items()) or "default"
             kernels[label] = load_module(f"k_{abs(hash(label))}", sol.sources[0].content).run
-        champ = REPO / "kernels" / defname / "champion.json"
-        if champ.exists():
-            sol_path = REPO / json.loads(champ.read_text())["solution_path"]
-            src = json.loads(sol_path.read_text())["sources"][0]["content"]
+        champ = champion_solution_file(REPO, defname)
+        if champ is not None:
+            src = json.loads(champ.read_text())["sources"][0]["content"]
             kernels["champion"] = load_module(f"champ_{defname}", src).run
         fla = fla_fn(defname)
         if fla is not None:
