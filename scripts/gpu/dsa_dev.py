@@ -69,6 +69,12 @@ DEFS = {
 VARIANTS = {
     "indexer": {
         "default": {},
+        # the filtered select: one counting pass over linear buckets, the bucket's candidates selected by one program
+        "filter256": {"FILTER_BINS": 256},
+        "filter1024": {"FILTER_BINS": 1024},
+        "filter256_cap4096": {"FILTER_BINS": 256, "FILTER_CAP": 4096},
+        "filter256_chunk2048": {"FILTER_BINS": 256, "SMALL_CHUNK": 2048},
+        "filter256_st2_p4": {"FILTER_BINS": 256, "PAGES": 4, "SCORE_STAGES": 2},
         # the scorer's page loop branch-free and pipelined (SCORE_STAGES), more pages per program
         "st2_p4": {"PAGES": 4, "SCORE_STAGES": 2},
         "st3_p4": {"PAGES": 4, "SCORE_STAGES": 3},

@@ -36,6 +36,9 @@ VARIANTS = {
         {"PAGES": 1, "TILE_PAGES": 4, "FUSE_HIST0": 1},  # a tile wider than the program's pages: the rest masked
         {"PAGES": 4, "SCORE_STAGES": 2},  # the scorer's page loop branch-free and pipelined
         {"PAGES": 8, "TILE_PAGES": 2, "SCORE_STAGES": 3, "FUSE_HIST0": 1},  # the same with pass 0 fused
+        {"FILTER_BINS": 256},  # the filtered select: 3-116 candidates a row here, selected from the buffer
+        {"FILTER_BINS": 1024, "FILTER_CAP": 16},  # most rows overflow the buffer: the select over the whole row
+        {"FILTER_BINS": 256, "PAGES": 4, "SCORE_STAGES": 2, "SMALL_CHUNK_MAX_SCORES": 0, "SELECT_BLOCK": 512},
     ],
     ATTENTION: [
         {},  # split-KV + merge
@@ -209,4 +212,50 @@ def test_attention_seeds_handle_padding_anywhere_in_a_split():
     rows = json.loads(p.stdout.strip().splitlines()[-1])
     assert rows and len(rows) == 3 * len(list((REPO / "skills" / "seeds" / ATTENTION).glob("[!_]*.py")))
     bad = [r for r in rows if r["nan"] or not r["lse_inf_match"] or r["out_err"] > 1e-2 or r["lse_err"] > 1e-3]
+    assert not bad, bad
+
+
+TIES = r"""
+import json, os, sys
+os.environ["TRITON_INTERPRET"] = "1"
+sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests", "operators")]
+import torch
+torch.set_num_threads(1)
+from bot.agents.providers.offline import load_seeds
+from bot.agents.tunables import apply
+from harness.schema import load_workloads
+from opkit import INDEXER, clone, judge, make, our_run, ours
+defn, cfg = ours(INDEXER)
+w = load_workloads(os.path.join(sys.argv[1], "definitions", INDEXER, "workloads.small.jsonl"), defn)[1]  # rows of 3-5k
+out = []
+for seed in load_seeds(INDEXER):
+    for v in ({}, {"FILTER_BINS": 256}, {"FILTER_BINS": 256, "FILTER_CAP": 16}, {"SPLIT_BELOW_ROWS": 1}):
+        ns = {}
+        exec(compile(apply(seed, v).source("main.py") if v else seed.source("main.py"), seed.name, "exec"), ns)
+        for case in ("all-equal", "two-values"):
+            x = make(defn, cfg, w, 0)
+            if case == "all-equal":  # every score 0: one bucket, more ties than top-k
+                x["weights"].zero_()
+            else:  # the scores of one head, half of them tied at 0 by the relu
+                x["weights"].zero_()
+                x["weights"][:, 0] = 1.0
+            got = ns["run"](**{k: clone(x)[k] for k in ("q_index_fp8", "k_index_cache_fp8", "weights", "seq_lens", "block_table")})
+            r = judge(defn, cfg, w, x, {"topk_indices": got}, our_run(INDEXER)(**clone(x)))
+            out.append({"variant": v, "case": case, "ok": r.ok, "message": r.message[:300]})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_indexer_selects_exactly_among_ties():
+    """Rows whose scores tie far beyond top-k (all equal; half of them 0): every path of the indexer's
+    selection, the filtered one included (its threshold bucket is then the whole row, more than the
+    candidate buffer holds), returns top-k valid, distinct ids whose sorted scores match the reference's."""
+    p = subprocess.run([sys.executable, "-c", TIES, str(REPO)], capture_output=True, text=True, timeout=900,
+                       env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(rows) == 8 * len(list((REPO / "skills" / "seeds" / INDEXER).glob("[!_]*.py")))
+    bad = [r for r in rows if not r["ok"]]
     assert not bad, bad

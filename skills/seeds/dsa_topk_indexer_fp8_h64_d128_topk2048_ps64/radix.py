@@ -78,9 +78,22 @@ the atomics hardly collide). One pass, one dependent chain, fewer per call. Meas
 23-24): 1.073x over #26, 1.08-1.16x on the 98k-131k-score workloads; the champion's setting, now the
 default.
 
+Filtered select (FILTER_BINS > 0, few rows): the split passes re-read a long row's scores once per digit
+(four or five launches, each a dependent chain per program). Instead the scorer also stores each program's
+largest and smallest score; ``_filter_hist`` counts the row's keys over FILTER_BINS linear buckets of its
+[min, max] range (monotone in the score, so a higher bucket holds only larger keys) and ``_pick`` finds the
+bucket holding the 2048th largest; ``_filter_gather`` writes every key above that bucket (slots claimed with
+atomics) and appends the bucket's own (key, token) pairs to a FILTER_CAP-entry buffer; ``_filter_final``, one
+program per row, selects the bucket's remaining ``want`` keys exactly (four 8-bit radix passes over at most
+FILTER_CAP keys, in one block). When the bucket held more than FILTER_CAP keys (heavy ties, a few huge
+outliers stretching the range) it selects over the whole row, keys of that bucket only: slow, exact. Three
+launches after the scorer and two reads of the scores instead of four or five. On the small CPU workloads
+the bucket holds 3-116 keys; for scores spread like a normal sample, ~0.1-1 % of a row (CPU-checked, not
+yet timed).
+
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
 TILE_PAGES, SCORE_WARPS, SCORE_STAGES, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
-ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES, WIDE_MAX_SCORES.
+ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES, WIDE_MAX_SCORES, FILTER_BINS, FILTER_CAP.
 """
 
 import torch
@@ -108,6 +121,12 @@ SMALL_CHUNK = 512  # kbot: tunable [512, 1024, 2048] role=split
 SMALL_CHUNK_MAX_SCORES = 262144  # kbot: tunable [262144, 0, 131072, 524288] role=split
 WIDE_MAX_SCORES = 262144  # kbot: tunable [262144, 0, 1048576] role=other
 WIDE_ROW = 256 + 2 * 4096  # a row's histograms with wide digits: 8, 12 and 12 bits
+# The filtered select (FILTER_BINS > 0): one histogram pass over linear buckets of each row's score range,
+# then every key above the threshold bucket written and the bucket's keys compacted into a FILTER_CAP buffer
+# that one program per row selects from exactly (the whole row, restricted to the bucket, if it overflows;
+# 16 is there to take that path on small rows).
+FILTER_BINS = 0  # kbot: tunable [0, 256, 1024] role=other
+FILTER_CAP = 2048  # kbot: tunable [2048, 1024, 4096, 16] role=other
 
 
 @triton.jit
@@ -116,7 +135,7 @@ def _score_tile(q, w, k8_ptr, k32_ptr, bt_ptr, bt_stride, s_ptr, s_stride, b, fi
                 BITS: tl.constexpr):
     """Scores of the program's tile ``i`` (TILE pages, masked to the program's pages and to the row's n
     tokens): fp8 dot on tensor cores, the key scale before the relu, the head weights; with HIST0 the
-    tile's top BITS bits added to ``h0``."""
+    tile's top BITS bits added to ``h0``. Also returns the tile's largest and smallest valid score."""
     TT: tl.constexpr = rows.shape[0]
     lp = first + i + rows // PS  # each row's logical page
     own = ((i + rows // PS) < PAGES) & (lp * PS < n)  # pages of this program that exist
@@ -131,19 +150,23 @@ def _score_tile(q, w, k8_ptr, k32_ptr, bt_ptr, bt_stride, s_ptr, s_stride, b, fi
     pos = (first + i) * PS + rows
     ok = own & (pos < n)
     tl.store(s_ptr + b * s_stride + pos, score, mask=ok)
+    tmax = tl.max(tl.where(ok, score, -float("inf")), axis=0)
+    tmin = tl.min(tl.where(ok, score, float("inf")), axis=0)
     if HIST0:  # the top BITS bits of the order-preserving key (pass 0 of _split_hist)
         NB: tl.constexpr = 1 << BITS
         digit = (_ordered_key(score) >> (32 - BITS)).to(tl.int32)
         h0 += tl.histogram(tl.where(ok, digit, 0), NB)
         h0 -= tl.where(bins == 0, TT - tl.sum(ok.to(tl.int32), axis=0), 0)
-    return h0
+    return h0, tmax, tmin
 
 
 @triton.jit
-def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_ptr, s_stride, hist_ptr, cnt_ptr,
+def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_ptr, s_stride, hist_ptr, cnt_ptr, mm_ptr,
                  TOPK: tl.constexpr, H: tl.constexpr, D: tl.constexpr, PS: tl.constexpr,
                  PAGES: tl.constexpr, TILE: tl.constexpr, HIST0: tl.constexpr, ZERO: tl.constexpr,
-                 ROW: tl.constexpr, BITS: tl.constexpr, STAGES: tl.constexpr):
+                 ROW: tl.constexpr, BITS: tl.constexpr, STAGES: tl.constexpr, RANGE: tl.constexpr, NPROG):
+    """Scores of PAGES pages of one row; with RANGE also their largest and smallest score at
+    mm[b, program, 0 / 1] (row b's programs that hold none of its tokens write nothing)."""
     b = tl.program_id(0)
     first = tl.program_id(1) * PAGES
     n = tl.load(lens_ptr + b)
@@ -165,15 +188,25 @@ def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_p
         NPASS: tl.constexpr = (32 + BITS - 1) // BITS
         bins = tl.arange(0, NB)
         h0 = tl.zeros([NB], dtype=tl.int32)
+        hi = tl.full([], -float("inf"), tl.float32)
+        lo = tl.full([], float("inf"), tl.float32)
         if STAGES == 0:  # a branch per tile skips the tiles past the row's end (no pipelining)
             for i in range(0, PAGES, TILE):
                 if (first + i) * PS < n:
-                    h0 = _score_tile(q, w, k8_ptr, k32_ptr, bt_ptr, bt_stride, s_ptr, s_stride, b, first, i, n, rows, dims,
-                                     h0, bins, H, D, PS, PAGES, HIST0, BITS)
+                    h0, tmax, tmin = _score_tile(q, w, k8_ptr, k32_ptr, bt_ptr, bt_stride, s_ptr, s_stride, b, first, i, n,
+                                                 rows, dims, h0, bins, H, D, PS, PAGES, HIST0, BITS)
+                    hi = tl.maximum(hi, tmax)
+                    lo = tl.minimum(lo, tmin)
         else:  # branch-free, so the next tiles' table lookups and key gathers are issued early (masked past n)
             for i in tl.range(0, PAGES, TILE, num_stages=STAGES):
-                h0 = _score_tile(q, w, k8_ptr, k32_ptr, bt_ptr, bt_stride, s_ptr, s_stride, b, first, i, n, rows, dims,
-                                 h0, bins, H, D, PS, PAGES, HIST0, BITS)
+                h0, tmax, tmin = _score_tile(q, w, k8_ptr, k32_ptr, bt_ptr, bt_stride, s_ptr, s_stride, b, first, i, n,
+                                             rows, dims, h0, bins, H, D, PS, PAGES, HIST0, BITS)
+                hi = tl.maximum(hi, tmax)
+                lo = tl.minimum(lo, tmin)
+        if RANGE:
+            slot = mm_ptr + (b * NPROG + tl.program_id(1)) * 2
+            tl.store(slot, hi)
+            tl.store(slot + 1, lo)
         if HIST0:
             tl.atomic_add(hist_ptr + (b * NPASS) * NB + bins, h0, mask=h0 != 0, sem="relaxed")
 
@@ -190,64 +223,96 @@ def _select_rows(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stri
                  TOPK: tl.constexpr, PS: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr):
     b = tl.program_id(0)
     n = tl.load(lens_ptr + b)
-    ar = tl.arange(0, BLOCK)
     out_row = out_ptr + b * out_stride
     bt_row = bt_ptr + b * bt_stride
     if n <= TOPK:
-        # Every token is selected: physical ids in token order, then -1.
-        for start in range(0, TOPK, BLOCK):
+        _pass_through(bt_row, out_row, 0, n, TOPK, PS, TOPK, BLOCK)
+    else:
+        _select_exact(s_ptr + b * s_stride, s_ptr, bt_row, out_row, n, False, 0.0, 0.0, 0, TOPK, 0,
+                      1, PS, BITS, BLOCK, False)
+
+
+@triton.jit
+def _pass_through(bt_row, out_row, c0, n, TOPK: tl.constexpr, PS: tl.constexpr, CHUNK: tl.constexpr,
+                  BLOCK: tl.constexpr):
+    """A row of at most TOPK tokens, its share [c0, c0 + CHUNK): every token's physical id in token order,
+    then -1 (BLOCK may exceed TOPK)."""
+    ar = tl.arange(0, BLOCK)
+    if c0 < TOPK:
+        for start in range(c0, c0 + CHUNK, BLOCK):
             t = start + ar
             ok = t < n
             page = tl.load(bt_row + t // PS, mask=ok, other=0)
-            tl.store(out_row + t, tl.where(ok, page * PS + t % PS, -1), mask=t < TOPK)  # BLOCK may exceed TOPK
+            tl.store(out_row + t, tl.where(ok, page * PS + t % PS, -1), mask=t < TOPK)
+
+
+@triton.jit
+def _keys(s_row, cand_row, i, length, from_buf, lo, scale, star, NB: tl.constexpr, FILTER: tl.constexpr):
+    """Entries i < length of an exact select's input as (ordered key, token, in the running): a row's
+    scores (with FILTER only those in linear bucket ``star``), or a candidate buffer of (key, token) pairs."""
+    ok = i < length
+    if from_buf:
+        key = tl.load(cand_row + i * 2, mask=ok, other=0).to(tl.uint32, bitcast=True)
+        tok = tl.load(cand_row + i * 2 + 1, mask=ok, other=0)
     else:
-        NB: tl.constexpr = 1 << BITS
-        NPASS: tl.constexpr = (32 + BITS - 1) // BITS
-        bins = tl.arange(0, NB)
-        s_row = s_ptr + b * s_stride
-        prefix = tl.zeros([], dtype=tl.uint32)  # the threshold key's digits found so far
-        want = tl.full([], TOPK, tl.int32)  # how many keys with that prefix are still to be taken
-        for p in tl.static_range(NPASS):
-            # This pass looks at bits [lo, hi) of the key; keys must match the prefix above hi.
-            hi = 32 - p * BITS
-            lo = hi - BITS if hi > BITS else 0
-            W = hi - lo
-            hist = tl.zeros([NB], dtype=tl.int32)
-            for start in range(0, n, BLOCK):
-                t = start + ar
-                ok = t < n
-                key = _ordered_key(tl.load(s_row + t, mask=ok, other=0.0))
-                if p > 0:
-                    ok = ok & ((key >> hi) == prefix)
-                digit = ((key >> lo) & ((1 << W) - 1)).to(tl.int32)
-                # Out-of-set lanes are counted in bin 0 and taken out again (no masked histogram needed).
-                hist += tl.histogram(tl.where(ok, digit, 0), NB)
-                hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
-            total = tl.sum(hist, axis=0)
-            above = total - tl.cumsum(hist, axis=0)  # keys in strictly higher bins
-            sel = (above < want) & (above + hist >= want)  # exactly one bin
-            digit_star = tl.sum(tl.where(sel, bins, 0), axis=0)
-            want -= tl.sum(tl.where(sel, above, 0), axis=0)
-            prefix = (prefix << W) | digit_star.to(tl.uint32)
-        # prefix is now the exact threshold key; take every key above it and `want` keys equal to it.
-        n_gt = tl.zeros([], dtype=tl.int32)
-        n_eq = tl.zeros([], dtype=tl.int32)
-        first_eq = TOPK - want
-        for start in range(0, n, BLOCK):
-            t = start + ar
-            ok = t < n
-            key = _ordered_key(tl.load(s_row + t, mask=ok, other=0.0))
-            gt = ok & (key > prefix)
-            eq = ok & (key == prefix)
-            gt_i = gt.to(tl.int32)
-            eq_i = eq.to(tl.int32)
-            rank_eq = n_eq + tl.cumsum(eq_i, axis=0) - 1
-            take = gt | (eq & (rank_eq < want))
-            pos = tl.where(gt, n_gt + tl.cumsum(gt_i, axis=0) - 1, first_eq + rank_eq)
-            page = tl.load(bt_row + t // PS, mask=take, other=0)
-            tl.store(out_row + pos, page * PS + t % PS, mask=take)
-            n_gt += tl.sum(gt_i, axis=0)
-            n_eq += tl.sum(eq_i, axis=0)
+        sc = tl.load(s_row + i, mask=ok, other=0.0)
+        key = _ordered_key(sc)
+        tok = i
+        if FILTER:
+            ok = ok & (_bucket(sc, lo, scale, NB) == star)
+    return key, tok, ok
+
+
+@triton.jit
+def _select_exact(s_row, cand_row, bt_row, out_row, length, from_buf, lo, scale, star, want, base,
+                  NB: tl.constexpr, PS: tl.constexpr, BITS: tl.constexpr, BLOCK: tl.constexpr, FILTER: tl.constexpr):
+    """One program writes the ids of the ``want`` largest keys among an input (``_keys``) at output slots
+    ``base .. base + want - 1``: a most-significant-digit radix select of BITS bits a pass gives the exact
+    threshold key and how many keys equal to it to take, then every key above it and that many ties (in
+    input order) are written."""
+    RB: tl.constexpr = 1 << BITS
+    NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+    bins = tl.arange(0, RB)
+    ar = tl.arange(0, BLOCK)
+    prefix = tl.zeros([], dtype=tl.uint32)  # the threshold key's digits found so far
+    left = want  # how many keys with that prefix are still to be taken
+    for p in tl.static_range(NPASS):
+        # This pass looks at bits [lo_b, hi_b) of the key; keys must match the prefix above hi_b.
+        hi_b = 32 - p * BITS
+        lo_b = hi_b - BITS if hi_b > BITS else 0
+        W = hi_b - lo_b
+        hist = tl.zeros([RB], dtype=tl.int32)
+        for start in range(0, length, BLOCK):
+            key, tok, ok = _keys(s_row, cand_row, start + ar, length, from_buf, lo, scale, star, NB, FILTER)
+            if p > 0:
+                ok = ok & ((key >> hi_b) == prefix)
+            digit = ((key >> lo_b) & ((1 << W) - 1)).to(tl.int32)
+            # Out-of-set lanes are counted in bin 0 and taken out again (no masked histogram needed).
+            hist += tl.histogram(tl.where(ok, digit, 0), RB)
+            hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
+        total = tl.sum(hist, axis=0)
+        above = total - tl.cumsum(hist, axis=0)  # keys in strictly higher bins
+        sel = (above < left) & (above + hist >= left)  # exactly one bin
+        digit_star = tl.sum(tl.where(sel, bins, 0), axis=0)
+        left -= tl.sum(tl.where(sel, above, 0), axis=0)
+        prefix = (prefix << W) | digit_star.to(tl.uint32)
+    # prefix is now the exact threshold key; take every key above it and `left` keys equal to it.
+    n_gt = tl.zeros([], dtype=tl.int32)
+    n_eq = tl.zeros([], dtype=tl.int32)
+    first_eq = base + want - left
+    for start in range(0, length, BLOCK):
+        key, tok, ok = _keys(s_row, cand_row, start + ar, length, from_buf, lo, scale, star, NB, FILTER)
+        gt = ok & (key > prefix)
+        eq = ok & (key == prefix)
+        gt_i = gt.to(tl.int32)
+        eq_i = eq.to(tl.int32)
+        rank_eq = n_eq + tl.cumsum(eq_i, axis=0) - 1
+        take = gt | (eq & (rank_eq < left))
+        pos = tl.where(gt, base + n_gt + tl.cumsum(gt_i, axis=0) - 1, first_eq + rank_eq)
+        page = tl.load(bt_row + tok // PS, mask=take, other=0)
+        tl.store(out_row + pos, page * PS + tok % PS, mask=take)
+        n_gt += tl.sum(gt_i, axis=0)
+        n_eq += tl.sum(eq_i, axis=0)
 
 
 @triton.jit
@@ -367,12 +432,7 @@ def _split_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_str
     out_row = out_ptr + b * out_stride
     bt_row = bt_ptr + b * bt_stride
     if n <= TOPK:
-        if c0 < TOPK:
-            for start in range(c0, c0 + CHUNK, BLOCK):
-                t = start + ar
-                ok = t < n
-                page = tl.load(bt_row + t // PS, mask=ok, other=0)
-                tl.store(out_row + t, tl.where(ok, page * PS + t % PS, -1), mask=t < TOPK)
+        _pass_through(bt_row, out_row, c0, n, TOPK, PS, CHUNK, BLOCK)
     elif c0 < n:
         NPASS: tl.constexpr = 3 if WIDE else (32 + BITS - 1) // BITS
         thr, want = _row_state(hist_ptr, st_ptr, b, NPASS, TOPK, BITS, WIDE, ROW)
@@ -392,6 +452,106 @@ def _split_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_str
             pos = tl.where(gt > 0, base_gt + tl.cumsum(gt, axis=0) - 1, first_eq + rank_eq)
             page = tl.load(bt_row + t // PS, mask=take, other=0)
             tl.store(out_row + pos, page * PS + t % PS, mask=take)
+
+
+@triton.jit
+def _row_range(mm_ptr, b, n, NPROG, PAGES: tl.constexpr, PS: tl.constexpr, NPP2: tl.constexpr, NB: tl.constexpr):
+    """Row b's smallest score and the factor that maps [lo, hi] onto NB linear buckets, from the scorer's
+    per-program ranges (factor 0 when every score is equal: one bucket). Every kernel that buckets a row
+    computes these the same way, so they agree on every key's bucket."""
+    i = tl.arange(0, NPP2)
+    live = i < (n + PAGES * PS - 1) // (PAGES * PS)  # the row's programs that held tokens
+    hi = tl.max(tl.load(mm_ptr + (b * NPROG + i) * 2, mask=live, other=-float("inf")), axis=0)
+    lo = tl.min(tl.load(mm_ptr + (b * NPROG + i) * 2 + 1, mask=live, other=float("inf")), axis=0)
+    span = hi - lo
+    return lo, tl.where(span > 1e-30, NB / tl.maximum(span, 1e-30), 0.0)
+
+
+@triton.jit
+def _bucket(s, lo, scale, NB: tl.constexpr):
+    """Score s's linear bucket: monotone in s, so every key of a higher bucket is larger."""
+    return tl.minimum(tl.maximum(((s - lo) * scale).to(tl.int32), 0), NB - 1)
+
+
+@triton.jit
+def _filter_hist(s_ptr, s_stride, lens_ptr, mm_ptr, hist_ptr, NPROG, TOPK: tl.constexpr, PS: tl.constexpr,
+                 PAGES: tl.constexpr, NPP2: tl.constexpr, NB: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    """The filtered select's one counting pass: a chunk of a long row's keys per program, counted per linear
+    bucket of the row's score range, summed over chunks by atomics."""
+    b = tl.program_id(0)
+    c0 = tl.program_id(1) * CHUNK
+    n = tl.load(lens_ptr + b)
+    if (n > TOPK) & (c0 < n):
+        lo, scale = _row_range(mm_ptr, b, n, NPROG, PAGES, PS, NPP2, NB)
+        bins = tl.arange(0, NB)
+        ar = tl.arange(0, BLOCK)
+        hist = tl.zeros([NB], dtype=tl.int32)
+        for start in range(c0, c0 + CHUNK, BLOCK):
+            t = start + ar
+            ok = t < n
+            d = _bucket(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0), lo, scale, NB)
+            hist += tl.histogram(tl.where(ok, d, 0), NB)
+            hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
+        tl.atomic_add(hist_ptr + b * NB + bins, hist, mask=hist != 0, sem="relaxed")
+
+
+@triton.jit
+def _filter_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride, mm_ptr, hist_ptr, cnt_ptr,
+                   cand_ptr, NPROG, TOPK: tl.constexpr, PS: tl.constexpr, PAGES: tl.constexpr, NPP2: tl.constexpr,
+                   NB: tl.constexpr, CAP: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    """One chunk's share of a row: pass-through rows in token order; a long row's ids of every key above the
+    threshold bucket (the bucket holding the TOPK-th largest key; slots claimed with atomics), and the
+    bucket's own (key, token) pairs appended to the row's candidate buffer, whose count goes on past CAP so
+    that _filter_final sees an overflow."""
+    b = tl.program_id(0)
+    c0 = tl.program_id(1) * CHUNK
+    n = tl.load(lens_ptr + b)
+    out_row = out_ptr + b * out_stride
+    bt_row = bt_ptr + b * bt_stride
+    if n <= TOPK:
+        _pass_through(bt_row, out_row, c0, n, TOPK, PS, CHUNK, BLOCK)
+    elif c0 < n:
+        lo, scale = _row_range(mm_ptr, b, n, NPROG, PAGES, PS, NPP2, NB)
+        star, want = _pick(hist_ptr + b * NB, NB, TOPK)
+        star = star.to(tl.int32)
+        ar = tl.arange(0, BLOCK)
+        for start in range(c0, c0 + CHUNK, BLOCK):
+            t = start + ar
+            ok = t < n
+            sc = tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0)
+            d = _bucket(sc, lo, scale, NB)
+            gt = (ok & (d > star)).to(tl.int32)
+            eq = (ok & (d == star)).to(tl.int32)
+            n_gt = tl.sum(gt, axis=0)
+            n_eq = tl.sum(eq, axis=0)
+            base_gt = tl.atomic_add(cnt_ptr + b * 2, n_gt, mask=n_gt > 0, sem="relaxed")
+            base_eq = tl.atomic_add(cnt_ptr + b * 2 + 1, n_eq, mask=n_eq > 0, sem="relaxed")
+            page = tl.load(bt_row + t // PS, mask=gt > 0, other=0)
+            tl.store(out_row + base_gt + tl.cumsum(gt, axis=0) - 1, page * PS + t % PS, mask=gt > 0)
+            cpos = base_eq + tl.cumsum(eq, axis=0) - 1
+            keep = (eq > 0) & (cpos < CAP)
+            slot = cand_ptr + (b * CAP + cpos) * 2
+            tl.store(slot, _ordered_key(sc).to(tl.int32, bitcast=True), mask=keep)
+            tl.store(slot + 1, t, mask=keep)
+
+
+@triton.jit
+def _filter_final(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride, mm_ptr, hist_ptr, cnt_ptr,
+                  cand_ptr, NPROG, TOPK: tl.constexpr, PS: tl.constexpr, PAGES: tl.constexpr, NPP2: tl.constexpr,
+                  NB: tl.constexpr, CAP: tl.constexpr, BLOCK: tl.constexpr):
+    """A long row's last ids, one program per row: the exact select of the threshold bucket's `want` largest
+    keys, from the candidate buffer, or from the whole row (its keys of that bucket only) when the bucket
+    held more than CAP keys; written after the keys above the bucket."""
+    b = tl.program_id(0)
+    n = tl.load(lens_ptr + b)
+    if n > TOPK:
+        lo, scale = _row_range(mm_ptr, b, n, NPROG, PAGES, PS, NPP2, NB)
+        star, want = _pick(hist_ptr + b * NB, NB, TOPK)
+        m = tl.load(cnt_ptr + b * 2 + 1)
+        from_buf = m <= CAP
+        _select_exact(s_ptr + b * s_stride, cand_ptr + b * (CAP * 2), bt_ptr + b * bt_stride, out_ptr + b * out_stride,
+                      tl.where(from_buf, m, n), from_buf, lo, scale, star.to(tl.int32), want, TOPK - want,
+                      NB, PS, 8, BLOCK, True)
 
 
 def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_indices=None):
@@ -420,8 +580,12 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     npass = (32 + RADIX_BITS - 1) // RADIX_BITS
     fused = split and FUSE_HIST0 == 1
     zero_in_scorer = split and not fused and ZERO_IN_SCORER == 1
-    wide = split and not fused and RADIX_BITS == 8 and B * mp * PS <= WIDE_MAX_SCORES
-    row = WIDE_ROW if wide else npass * (1 << RADIX_BITS)  # histogram ints per row
+    filt = split and not fused and FILTER_BINS > 0
+    wide = split and not fused and not filt and RADIX_BITS == 8 and B * mp * PS <= WIDE_MAX_SCORES
+    row = FILTER_BINS if filt else WIDE_ROW if wide else npass * (1 << RADIX_BITS)  # histogram ints per row
+    nprog = triton.cdiv(mp, PAGES)  # the scorer's programs per row
+    # the filtered select: each scorer program's (largest, smallest) score, and each row's candidate buffer
+    mm = torch.empty((B, nprog, 2) if filt else (1,), dtype=torch.float32, device=dev)
     if split:  # the split path's histograms (+ 2 counters per row): zero before pass 0 adds to them
         # + 2 slot counters and 4 (prefix, want) state slots per row (the slots are written before read)
         hist = (torch.empty if zero_in_scorer else torch.zeros)((B * row + B * 10,), dtype=torch.int32, device=dev)
@@ -429,10 +593,10 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
         st = hist[B * row + B * 2:]
     else:
         hist = cnt = st = scores  # not read
-    _score_pages[(B, triton.cdiv(mp, PAGES))](
-        q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist, cnt,
+    _score_pages[(B, nprog)](
+        q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist, cnt, mm,
         TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, TILE=TILE_PAGES, HIST0=fused, ZERO=zero_in_scorer, ROW=row, BITS=RADIX_BITS,
-        STAGES=SCORE_STAGES, num_warps=SCORE_WARPS)
+        STAGES=SCORE_STAGES, RANGE=filt, NPROG=nprog, num_warps=SCORE_WARPS)
     if not split:  # enough rows to fill the GPU with one program each
         _select_rows[(B,)](
             scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
@@ -442,6 +606,18 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     chunk = SMALL_CHUNK if B * mp * PS <= SMALL_CHUNK_MAX_SCORES else SPLIT_CHUNK
     grid = (B, triton.cdiv(mp * PS, chunk))
     block = min(SELECT_BLOCK, chunk)
+    if filt:  # one counting pass, the ids above the threshold bucket and its candidates, the exact rest
+        cand = torch.empty((B * FILTER_CAP * 2,), dtype=torch.int32, device=dev)
+        common = dict(TOPK=TOPK, PS=PS, PAGES=PAGES, NPP2=triton.next_power_of_2(nprog), NB=FILTER_BINS)
+        _filter_hist[grid](scores, scores.stride(0), seq_lens, mm, hist, nprog, CHUNK=chunk, BLOCK=block, **common,
+                           num_warps=SELECT_WARPS)
+        _filter_gather[grid](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
+                             topk_indices.stride(0), mm, hist, cnt, cand, nprog, CAP=FILTER_CAP, CHUNK=chunk, BLOCK=block,
+                             **common, num_warps=SELECT_WARPS)
+        _filter_final[(B,)](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
+                            topk_indices.stride(0), mm, hist, cnt, cand, nprog, CAP=FILTER_CAP,
+                            BLOCK=max(FILTER_CAP, 1024), **common, num_warps=SELECT_WARPS)
+        return topk_indices
     for p in range(1 if fused else 0, 1 if wide else npass):  # wide: pass 0 at 8 bits, then 12 and 12 below
         _split_hist[grid](scores, scores.stride(0), seq_lens, hist, st, P_NOW=p,
                           TOPK=TOPK, CHUNK=chunk, BLOCK=block, BITS=RADIX_BITS, ROW=row, num_warps=SELECT_WARPS)
