@@ -12,6 +12,7 @@
 #     WORKSPACE_TAR=… GDN_TUNABLES="REC_PARALLEL_O REC_WARPS" SUBMIT_ARGS=--no-baselines bash scripts/gpu/dev_round.sh gdn_prefill
 #   DEV_BUDGET (default 240 s of sweep), PICK_MIN (1.03), PICK_WORST (0.98), SUBMIT_TIMEOUT (per submission),
 #   MOE_VARIANTS (moe_dev.py variant names beside its default; default all), MOE_SEQ_LENS (moe_dev.py's default),
+#   DSA_VARIANTS (dsa_dev.py variant names beside the default and the champion; default all),
 #   GDN_TUNABLES (gdn_dev.py sweeps the variants that set one of these; default all of the op's variants),
 #   PICK_BASELINE (GDN and DSA: the sweep's row the ratios are over, default champion, which gdn_dev.py and
 #   dsa_dev.py time beside the seed: the seed's default is not always the champion's code, docs/measurements.md
@@ -38,6 +39,7 @@ for op in "$@"; do
 done
 [ ${#gdn[@]} -le 1 ] || { echo "one GDN op per round (gdn_dev.py writes one sweep)" >&2; exit 2; }
 if [ ${#dsa[@]} -gt 0 ]; then
+  for v in ${DSA_VARIANTS:-}; do dsa+=(--variant "$v"); done
   OUT="$OUT" "$PY" scripts/gpu/dsa_dev.py "${dsa[@]}" --no-eval --budget-s "${DEV_BUDGET:-240}" > "$OUT/dsa_dev.log" 2>&1 \
     || echo "dsa_dev exit $?"
 fi

@@ -108,12 +108,16 @@ def out_dir() -> Path:
     return p
 
 
-def solutions(op: str) -> dict:
-    """The seed's variants, then the champion on main as "champion" (timed beside them in phase B, so a pick is
-    made against what the loop will pair a submission with: the seed's default need not be the champion's code,
-    docs/measurements.md recording 37)."""
+def solutions(op: str, only: list[str] | None = None) -> dict:
+    """The seed's variants (with ``only``, the default and those named), then the champion on main as
+    "champion" (timed beside them in phase B, so a pick is made against what the loop will pair a submission
+    with: the seed's default need not be the champion's code, docs/measurements.md recording 37)."""
+    unknown = sorted(set(only or ()) - set(VARIANTS[op]))
+    if unknown:
+        raise SystemExit(f"dsa_dev.py: no {op} variants named {unknown}; there are {sorted(VARIANTS[op])}")
     (seed,) = load_seeds(DEFS[op])  # one seed file per definition
-    sols = {name: (apply(seed, ch, name=f"{seed.name}_{name}") if ch else seed) for name, ch in VARIANTS[op].items()}
+    sols = {name: (apply(seed, ch, name=f"{seed.name}_{name}") if ch else seed) for name, ch in VARIANTS[op].items()
+            if only is None or name == "default" or name in only}
     champ = champion_solution_file(REPO, DEFS[op])
     if champ is not None:
         sols["champion"] = load_solution(champ)
@@ -285,6 +289,8 @@ def main() -> int:
     ap.add_argument("--eval-variants", type=int, default=0, help="also run the first N non-default variants through kbot eval")
     ap.add_argument("--max-workloads", type=int, default=0, help="only the first N workloads of each definition (0: all)")
     ap.add_argument("--no-eval", action="store_true", help="skip A (kbot eval-many): only the variant sweep B")
+    ap.add_argument("--variant", action="append", metavar="NAME",
+                    help="sweep only these variants of the ops run (the default and the champion always); repeatable")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
     device = "cpu" if SMOKE else "cuda"
@@ -294,13 +300,16 @@ def main() -> int:
     t_start = time.monotonic()
     out = out_dir()
     ops = args.only or ["indexer", "attention"]
+    stray = sorted(set(args.variant or ()) - {v for op in ops for v in VARIANTS[op]})
+    if stray:
+        ap.error(f"no variants named {stray} in {ops}")
     result: dict = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu (smoke)", "ops": {}}
     loaded = {}
     for op in ops:
         defn = load_definition(REPO / "definitions" / DEFS[op] / "definition.json")
         cfg = load_config(DEFS[op], REPO / "definitions" / DEFS[op] / "definition.json")
         wpath = REPO / "definitions" / DEFS[op] / ("workloads.small.jsonl" if SMOKE else "workloads.jsonl")
-        sols = solutions(op)
+        sols = solutions(op, [v for v in args.variant if v in VARIANTS[op]] if args.variant else None)
         if SMOKE:
             sols = {n: sols[n] for n in list(sols)[:2]}
         ws = load_workloads(wpath, defn)

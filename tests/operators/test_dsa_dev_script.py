@@ -62,3 +62,19 @@ def test_dsa_dev_times_the_champion_beside_the_seed(monkeypatch):
         pointer = json.loads((REPO / "kernels" / definition / "champion.json").read_text())
         assert list(sols)[0] == "default" and sols["champion"].name == pointer["solution"]
         assert "champion" not in dev.VARIANTS[op]
+
+
+def test_dsa_dev_sweeps_only_the_variants_named(monkeypatch):
+    """--variant NAME keeps the default, the champion and the variants named; a name no op has is refused."""
+    import importlib.util
+
+    monkeypatch.syspath_prepend(str(REPO / "scripts" / "gpu"))
+    spec = importlib.util.spec_from_file_location("dsa_dev_only", REPO / "scripts" / "gpu" / "dsa_dev.py")
+    dev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(dev)
+    assert list(dev.solutions("indexer", ["filter256"])) == ["default", "filter256", "champion"]
+    with pytest.raises(SystemExit, match="no indexer variants named"):
+        dev.solutions("indexer", ["nonesuch"])
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu" / "dsa_dev.py"), "--smoke", "--only", "indexer",
+                        "--variant", "nonesuch"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "no variants named ['nonesuch']" in p.stderr
