@@ -75,6 +75,8 @@ VARIANTS = {
         "filter256_cap4096": {"FILTER_BINS": 256, "FILTER_CAP": 4096},
         "filter256_chunk2048": {"FILTER_BINS": 256, "SMALL_CHUNK": 2048},
         "filter256_st2_p4": {"FILTER_BINS": 256, "PAGES": 4, "SCORE_STAGES": 2},
+        "filter256_last": {"FILTER_BINS": 256, "FILTER_LAST": True},  # the exact select in the gather's last program
+        "filter1024_last": {"FILTER_BINS": 1024, "FILTER_LAST": True},
         # the scorer's page loop branch-free and pipelined (SCORE_STAGES), more pages per program
         "st2_p4": {"PAGES": 4, "SCORE_STAGES": 2},
         "st3_p4": {"PAGES": 4, "SCORE_STAGES": 3},

@@ -39,6 +39,8 @@ VARIANTS = {
         {"FILTER_BINS": 256},  # the filtered select: 3-116 candidates a row here, selected from the buffer
         {"FILTER_BINS": 1024, "FILTER_CAP": 16},  # most rows overflow the buffer: the select over the whole row
         {"FILTER_BINS": 256, "PAGES": 4, "SCORE_STAGES": 2, "SMALL_CHUNK_MAX_SCORES": 0, "SELECT_BLOCK": 512},
+        {"FILTER_BINS": 256, "FILTER_LAST": True},  # the exact select by the row's last gather program
+        {"FILTER_BINS": 256, "FILTER_LAST": True, "FILTER_CAP": 16, "SMALL_CHUNK": 1024},  # ... over the whole row
     ],
     ATTENTION: [
         {},  # split-KV + merge
@@ -229,7 +231,8 @@ defn, cfg = ours(INDEXER)
 w = load_workloads(os.path.join(sys.argv[1], "definitions", INDEXER, "workloads.small.jsonl"), defn)[1]  # rows of 3-5k
 out = []
 for seed in load_seeds(INDEXER):
-    for v in ({}, {"FILTER_BINS": 256}, {"FILTER_BINS": 256, "FILTER_CAP": 16}, {"SPLIT_BELOW_ROWS": 1}):
+    for v in ({}, {"FILTER_BINS": 256}, {"FILTER_BINS": 256, "FILTER_CAP": 16}, {"FILTER_BINS": 256, "FILTER_LAST": True},
+              {"SPLIT_BELOW_ROWS": 1}):
         ns = {}
         exec(compile(apply(seed, v).source("main.py") if v else seed.source("main.py"), seed.name, "exec"), ns)
         for case in ("all-equal", "two-values"):
@@ -256,6 +259,6 @@ def test_indexer_selects_exactly_among_ties():
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads(p.stdout.strip().splitlines()[-1])
-    assert len(rows) == 8 * len(list((REPO / "skills" / "seeds" / INDEXER).glob("[!_]*.py")))
+    assert len(rows) == 10 * len(list((REPO / "skills" / "seeds" / INDEXER).glob("[!_]*.py")))
     bad = [r for r in rows if not r["ok"]]
     assert not bad, bad

@@ -87,13 +87,15 @@ atomics) and appends the bucket's own (key, token) pairs to a FILTER_CAP-entry b
 program per row, selects the bucket's remaining ``want`` keys exactly (four 8-bit radix passes over at most
 FILTER_CAP keys, in one block). When the bucket held more than FILTER_CAP keys (heavy ties, a few huge
 outliers stretching the range) it selects over the whole row, keys of that bucket only: slow, exact. Three
-launches after the scorer and two reads of the scores instead of four or five. On the small CPU workloads
+launches after the scorer and two reads of the scores instead of four or five. FILTER_LAST: the row's last
+gather program to finish (a chunks-done counter with acquire-release ordering) makes the exact select
+itself, from the range and threshold bucket it already holds: one launch and its dependent loads fewer. On the small CPU workloads
 the bucket holds 3-116 keys; for scores spread like a normal sample, ~0.1-1 % of a row (CPU-checked, not
 yet timed).
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
 TILE_PAGES, SCORE_WARPS, SCORE_STAGES, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
-ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES, WIDE_MAX_SCORES, FILTER_BINS, FILTER_CAP.
+ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES, WIDE_MAX_SCORES, FILTER_BINS, FILTER_CAP, FILTER_LAST.
 """
 
 import torch
@@ -127,6 +129,9 @@ WIDE_ROW = 256 + 2 * 4096  # a row's histograms with wide digits: 8, 12 and 12 b
 # 16 is there to take that path on small rows).
 FILTER_BINS = 0  # kbot: tunable [0, 256, 1024] role=other
 FILTER_CAP = 2048  # kbot: tunable [2048, 1024, 4096, 16] role=other
+# The exact select of the bucket's candidates by the row's last gather program to finish (an acq_rel counter)
+# instead of a launch of its own.
+FILTER_LAST = False  # kbot: tunable [False, True] role=other
 
 
 @triton.jit
@@ -164,7 +169,8 @@ def _score_tile(q, w, k8_ptr, k32_ptr, bt_ptr, bt_stride, s_ptr, s_stride, b, fi
 def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_ptr, s_stride, hist_ptr, cnt_ptr, mm_ptr,
                  TOPK: tl.constexpr, H: tl.constexpr, D: tl.constexpr, PS: tl.constexpr,
                  PAGES: tl.constexpr, TILE: tl.constexpr, HIST0: tl.constexpr, ZERO: tl.constexpr,
-                 ROW: tl.constexpr, BITS: tl.constexpr, STAGES: tl.constexpr, RANGE: tl.constexpr, NPROG):
+                 ROW: tl.constexpr, BITS: tl.constexpr, STAGES: tl.constexpr, RANGE: tl.constexpr, NPROG,
+                 CNT: tl.constexpr):
     """Scores of PAGES pages of one row; with RANGE also their largest and smallest score at
     mm[b, program, 0 / 1] (row b's programs that hold none of its tokens write nothing)."""
     b = tl.program_id(0)
@@ -176,8 +182,8 @@ def _score_pages(q_ptr, k8_ptr, k32_ptr, w_ptr, lens_ptr, bt_ptr, bt_stride, s_p
                 zbins = tl.arange(0, 256)
                 for i in tl.static_range(ROW // 256):
                     tl.store(hist_ptr + b * ROW + i * 256 + zbins, tl.zeros([256], dtype=tl.int32))
-                two = tl.arange(0, 2)
-                tl.store(cnt_ptr + b * 2 + two, tl.zeros([2], dtype=tl.int32))
+                ci = tl.arange(0, CNT)
+                tl.store(cnt_ptr + b * CNT + ci, tl.zeros([CNT], dtype=tl.int32))
         heads = tl.arange(0, H)
         dims = tl.arange(0, D)
         TT: tl.constexpr = TILE * PS
@@ -498,11 +504,14 @@ def _filter_hist(s_ptr, s_stride, lens_ptr, mm_ptr, hist_ptr, NPROG, TOPK: tl.co
 @triton.jit
 def _filter_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride, mm_ptr, hist_ptr, cnt_ptr,
                    cand_ptr, NPROG, TOPK: tl.constexpr, PS: tl.constexpr, PAGES: tl.constexpr, NPP2: tl.constexpr,
-                   NB: tl.constexpr, CAP: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+                   NB: tl.constexpr, CAP: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, LAST: tl.constexpr,
+                   FBLOCK: tl.constexpr):
     """One chunk's share of a row: pass-through rows in token order; a long row's ids of every key above the
     threshold bucket (the bucket holding the TOPK-th largest key; slots claimed with atomics), and the
     bucket's own (key, token) pairs appended to the row's candidate buffer, whose count goes on past CAP so
-    that _filter_final sees an overflow."""
+    that the exact select sees an overflow. Counters per row: [keys above, candidates, chunks done, -]. With
+    LAST the row's last program to finish (the chunks-done counter, acquire-release: every other program's
+    candidates and counts are visible to it) makes the exact select itself, instead of _filter_final."""
     b = tl.program_id(0)
     c0 = tl.program_id(1) * CHUNK
     n = tl.load(lens_ptr + b)
@@ -524,8 +533,8 @@ def _filter_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_st
             eq = (ok & (d == star)).to(tl.int32)
             n_gt = tl.sum(gt, axis=0)
             n_eq = tl.sum(eq, axis=0)
-            base_gt = tl.atomic_add(cnt_ptr + b * 2, n_gt, mask=n_gt > 0, sem="relaxed")
-            base_eq = tl.atomic_add(cnt_ptr + b * 2 + 1, n_eq, mask=n_eq > 0, sem="relaxed")
+            base_gt = tl.atomic_add(cnt_ptr + b * 4, n_gt, mask=n_gt > 0, sem="relaxed")
+            base_eq = tl.atomic_add(cnt_ptr + b * 4 + 1, n_eq, mask=n_eq > 0, sem="relaxed")
             page = tl.load(bt_row + t // PS, mask=gt > 0, other=0)
             tl.store(out_row + base_gt + tl.cumsum(gt, axis=0) - 1, page * PS + t % PS, mask=gt > 0)
             cpos = base_eq + tl.cumsum(eq, axis=0) - 1
@@ -533,6 +542,14 @@ def _filter_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_st
             slot = cand_ptr + (b * CAP + cpos) * 2
             tl.store(slot, _ordered_key(sc).to(tl.int32, bitcast=True), mask=keep)
             tl.store(slot + 1, t, mask=keep)
+        if LAST:
+            tl.debug_barrier()  # every thread's candidate stores before the release below
+            done = tl.atomic_add(cnt_ptr + b * 4 + 2, 1, sem="acq_rel")
+            if done == (n + CHUNK - 1) // CHUNK - 1:
+                m = tl.atomic_add(cnt_ptr + b * 4 + 1, 0, sem="acquire")
+                from_buf = m <= CAP
+                _select_exact(s_ptr + b * s_stride, cand_ptr + b * (CAP * 2), bt_row, out_row, tl.where(from_buf, m, n),
+                              from_buf, lo, scale, star, want, TOPK - want, NB, PS, 8, FBLOCK, True)
 
 
 @triton.jit
@@ -547,7 +564,7 @@ def _filter_final(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_str
     if n > TOPK:
         lo, scale = _row_range(mm_ptr, b, n, NPROG, PAGES, PS, NPP2, NB)
         star, want = _pick(hist_ptr + b * NB, NB, TOPK)
-        m = tl.load(cnt_ptr + b * 2 + 1)
+        m = tl.load(cnt_ptr + b * 4 + 1)
         from_buf = m <= CAP
         _select_exact(s_ptr + b * s_stride, cand_ptr + b * (CAP * 2), bt_ptr + b * bt_stride, out_ptr + b * out_stride,
                       tl.where(from_buf, m, n), from_buf, lo, scale, star.to(tl.int32), want, TOPK - want,
@@ -586,17 +603,18 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     nprog = triton.cdiv(mp, PAGES)  # the scorer's programs per row
     # the filtered select: each scorer program's (largest, smallest) score, and each row's candidate buffer
     mm = torch.empty((B, nprog, 2) if filt else (1,), dtype=torch.float32, device=dev)
-    if split:  # the split path's histograms (+ 2 counters per row): zero before pass 0 adds to them
-        # + 2 slot counters and 4 (prefix, want) state slots per row (the slots are written before read)
-        hist = (torch.empty if zero_in_scorer else torch.zeros)((B * row + B * 10,), dtype=torch.int32, device=dev)
+    ncnt = 4 if filt else 2  # counters per row (the filtered select's: above, candidates, chunks done, -)
+    if split:  # the split path's histograms (+ counters per row): zero before pass 0 adds to them
+        # + the counters and 4 (prefix, want) state slots per row (the slots are written before read)
+        hist = (torch.empty if zero_in_scorer else torch.zeros)((B * row + B * (ncnt + 8),), dtype=torch.int32, device=dev)
         cnt = hist[B * row:]
-        st = hist[B * row + B * 2:]
+        st = hist[B * row + B * ncnt:]
     else:
         hist = cnt = st = scores  # not read
     _score_pages[(B, nprog)](
         q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist, cnt, mm,
         TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, TILE=TILE_PAGES, HIST0=fused, ZERO=zero_in_scorer, ROW=row, BITS=RADIX_BITS,
-        STAGES=SCORE_STAGES, RANGE=filt, NPROG=nprog, num_warps=SCORE_WARPS)
+        STAGES=SCORE_STAGES, RANGE=filt, NPROG=nprog, CNT=ncnt, num_warps=SCORE_WARPS)
     if not split:  # enough rows to fill the GPU with one program each
         _select_rows[(B,)](
             scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
@@ -613,7 +631,9 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
                            num_warps=SELECT_WARPS)
         _filter_gather[grid](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
                              topk_indices.stride(0), mm, hist, cnt, cand, nprog, CAP=FILTER_CAP, CHUNK=chunk, BLOCK=block,
-                             **common, num_warps=SELECT_WARPS)
+                             LAST=FILTER_LAST, FBLOCK=max(FILTER_CAP, 1024), **common, num_warps=SELECT_WARPS)
+        if FILTER_LAST:
+            return topk_indices
         _filter_final[(B,)](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
                             topk_indices.stride(0), mm, hist, cnt, cand, nprog, CAP=FILTER_CAP,
                             BLOCK=max(FILTER_CAP, 1024), **common, num_warps=SELECT_WARPS)
