@@ -103,6 +103,10 @@ SMALL_WARPS = 4  # kbot: tunable [4, 8] role=warps
 SMALL_STAGES = 4  # kbot: tunable [4, 3, 5, 6] role=stages
 SMALL_ROUTE_MAX = 64  # kbot: tunable [64, 0, 16, 32] role=other
 SMALL_ROUTE_BT = 4  # kbot: tunable [4, 0, 2, 8, 16] role=block
+# The large path's routing: tokens per program. A program's routing is a chain of ~14 dependent reductions
+# over its [ROUTE_BT, 256] scores, so its time grows with the tokens it holds (H100, recording 35: 33 us at
+# 80 tokens in 5 programs of 16, 104 us at 14107; the small path's 4-token programs took 7-9 us at 16-62).
+ROUTE_BT = 16  # kbot: tunable [16, 4, 8] role=block
 SMALL_G2_STAGES = 4  # kbot: tunable [4, 6, 8] role=stages
 SMALL_PROGS_PER_SM = 3  # kbot: tunable [3, 2, 4] role=other
 SMALL_G1_BT = 0  # kbot: tunable [0, 16, 32] role=block
@@ -672,13 +676,13 @@ def _m_tiles_ub(pairs, bm, n_experts):
 
 
 def _route_multi(logits, bias, T, rsf, offset, sorted_tok, row_of, wflat, P, E_LOCAL, consts, dev, hs_scale=None, sa_perm=None):
-    """Routing over T/16 programs (each local pair's rank in its expert from an atomic counter), then the
+    """Routing over T/ROUTE_BT programs (each local pair's rank in its expert from an atomic counter), then the
     expert-major positions: fills sorted_tok, row_of, wflat (and, given sa_perm [P, H / 128], the pairs'
     activation scales in expert-major order); returns the per-expert counts."""
     counts = torch.zeros(E_LOCAL, dtype=torch.int32, device=dev)  # the routing kernel's atomic counters
     le = torch.empty(P, dtype=torch.int32, device=dev)
     rank = torch.empty(P, dtype=torch.int32, device=dev)
-    _route_kernel[(triton.cdiv(T, 16),)](logits, bias, T, rsf, offset, counts, le, rank, wflat, BT=16, **consts)
+    _route_kernel[(triton.cdiv(T, ROUTE_BT),)](logits, bias, T, rsf, offset, counts, le, rank, wflat, BT=ROUTE_BT, **consts)
     perm = sa_perm is not None
     _scatter_kernel[(triton.cdiv(P, 256),)](counts, le, rank, sorted_tok, row_of, hs_scale if perm else row_of, sa_perm if perm else row_of,
                                             P, T, TOP_K=TOP_K, E_LOCAL=E_LOCAL, BLOCK=256, KB=sa_perm.shape[1] if perm else 1,
