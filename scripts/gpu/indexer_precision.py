@@ -99,11 +99,13 @@ def kernel_scores(mod, x: dict) -> torch.Tensor:
     mp = bt.shape[1]
     scores = torch.full((B, mp * PS), float("nan"), dtype=torch.float32, device=q.device)
     c = cache.contiguous()
-    mod._score_pages[(B, triton.cdiv(mp, mod.PAGES))](
+    nprog = triton.cdiv(mp, mod.PAGES)
+    mod._score_pages[(B, nprog)](
         q.contiguous(), c.view(torch.float8_e4m3fn), c.view(torch.float32), w.contiguous(), lens, bt, bt.stride(0),
-        scores, scores.stride(0), scores, scores, TOPK=mod.TOPK, H=H, D=D, PS=PS, PAGES=mod.PAGES, TILE=mod.TILE_PAGES,
-        HIST0=False, ZERO=False, ROW=256, BITS=mod.RADIX_BITS, STAGES=getattr(mod, "SCORE_STAGES", 0),
-        num_warps=mod.SCORE_WARPS)  # HIST0 and ZERO off: the scores alone (the scratch pointers are then unused)
+        scores, scores.stride(0), scores, scores, scores, TOPK=mod.TOPK, H=H, D=D, PS=PS, PAGES=mod.PAGES,
+        TILE=mod.TILE_PAGES, HIST0=False, ZERO=False, ROW=256, BITS=mod.RADIX_BITS,
+        STAGES=getattr(mod, "SCORE_STAGES", 0), RANGE=False, NPROG=nprog, CNT=2,
+        num_warps=mod.SCORE_WARPS)  # HIST0, ZERO and RANGE off: the scores alone (the scratch pointers are unused)
     return scores
 
 
