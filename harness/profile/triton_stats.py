@@ -20,9 +20,10 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from . import Collected
 from .sass import facts_evidence, find_tool, parse_resource_usage, parse_sass
@@ -30,7 +31,9 @@ from .sass import facts_evidence, find_tool, parse_resource_usage, parse_sass
 __all__ = [
     "TRITON_DTYPES",
     "CompiledStats",
+    "CompiledLaunch",
     "compile_for_sm90",
+    "compiled_launches",
     "infer_signature",
     "load_kernel",
     "triton_evidence",
@@ -269,3 +272,96 @@ def triton_evidence(fn: Any, signature: dict[str, str] | None = None, constexprs
     return Collected(source="triton", evidence=ev,
                      raw={"metadata": st.metadata, "resources": st.resources, "ptxas": st.ptxas, "signature": signature,
                           "constexprs": {k: v for k, v in (constexprs or {}).items() if isinstance(v, (int, float, str, bool))}})
+
+
+@dataclass
+class CompiledLaunch:
+    """One distinct launch seen by :func:`compiled_launches`: the kernel, its constexprs and options as
+    launched, and what compiling it for the target gave (``stats``) or the compiler's error (``error``)."""
+
+    kernel: str
+    constexprs: dict[str, Any]
+    options: dict[str, int]
+    signature: dict[str, str] = field(repr=False)
+    stats: CompiledStats | None = field(default=None, repr=False)
+    error: str | None = None
+
+
+def _launch_signature(jit: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], set[str]]:
+    """(signature, constexprs, names divisible by 16) of one launch, from the values it passes."""
+    import torch
+
+    by_dtype = {getattr(torch, k): v for k, v in TRITON_DTYPES.items() if hasattr(torch, k)}
+    values = dict(zip(jit.arg_names, args))
+    values.update(kwargs)
+    sig: dict[str, str] = {}
+    consts: dict[str, Any] = {}
+    divisible: set[str] = set()
+    for p in jit.params:
+        name = p.name
+        if name not in values:
+            if not getattr(p, "has_default", False):
+                raise TypeError(f"{jit.__name__}() missing argument {name!r}")
+            values[name] = p.default
+        v = values[name]
+        if p.is_constexpr or v is None:
+            sig[name], consts[name] = "constexpr", v
+        elif isinstance(v, torch.Tensor):
+            if v.dtype not in by_dtype:
+                raise TypeError(f"{jit.__name__}({name}=...): no Triton type for {v.dtype}")
+            sig[name] = "*" + by_dtype[v.dtype]
+            if v.data_ptr() % 16 == 0:
+                divisible.add(name)
+        elif isinstance(v, bool):
+            sig[name] = "i1"
+        elif isinstance(v, int):
+            sig[name] = "i32" if -(2**31) <= v < 2**31 else "i64"
+            if v % 16 == 0:
+                divisible.add(name)
+        elif isinstance(v, float):
+            sig[name] = "fp32"
+        else:
+            raise TypeError(f"{jit.__name__}({name}=...): cannot type a {type(v).__name__}")
+    return sig, consts, divisible
+
+
+@contextmanager
+def compiled_launches(arch: int = 90) -> Iterator[list[CompiledLaunch]]:
+    """Inside the block, every ``kernel[grid](...)`` launch of a ``@triton.jit`` function is compiled for
+    sm_<arch> (the whole pipeline to a cubin, no GPU needed) instead of run; the list it yields gets one
+    :class:`CompiledLaunch` per distinct (kernel, constexprs, options, signature). The host code around
+    the launches runs for real (on CPU tensors), so every launch a call makes on that path is seen; the
+    kernels' outputs are left unwritten, so host code that reads them follows garbage (the compile
+    coverage is still that of the launches it reaches). For a kernel the Triton interpreter accepts and
+    the compiler rejects (a type that changes across a loop, a layout the backend cannot lower)."""
+    from triton.runtime.jit import JITFunction
+
+    seen: dict[str, CompiledLaunch] = {}
+    out: list[CompiledLaunch] = []
+
+    def getitem(self: Any, grid: Any) -> Any:
+        def launch(*args: Any, **kwargs: Any) -> None:
+            opts = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kwargs}
+            sig, consts, divisible = _launch_signature(self, args, kwargs)
+            key = repr((self.__name__, sorted(sig.items()), sorted((k, repr(v)) for k, v in consts.items()),
+                        sorted(opts.items()), sorted(divisible)))
+            if key in seen:
+                return
+            rec = CompiledLaunch(self.__name__, consts, opts, sig)
+            try:
+                rec.stats = compile_for_sm90(self, sig, consts, num_warps=opts.get("num_warps"),
+                                             num_stages=opts.get("num_stages"), maxnreg=opts.get("maxnreg"),
+                                             arch=arch, divisible=divisible)
+            except Exception as e:  # the compiler's verdict on this launch, reported by the caller
+                rec.error = f"{type(e).__name__}: {str(e)[:2000]}"
+            seen[key] = rec
+            out.append(rec)
+
+        return launch
+
+    original = JITFunction.__getitem__
+    JITFunction.__getitem__ = getitem
+    try:
+        yield out
+    finally:
+        JITFunction.__getitem__ = original

@@ -262,3 +262,58 @@ def test_indexer_selects_exactly_among_ties():
     assert len(rows) == 10 * len(list((REPO / "skills" / "seeds" / INDEXER).glob("[!_]*.py")))
     bad = [r for r in rows if not r["ok"]]
     assert not bad, bad
+
+
+COMPILE_DRIVER = r"""
+import importlib.util, json, os, pathlib, sys, tempfile
+sys.path[:0] = [sys.argv[1], os.path.join(sys.argv[1], "tests", "operators")]
+import torch
+torch.set_num_threads(1)
+from bot.agents.providers.offline import load_seeds
+from bot.agents.tunables import apply
+from harness.inputs import allocate_outputs
+from harness.measure import call_solution
+from harness.profile.triton_stats import compiled_launches
+from harness.schema import Workload, load_workloads
+from opkit import clone, make, ours
+name, variants, extra = sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+defn, cfg = ours(name)
+ws = load_workloads(os.path.join(sys.argv[1], "definitions", name, "workloads.small.jsonl"), defn)
+ws += [Workload.model_validate(e) for e in extra]
+inputs = [(w, make(defn, cfg, w, 0)) for w in ws]
+out = []
+for seed_sol in load_seeds(name):
+    for v in variants:
+        sol = apply(seed_sol, v) if v else seed_sol
+        d = tempfile.mkdtemp()  # the compiler reads a kernel's source from its file (the interpreter does not)
+        for src in sol.sources:
+            pathlib.Path(d, src.path).write_text(src.content)
+        spec = importlib.util.spec_from_file_location(f"seed_{len(out)}", os.path.join(d, "main.py"))
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        with compiled_launches() as launches:
+            for w, x in inputs:
+                dest = allocate_outputs(defn, defn.resolve_axes(w.axes), "cpu")
+                call_solution(mod.run, defn, clone(x), dest)
+        out.append({"seed": seed_sol.name, "variant": v, "kernels": sorted({c.kernel for c in launches}),
+                    "errors": [f"{c.kernel} {c.constexprs}: {c.error}" for c in launches if c.error]})
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize("name", [INDEXER, ATTENTION, PREFILL], ids=["indexer", "attention", "gdn_prefill"])
+def test_seed_variants_compile_for_sm90(name):
+    """Every launch the seeds make at every variant above, compiled for sm_90 by Triton's real compiler
+    (to a cubin, no GPU): the interpreter runs code the compiler rejects, and a variant that does not
+    compile costs a device call to find out."""
+    extra = EXTRA_WORKLOADS.get(name, [])
+    p = subprocess.run([sys.executable, "-c", COMPILE_DRIVER, str(REPO), name, json.dumps(VARIANTS[name]), json.dumps(extra)],
+                       capture_output=True, text=True, timeout=1200, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = json.loads(p.stdout.strip().splitlines()[-1])
+    assert len(rows) == len(VARIANTS[name]) * len(list((REPO / "skills" / "seeds" / name).glob("[!_]*.py")))
+    assert all(r["kernels"] for r in rows), [r["variant"] for r in rows if not r["kernels"]]
+    bad = [r for r in rows if r["errors"]]
+    assert not bad, [(r["variant"], r["errors"][0][:600]) for r in bad[:4]]

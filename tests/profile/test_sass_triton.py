@@ -163,3 +163,50 @@ def test_pick_function_matches_ncu_names():
     assert pick_function(funcs, "void add_good<1024>(float*, int)") == "add_good"
     assert pick_function(funcs, None) == "other"
     assert pick_function(funcs, "nothing_like_it") is None
+
+
+LOOP_TYPE_KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _sum(x_ptr, n, B: tl.constexpr, FLOAT_ACC: tl.constexpr):
+    acc = 0.0 if FLOAT_ACC else 0  # an int accumulator of float sums: the interpreter runs it, the compiler refuses
+    for i in range(0, n, B):
+        acc += tl.sum(tl.load(x_ptr + i + tl.arange(0, B)), axis=0)
+    tl.store(x_ptr, acc)
+
+
+def run(x, float_acc):
+    for _ in range(2):  # the same launch twice: compiled once
+        _sum[(1,)](x, x.numel(), B=16, FLOAT_ACC=float_acc, num_warps=2)
+'''
+
+
+def test_compiled_launches_compile_each_distinct_launch_and_report_the_compilers_refusal(tmp_path):
+    import importlib.util
+
+    import torch
+    from triton.runtime.jit import JITFunction
+
+    from harness.profile.triton_stats import compiled_launches
+
+    original = JITFunction.__getitem__
+
+    (tmp_path / "k.py").write_text(LOOP_TYPE_KERNEL)  # the compiler reads a kernel's source from its file
+    spec = importlib.util.spec_from_file_location("loop_type_kernel", tmp_path / "k.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    x = torch.zeros(64)
+    with compiled_launches() as launches:
+        mod.run(x, True)
+        mod.run(x, False)
+    assert [(c.kernel, c.constexprs["FLOAT_ACC"], c.options) for c in launches] == [
+        ("_sum", True, {"num_warps": 2}), ("_sum", False, {"num_warps": 2})]
+    good, bad = launches
+    assert good.error is None and good.stats.cubin and good.signature == {"x_ptr": "*fp32", "n": "i32", "B": "constexpr",
+                                                                           "FLOAT_ACC": "constexpr"}
+    assert bad.stats is None and "Loop-carried variable acc" in bad.error
+    assert not x.any(), "a captured launch compiles; it does not run"
+    assert JITFunction.__getitem__ is original, "the launches run again after the block"
