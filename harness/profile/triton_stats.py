@@ -312,6 +312,10 @@ def _launch_signature(jit: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[di
             sig[name] = "*" + by_dtype[v.dtype]
             if v.data_ptr() % 16 == 0:
                 divisible.add(name)
+        elif type(v).__name__ == "TensorDescriptor" and isinstance(getattr(v, "base", None), torch.Tensor):
+            if v.base.dtype not in by_dtype:  # a host-side TMA descriptor (triton.tools.tensor_descriptor)
+                raise TypeError(f"{jit.__name__}({name}=...): no Triton type for {v.base.dtype}")
+            sig[name] = f"tensordesc<{by_dtype[v.base.dtype]}[{','.join(str(int(d)) for d in v.block_shape)}]>"
         elif isinstance(v, bool):
             sig[name] = "i1"
         elif isinstance(v, int):

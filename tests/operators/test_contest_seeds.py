@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from opkit import ATTENTION, INDEXER, PREFILL, REPO
+from opkit import ATTENTION, DECODE, INDEXER, MOE, PREFILL, REPO
 
 # Variants (tunable -> value, applied with the offline agent's own rewriting) that reach the other paths.
 VARIANTS = {
@@ -301,19 +301,39 @@ print(json.dumps(out))
 """
 
 
+# The compile check's variants and extra workloads for the two seeds the interpreter tests above leave to
+# their own files (tests/operators/test_moe_seed.py, the decode seed's tests): each path once.
+COMPILE_VARIANTS = {
+    **VARIANTS,
+    DECODE: [{}, {"LARGE_FROM": 4, "LARGE_BV": 32, "LARGE_WARPS": 8}],  # the small-batch and the large-batch kernels
+    MOE: [{},  # the small path (7 and 1 tokens) and the large one (70)
+          {"ROUTE_BT": 4, "BLOCK_M": 128, "G1_BN": 64, "INTER_FP8": False, "PREFETCH_SCALES": 1},
+          {"W_TMA": True, "SCALE_TMA": True, "SMALL_W_TMA": True, "SMALL_INTER_FP8": False, "SMALL_SPLIT_K": 1},
+          {"SMALL_ROUTE_BT": 0, "SMALL_G1_BT": 32, "W_SCALE_ONE": True}],
+}
+COMPILE_EXTRA = {
+    **EXTRA_WORKLOADS,
+    DECODE: [{"uuid": "decode-batch-8", "axes": {"batch_size": 8}, "inputs": {"scale": {"type": "scalar", "value": 0.5}}}],
+    MOE: [{"uuid": "moe-70-tokens", "axes": {"seq_len": 70},
+           "inputs": {"routing_logits": {"type": "generated", "generator": "moe_routing_logits", "params": {}},
+                      "local_expert_offset": {"type": "scalar", "value": 64},
+                      "routed_scaling_factor": {"type": "scalar", "value": 2.5}}}],
+}
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("name", [INDEXER, ATTENTION, PREFILL], ids=["indexer", "attention", "gdn_prefill"])
+@pytest.mark.parametrize("name", [INDEXER, ATTENTION, PREFILL, DECODE, MOE], ids=["indexer", "attention", "gdn_prefill", "gdn_decode", "moe"])
 def test_seed_variants_compile_for_sm90(name):
     """Every launch the seeds make at every variant above, compiled for sm_90 by Triton's real compiler
     (to a cubin, no GPU): the interpreter runs code the compiler rejects, and a variant that does not
     compile costs a device call to find out."""
-    extra = EXTRA_WORKLOADS.get(name, [])
-    p = subprocess.run([sys.executable, "-c", COMPILE_DRIVER, str(REPO), name, json.dumps(VARIANTS[name]), json.dumps(extra)],
+    extra = COMPILE_EXTRA.get(name, [])
+    p = subprocess.run([sys.executable, "-c", COMPILE_DRIVER, str(REPO), name, json.dumps(COMPILE_VARIANTS[name]), json.dumps(extra)],
                        capture_output=True, text=True, timeout=1200, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads(p.stdout.strip().splitlines()[-1])
-    assert len(rows) == len(VARIANTS[name]) * len(list((REPO / "skills" / "seeds" / name).glob("[!_]*.py")))
+    assert len(rows) == len(COMPILE_VARIANTS[name]) * len(list((REPO / "skills" / "seeds" / name).glob("[!_]*.py")))
     assert all(r["kernels"] for r in rows), [r["variant"] for r in rows if not r["kernels"]]
     bad = [r for r in rows if r["errors"]]
     assert not bad, [(r["variant"], r["errors"][0][:600]) for r in bad[:4]]
