@@ -90,8 +90,11 @@ outliers stretching the range) it selects over the whole row, keys of that bucke
 launches after the scorer and two reads of the scores instead of four or five. FILTER_LAST: the row's last
 gather program to finish (a chunks-done counter with acquire-release ordering) makes the exact select
 itself, from the range and threshold bucket it already holds: one launch and its dependent loads fewer. On the small CPU workloads
-the bucket holds 3-116 keys; for scores spread like a normal sample, ~0.1-1 % of a row (CPU-checked, not
-yet timed).
+the bucket holds 3-116 keys; for scores spread like a normal sample, ~0.1-1 % of a row. Timed on an H100
+(docs/measurements.md recordings 39-40): slower everywhere, 0.76x the champion with 256 buckets, because the
+final select (14 us at 1 x 131k: four radix passes in one program) and the range reduction in every
+counting program cost more than the passes they replace; skills/operators/dsa_topk_indexer.md says what
+would have to change.
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
 TILE_PAGES, SCORE_WARPS, SCORE_STAGES, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,

@@ -1,0 +1,76 @@
+"""Per-kernel GPU time of the indexer seed's variants on one shape: where a variant's time goes.
+
+The sweep (scripts/gpu/dsa_dev.py) gives a call's GPU time per variant; this splits it by kernel (self
+CUDA time per call from torch.profiler, 20 calls after 5 warm-ups; random fp8 keys with equal scales, so
+the scores are spread and rows are longer than top-k).
+
+    usage (repo root, on the device): source scripts/gpu/setup_device.sh
+        python3 scripts/gpu/indexer_kernels.py                                  # B=1, 2048 pages
+        python3 scripts/gpu/indexer_kernels.py --rows 24 --pages 512 --cache-pages 16384 \\
+            --variant default= --variant 'filter256={"FILTER_BINS": 256}'
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+
+SEED = Path(__file__).resolve().parents[2] / "skills" / "seeds" / "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64" / "radix.py"
+DEFAULT_VARIANTS = {"default": {}, "filter256": {"FILTER_BINS": 256}, "filter256_last": {"FILTER_BINS": 256, "FILTER_LAST": True}}
+
+
+def load(tunables: dict):
+    spec = importlib.util.spec_from_file_location("indexer_seed", SEED)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for k, v in tunables.items():
+        if not hasattr(mod, k):
+            raise SystemExit(f"the seed has no tunable {k}")
+        setattr(mod, k, v)
+    return mod
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=1, help="batch rows B")
+    ap.add_argument("--pages", type=int, default=2048, help="pages of 64 tokens per row (the block table's width)")
+    ap.add_argument("--cache-pages", type=int, default=2560)
+    ap.add_argument("--variant", action="append", default=[], metavar="NAME=JSON",
+                    help="a variant's tunables as JSON (empty: the seed's defaults); default: default, filter256, filter256_last")
+    a = ap.parse_args()
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    variants = {}
+    for v in a.variant:
+        name, _, js = v.partition("=")
+        variants[name] = json.loads(js) if js else {}
+    variants = variants or DEFAULT_VARIANTS
+    B, mp, P = a.rows, a.pages, a.cache_pages
+    q = torch.randn(B, 64, 128, device="cuda").to(torch.float8_e4m3fn)
+    cache = torch.randint(0, 120, (P, 64, 1, 132), dtype=torch.uint8, device="cuda")
+    cache.view(-1, 64 * 132)[:, 64 * 128:].view(torch.float32).fill_(0.01)  # each page's 64 scales
+    w = torch.randn(B, 64, device="cuda")
+    lens = torch.full((B,), mp * 64 - 5, dtype=torch.int32, device="cuda")
+    bt = torch.randperm(P, device="cuda")[:mp].int().view(1, -1).repeat(B, 1)
+    print(f"# B={B}, {mp} pages per row, {P}-page cache; {torch.cuda.get_device_name()}")
+    for name, v in variants.items():
+        m = load(v)
+        for _ in range(5):
+            m.run(q, cache, w, lens, bt)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as p:
+            for _ in range(20):
+                m.run(q, cache, w, lens, bt)
+            torch.cuda.synchronize()
+        print("==", name)
+        for e in p.key_averages():
+            if e.device_type.name == "CUDA" or getattr(e, "self_device_time_total", 0):
+                print(f"  {e.key[:40]:40s} {e.self_device_time_total / e.count:8.1f} us x{e.count // 20}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
