@@ -69,7 +69,12 @@ DEFS = {
 VARIANTS = {
     "indexer": {
         "default": {},
-        # the filtered select: one counting pass over linear buckets, the bucket's candidates selected by one program
+        # the wide select's four launches as one kernel, the row's programs waiting for each other between passes
+        "chain": {"CHAIN_SELECT": True},
+        "chain_c2048": {"CHAIN_SELECT": True, "SMALL_CHUNK": 2048},  # bigger chunks: fewer programs at each wait
+        "chain_w4": {"CHAIN_SELECT": True, "SELECT_WARPS": 4},
+        # the filtered select (slower everywhere, recordings 39-40): one counting pass over linear buckets, the
+        # bucket's candidates selected by one program
         "filter256": {"FILTER_BINS": 256},
         "filter1024": {"FILTER_BINS": 1024},
         "filter256_cap4096": {"FILTER_BINS": 256, "FILTER_CAP": 4096},

@@ -41,6 +41,8 @@ VARIANTS = {
         {"FILTER_BINS": 256, "PAGES": 4, "SCORE_STAGES": 2, "SMALL_CHUNK_MAX_SCORES": 0, "SELECT_BLOCK": 512},
         {"FILTER_BINS": 256, "FILTER_LAST": True},  # the exact select by the row's last gather program
         {"FILTER_BINS": 256, "FILTER_LAST": True, "FILTER_CAP": 16, "SMALL_CHUNK": 1024},  # ... over the whole row
+        {"CHAIN_SELECT": True},  # the wide select's passes in one kernel (a pass per launch in the interpreter)
+        {"CHAIN_SELECT": True, "SMALL_CHUNK": 2048, "SELECT_BLOCK": 512},  # ... four blocks per chunk
     ],
     ATTENTION: [
         {},  # split-KV + merge
@@ -232,9 +234,26 @@ w = load_workloads(os.path.join(sys.argv[1], "definitions", INDEXER, "workloads.
 out = []
 for seed in load_seeds(INDEXER):
     for v in ({}, {"FILTER_BINS": 256}, {"FILTER_BINS": 256, "FILTER_CAP": 16}, {"FILTER_BINS": 256, "FILTER_LAST": True},
-              {"SPLIT_BELOW_ROWS": 1}):
+              {"SPLIT_BELOW_ROWS": 1}, {"CHAIN_SELECT": True},
+              # the chained select on a GPU of 4 SMs: 2 rows of 80 pages take 4096-score chunks (2 blocks each) to fit;
+              # on one of 3 they cannot fit, and the four launches run instead
+              {"CHAIN_SELECT": True, "_slots": 4}, {"CHAIN_SELECT": True, "_slots": 3}):
         ns = {}
-        exec(compile(apply(seed, v).source("main.py") if v else seed.source("main.py"), seed.name, "exec"), ns)
+        tunables = {k: x for k, x in v.items() if not k.startswith("_")}
+        exec(compile(apply(seed, tunables).source("main.py") if tunables else seed.source("main.py"), seed.name, "exec"), ns)
+        if "_slots" in v:
+            ns["_resident_programs"] = lambda dev, n=v["_slots"]: n
+        gathers = []  # launches of the four-launch path's gather: none when the chained select ran
+
+        class Counted:
+            def __init__(self, fn):
+                self.fn = fn
+
+            def __getitem__(self, grid):
+                gathers.append(grid)
+                return self.fn[grid]
+
+        ns["_split_gather"] = Counted(ns["_split_gather"])
         for case in ("all-equal", "two-values"):
             x = make(defn, cfg, w, 0)
             if case == "all-equal":  # every score 0: one bucket, more ties than top-k
@@ -244,7 +263,10 @@ for seed in load_seeds(INDEXER):
                 x["weights"][:, 0] = 1.0
             got = ns["run"](**{k: clone(x)[k] for k in ("q_index_fp8", "k_index_cache_fp8", "weights", "seq_lens", "block_table")})
             r = judge(defn, cfg, w, x, {"topk_indices": got}, our_run(INDEXER)(**clone(x)))
-            out.append({"variant": v, "case": case, "ok": r.ok, "message": r.message[:300]})
+            path_ok = "CHAIN_SELECT" not in v or (not gathers) == (v.get("_slots", 132) >= 4)
+            out.append({"variant": v, "case": case, "ok": r.ok and path_ok,
+                        "message": r.message[:300] + f" gather launches {len(gathers)}"})
+            gathers.clear()
 print(json.dumps(out))
 """
 
@@ -259,7 +281,7 @@ def test_indexer_selects_exactly_among_ties():
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads(p.stdout.strip().splitlines()[-1])
-    assert len(rows) == 10 * len(list((REPO / "skills" / "seeds" / INDEXER).glob("[!_]*.py")))
+    assert len(rows) == 16 * len(list((REPO / "skills" / "seeds" / INDEXER).glob("[!_]*.py")))
     bad = [r for r in rows if not r["ok"]]
     assert not bad, bad
 
@@ -296,6 +318,7 @@ for seed_sol in load_seeds(name):
                 dest = allocate_outputs(defn, defn.resolve_axes(w.axes), "cpu")
                 call_solution(mod.run, defn, clone(x), dest)
         out.append({"seed": seed_sol.name, "variant": v, "kernels": sorted({c.kernel for c in launches}),
+                    "passes": sorted({(c.constexprs["FIRST"], c.constexprs["LAST"]) for c in launches if "FIRST" in c.constexprs}),
                     "errors": [f"{c.kernel} {c.constexprs}: {c.error}" for c in launches if c.error]})
 print(json.dumps(out))
 """
@@ -335,5 +358,7 @@ def test_seed_variants_compile_for_sm90(name):
     rows = json.loads(p.stdout.strip().splitlines()[-1])
     assert len(rows) == len(COMPILE_VARIANTS[name]) * len(list((REPO / "skills" / "seeds" / name).glob("[!_]*.py")))
     assert all(r["kernels"] for r in rows), [r["variant"] for r in rows if not r["kernels"]]
+    # the chained select compiles as the GPU runs it: every pass, and the waits between them, in one kernel
+    assert all(r["passes"] == [[0, 3]] for r in rows if r["variant"].get("CHAIN_SELECT")), [r for r in rows if "CHAIN_SELECT" in r["variant"]]
     bad = [r for r in rows if r["errors"]]
     assert not bad, [(r["variant"], r["errors"][0][:600]) for r in bad[:4]]

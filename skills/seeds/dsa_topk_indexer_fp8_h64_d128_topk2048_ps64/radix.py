@@ -96,9 +96,20 @@ final select (14 us at 1 x 131k: four radix passes in one program) and the range
 counting program cost more than the passes they replace; skills/operators/dsa_topk_indexer.md says what
 would have to change.
 
+Chained select (CHAIN_SELECT, wide digits): the wide path's four select launches (the 8-bit histogram, two
+12-bit ones, the gather) as one, ``_chain_select``: between two passes the row's programs wait for each other
+on a counter (each adds 1 with release ordering, then reads it with acquire ordering until all have) instead
+of waiting for the next launch. Sound only if every program of the grid is resident at once, so the host
+doubles the chunks (up to CHAIN_MAX_CHUNK) until the grid fits one program per SM, and keeps the four
+launches otherwise. Why: at 1 x 131k scores the four launches take 2.3 + 3.2 + 3.2 + 4.3 us for 0.5 MB of
+scores (H100, docs/measurements.md recording 40): latency per launch, not work. Under the Triton
+interpreter, which runs programs one after another, the same kernel runs a pass per launch (the CPU check
+covers every pass, not the wait). Not yet timed.
+
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
 TILE_PAGES, SCORE_WARPS, SCORE_STAGES, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
-ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES, WIDE_MAX_SCORES, FILTER_BINS, FILTER_CAP, FILTER_LAST.
+ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES, WIDE_MAX_SCORES, FILTER_BINS, FILTER_CAP, FILTER_LAST,
+CHAIN_SELECT, CHAIN_MAX_CHUNK.
 """
 
 import torch
@@ -135,6 +146,10 @@ FILTER_CAP = 2048  # kbot: tunable [2048, 1024, 4096, 16] role=other
 # The exact select of the bucket's candidates by the row's last gather program to finish (an acq_rel counter)
 # instead of a launch of its own.
 FILTER_LAST = False  # kbot: tunable [False, True] role=other
+# The wide select's four launches as one (``_chain_select``): the row's programs wait for each other between
+# passes instead of for a launch, where the grid fits the SMs (chunks doubled up to CHAIN_MAX_CHUNK to fit).
+CHAIN_SELECT = False  # kbot: tunable [False, True] role=other
+CHAIN_MAX_CHUNK = 4096  # kbot: tunable [4096, 2048, 8192] role=split
 
 
 @triton.jit
@@ -371,96 +386,168 @@ def _store_state(st_ptr, b, P: tl.constexpr, prefix, want):
 
 
 @triton.jit
+def _hist_pass(s_ptr, s_stride, hist_ptr, st_ptr, b, c0, n, P_NOW: tl.constexpr, TOPK: tl.constexpr,
+               CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr, ROW: tl.constexpr):
+    """Pass P_NOW of the radix select over one chunk [c0, c0 + CHUNK) of long row b: its histogram added
+    to the row's with atomics (a row's histograms are ROW ints from b * ROW; the wide digits' pass 0 is
+    this pass 0 at 8 bits)."""
+    NB: tl.constexpr = 1 << BITS
+    hi = 32 - P_NOW * BITS
+    lo = hi - BITS if hi > BITS else 0
+    W = hi - lo
+    bins = tl.arange(0, NB)
+    ar = tl.arange(0, BLOCK)
+    if P_NOW > 0:
+        prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, BITS, False, ROW)
+        _store_state(st_ptr, b, P_NOW, prefix, want)
+    else:
+        prefix = tl.zeros([], dtype=tl.uint32)
+    hist = tl.zeros([NB], dtype=tl.int32)
+    for start in range(c0, c0 + CHUNK, BLOCK):
+        t = start + ar
+        ok = t < n
+        key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+        if P_NOW > 0:
+            ok = ok & ((key >> hi) == prefix)
+        digit = ((key >> lo) & ((1 << W) - 1)).to(tl.int32)
+        hist += tl.histogram(tl.where(ok, digit, 0), NB)
+        hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
+    tl.atomic_add(hist_ptr + b * ROW + P_NOW * NB + bins, hist, mask=hist != 0, sem="relaxed")
+
+
+@triton.jit
 def _split_hist(s_ptr, s_stride, lens_ptr, hist_ptr, st_ptr, P_NOW: tl.constexpr,
                 TOPK: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr, ROW: tl.constexpr):
-    """Pass P_NOW of the radix select, one chunk of one row per program, histograms summed by atomics
-    (a row's histograms are ROW ints from b * ROW; the wide digits' pass 0 is this pass 0 at 8 bits)."""
+    """Pass P_NOW of the radix select, one chunk of one row per program (``_hist_pass``)."""
     b = tl.program_id(0)
     c0 = tl.program_id(1) * CHUNK
     n = tl.load(lens_ptr + b)
     if (n > TOPK) & (c0 < n):
-        NB: tl.constexpr = 1 << BITS
-        hi = 32 - P_NOW * BITS
-        lo = hi - BITS if hi > BITS else 0
-        W = hi - lo
-        bins = tl.arange(0, NB)
-        ar = tl.arange(0, BLOCK)
-        if P_NOW > 0:
-            prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, BITS, False, ROW)
-            _store_state(st_ptr, b, P_NOW, prefix, want)
-        else:
-            prefix = tl.zeros([], dtype=tl.uint32)
-        hist = tl.zeros([NB], dtype=tl.int32)
-        for start in range(c0, c0 + CHUNK, BLOCK):
-            t = start + ar
-            ok = t < n
-            key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
-            if P_NOW > 0:
-                ok = ok & ((key >> hi) == prefix)
-            digit = ((key >> lo) & ((1 << W) - 1)).to(tl.int32)
-            hist += tl.histogram(tl.where(ok, digit, 0), NB)
-            hist -= tl.where(bins == 0, BLOCK - tl.sum(ok.to(tl.int32), axis=0), 0)
-        tl.atomic_add(hist_ptr + b * ROW + P_NOW * NB + bins, hist, mask=hist != 0, sem="relaxed")
+        _hist_pass(s_ptr, s_stride, hist_ptr, st_ptr, b, c0, n, P_NOW, TOPK, CHUNK, BLOCK, BITS, ROW)
+
+
+@triton.jit
+def _wide_pass(s_ptr, s_stride, hist_ptr, st_ptr, b, c0, n, P_NOW: tl.constexpr, TOPK: tl.constexpr,
+               CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROW: tl.constexpr):
+    """Wide-digit pass P_NOW (1 or 2; pass 0 is ``_hist_pass``'s at 8 bits) over one chunk of long row b:
+    the next 12 bits of the keys still in the running (higher digits equal to the prefix), one atomic
+    increment per such key into a 4096-bin histogram: after pass 0 they are a fraction of the row spread
+    over many bins, where a 4096-bin ``tl.histogram`` would cost ~16x a 256-bin one for every key."""
+    HI: tl.constexpr = 36 - 12 * P_NOW  # 24, then 12
+    row = hist_ptr + b * ROW
+    ar = tl.arange(0, BLOCK)
+    prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, 8, True, ROW)
+    _store_state(st_ptr, b, P_NOW, prefix, want)
+    for start in range(c0, c0 + CHUNK, BLOCK):
+        t = start + ar
+        ok = t < n
+        key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+        ok = ok & ((key >> HI) == prefix)
+        digit = ((key >> (HI - 12)) & 4095).to(tl.int32)
+        tl.atomic_add(row + 256 + (P_NOW - 1) * 4096 + digit, ok.to(tl.int32), mask=ok, sem="relaxed")
 
 
 @triton.jit
 def _wide_hist(s_ptr, s_stride, lens_ptr, hist_ptr, st_ptr, P_NOW: tl.constexpr,
                TOPK: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROW: tl.constexpr):
-    """Wide-digit pass P_NOW (1 or 2; pass 0 is ``_split_hist``'s at 8 bits): the next 12 bits of the keys
-    still in the running (higher digits equal to the prefix), one atomic increment per such key into a
-    4096-bin histogram: after pass 0 they are a fraction of the row spread over many bins, where a
-    4096-bin ``tl.histogram`` would cost ~16x a 256-bin one for every key."""
+    """Wide-digit pass P_NOW, one chunk of one row per program (``_wide_pass``)."""
     b = tl.program_id(0)
     c0 = tl.program_id(1) * CHUNK
     n = tl.load(lens_ptr + b)
     if (n > TOPK) & (c0 < n):
-        HI: tl.constexpr = 36 - 12 * P_NOW  # 24, then 12
-        row = hist_ptr + b * ROW
-        ar = tl.arange(0, BLOCK)
-        prefix, want = _row_state(hist_ptr, st_ptr, b, P_NOW, TOPK, 8, True, ROW)
-        _store_state(st_ptr, b, P_NOW, prefix, want)
-        for start in range(c0, c0 + CHUNK, BLOCK):
-            t = start + ar
-            ok = t < n
-            key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
-            ok = ok & ((key >> HI) == prefix)
-            digit = ((key >> (HI - 12)) & 4095).to(tl.int32)
-            tl.atomic_add(row + 256 + (P_NOW - 1) * 4096 + digit, ok.to(tl.int32), mask=ok, sem="relaxed")
+        _wide_pass(s_ptr, s_stride, hist_ptr, st_ptr, b, c0, n, P_NOW, TOPK, CHUNK, BLOCK, ROW)
+
+
+@triton.jit
+def _gather_pass(s_ptr, s_stride, bt_row, out_row, hist_ptr, cnt_ptr, st_ptr, b, c0, n, TOPK: tl.constexpr,
+                 PS: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr, WIDE: tl.constexpr,
+                 ROW: tl.constexpr, CNT: tl.constexpr):
+    """One chunk's share of long row b's ids: every key above the threshold and the first ties (slots
+    claimed with atomics on the row's first two of CNT counters)."""
+    ar = tl.arange(0, BLOCK)
+    NPASS: tl.constexpr = 3 if WIDE else (32 + BITS - 1) // BITS
+    thr, want = _row_state(hist_ptr, st_ptr, b, NPASS, TOPK, BITS, WIDE, ROW)
+    first_eq = TOPK - want
+    for start in range(c0, c0 + CHUNK, BLOCK):
+        t = start + ar
+        ok = t < n
+        key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
+        gt = (ok & (key > thr)).to(tl.int32)
+        eq = (ok & (key == thr)).to(tl.int32)
+        n_gt = tl.sum(gt, axis=0)
+        n_eq = tl.sum(eq, axis=0)
+        base_gt = tl.atomic_add(cnt_ptr + b * CNT, n_gt, mask=n_gt > 0, sem="relaxed")
+        base_eq = tl.atomic_add(cnt_ptr + b * CNT + 1, n_eq, mask=n_eq > 0, sem="relaxed")
+        rank_eq = base_eq + tl.cumsum(eq, axis=0) - 1
+        take = (gt > 0) | ((eq > 0) & (rank_eq < want))
+        pos = tl.where(gt > 0, base_gt + tl.cumsum(gt, axis=0) - 1, first_eq + rank_eq)
+        page = tl.load(bt_row + t // PS, mask=take, other=0)
+        tl.store(out_row + pos, page * PS + t % PS, mask=take)
 
 
 @triton.jit
 def _split_gather(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride, hist_ptr, cnt_ptr, st_ptr,
                   TOPK: tl.constexpr, PS: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr,
                   WIDE: tl.constexpr, ROW: tl.constexpr):
-    """Writes one chunk's share of a row's ids: pass-through rows in token order, long rows every key
-    above the threshold and the first ties (slots claimed with atomics on the row's two counters)."""
+    """Writes one chunk's share of a row's ids: pass-through rows in token order, long rows by
+    ``_gather_pass``."""
     b = tl.program_id(0)
     c0 = tl.program_id(1) * CHUNK
     n = tl.load(lens_ptr + b)
-    ar = tl.arange(0, BLOCK)
     out_row = out_ptr + b * out_stride
     bt_row = bt_ptr + b * bt_stride
     if n <= TOPK:
         _pass_through(bt_row, out_row, c0, n, TOPK, PS, CHUNK, BLOCK)
     elif c0 < n:
-        NPASS: tl.constexpr = 3 if WIDE else (32 + BITS - 1) // BITS
-        thr, want = _row_state(hist_ptr, st_ptr, b, NPASS, TOPK, BITS, WIDE, ROW)
-        first_eq = TOPK - want
-        for start in range(c0, c0 + CHUNK, BLOCK):
-            t = start + ar
-            ok = t < n
-            key = _ordered_key(tl.load(s_ptr + b * s_stride + t, mask=ok, other=0.0))
-            gt = (ok & (key > thr)).to(tl.int32)
-            eq = (ok & (key == thr)).to(tl.int32)
-            n_gt = tl.sum(gt, axis=0)
-            n_eq = tl.sum(eq, axis=0)
-            base_gt = tl.atomic_add(cnt_ptr + b * 2, n_gt, mask=n_gt > 0, sem="relaxed")
-            base_eq = tl.atomic_add(cnt_ptr + b * 2 + 1, n_eq, mask=n_eq > 0, sem="relaxed")
-            rank_eq = base_eq + tl.cumsum(eq, axis=0) - 1
-            take = (gt > 0) | ((eq > 0) & (rank_eq < want))
-            pos = tl.where(gt > 0, base_gt + tl.cumsum(gt, axis=0) - 1, first_eq + rank_eq)
-            page = tl.load(bt_row + t // PS, mask=take, other=0)
-            tl.store(out_row + pos, page * PS + t % PS, mask=take)
+        _gather_pass(s_ptr, s_stride, bt_row, out_row, hist_ptr, cnt_ptr, st_ptr, b, c0, n, TOPK, PS, CHUNK, BLOCK,
+                     BITS, WIDE, ROW, 2)
+
+
+@triton.jit
+def _row_barrier(ctr_ptr, target):
+    """Waits until row counter ``ctr`` reaches ``target``: each of the row's programs adds 1 when it has
+    finished a pass (release: the pass's histogram atomics and state stores before it), then reads the
+    counter (acquire) until every one has. Only sound when all the row's programs are resident at once:
+    the host sizes the grid to the GPU's SMs. The spin is bounded, so a broken promise gives wrong ids,
+    which the harness catches, rather than a hang."""
+    tl.debug_barrier()  # every thread's atomics and stores of the pass issued before the release
+    tl.atomic_add(ctr_ptr, 1, sem="release")
+    seen = tl.atomic_add(ctr_ptr, 0, sem="acquire")
+    spins = 0
+    while (seen < target) & (spins < 16777216):
+        seen = tl.atomic_add(ctr_ptr, 0, sem="acquire")
+        spins += 1
+    tl.debug_barrier()
+
+
+@triton.jit
+def _chain_select(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride, hist_ptr, cnt_ptr, st_ptr,
+                  TOPK: tl.constexpr, PS: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROW: tl.constexpr,
+                  FIRST: tl.constexpr, LAST: tl.constexpr):
+    """Passes FIRST..LAST of the wide select in one launch (0: the 8-bit histogram, 1-2: the 12-bit ones,
+    3: the gather), one chunk per program; between two passes the row's programs wait for each other
+    (``_row_barrier`` on the row's third counter). The host launches 0..3 at once on a GPU, where the grid
+    fits the SMs, and one pass per launch where programs run one after another (the CPU interpreter)."""
+    b = tl.program_id(0)
+    c0 = tl.program_id(1) * CHUNK
+    n = tl.load(lens_ptr + b)
+    out_row = out_ptr + b * out_stride
+    bt_row = bt_ptr + b * bt_stride
+    if n <= TOPK:
+        if LAST == 3:
+            _pass_through(bt_row, out_row, c0, n, TOPK, PS, CHUNK, BLOCK)
+    elif c0 < n:
+        live = (n + CHUNK - 1) // CHUNK  # the row's programs that hold scores: the barrier's party
+        for p in tl.static_range(FIRST, LAST + 1):
+            if p > FIRST:
+                _row_barrier(cnt_ptr + b * 4 + 2, live * (p - FIRST))
+            if p == 0:
+                _hist_pass(s_ptr, s_stride, hist_ptr, st_ptr, b, c0, n, 0, TOPK, CHUNK, BLOCK, 8, ROW)
+            elif p < 3:
+                _wide_pass(s_ptr, s_stride, hist_ptr, st_ptr, b, c0, n, p, TOPK, CHUNK, BLOCK, ROW)
+            else:
+                _gather_pass(s_ptr, s_stride, bt_row, out_row, hist_ptr, cnt_ptr, st_ptr, b, c0, n, TOPK, PS, CHUNK,
+                             BLOCK, 8, True, ROW, 4)
 
 
 @triton.jit
@@ -574,6 +661,20 @@ def _filter_final(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_str
                       NB, PS, 8, BLOCK, True)
 
 
+_SLOTS: dict = {}
+
+
+def _resident_programs(dev) -> int:
+    """Programs of the chained select that are surely resident at once: one per SM (132 where there is no
+    GPU, so the CPU check sizes chunks as an H100 / H200 would). A property query, no synchronization."""
+    if dev.type != "cuda":
+        return 132
+    i = dev.index if dev.index is not None else torch.cuda.current_device()
+    if i not in _SLOTS:
+        _SLOTS[i] = torch.cuda.get_device_properties(i).multi_processor_count
+    return _SLOTS[i]
+
+
 def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_indices=None):
     B, H, D = q_index_fp8.shape
     P, PS, KH, DW = k_index_cache_fp8.shape
@@ -606,7 +707,14 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     nprog = triton.cdiv(mp, PAGES)  # the scorer's programs per row
     # the filtered select: each scorer program's (largest, smallest) score, and each row's candidate buffer
     mm = torch.empty((B, nprog, 2) if filt else (1,), dtype=torch.float32, device=dev)
-    ncnt = 4 if filt else 2  # counters per row (the filtered select's: above, candidates, chunks done, -)
+    chunk = SMALL_CHUNK if B * mp * PS <= SMALL_CHUNK_MAX_SCORES else SPLIT_CHUNK
+    if wide and CHAIN_SELECT:  # the chained select needs every program resident: chunks grown to fit the SMs
+        slots = _resident_programs(dev)
+        while B * triton.cdiv(mp * PS, chunk) > slots and chunk < CHAIN_MAX_CHUNK:
+            chunk *= 2
+    chain = wide and CHAIN_SELECT and B * triton.cdiv(mp * PS, chunk) <= _resident_programs(dev)
+    # counters per row (the filtered select's: above, candidates, chunks done, -; the chain's: above, ties, barrier, -)
+    ncnt = 4 if filt or chain else 2
     if split:  # the split path's histograms (+ counters per row): zero before pass 0 adds to them
         # + the counters and 4 (prefix, want) state slots per row (the slots are written before read)
         hist = (torch.empty if zero_in_scorer else torch.zeros)((B * row + B * (ncnt + 8),), dtype=torch.int32, device=dev)
@@ -624,9 +732,16 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
             TOPK=TOPK, PS=PS, BLOCK=SELECT_BLOCK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
         return topk_indices
     # Few rows: each row's selection spread over chunks of SPLIT_CHUNK scores (one pass per launch).
-    chunk = SMALL_CHUNK if B * mp * PS <= SMALL_CHUNK_MAX_SCORES else SPLIT_CHUNK
     grid = (B, triton.cdiv(mp * PS, chunk))
     block = min(SELECT_BLOCK, chunk)
+    if chain:  # all passes in one launch; a pass per launch where programs run one after another (the interpreter)
+        args = (scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
+                hist, cnt, st)
+        one_at_a_time = type(_chain_select).__name__ == "InterpretedFunction"
+        for first, last in ((0, 0), (1, 1), (2, 2), (3, 3)) if one_at_a_time else ((0, 3),):
+            _chain_select[grid](*args, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block, ROW=row, FIRST=first, LAST=last,
+                                num_warps=SELECT_WARPS)
+        return topk_indices
     if filt:  # one counting pass, the ids above the threshold bucket and its candidates, the exact rest
         cand = torch.empty((B * FILTER_CAP * 2,), dtype=torch.int32, device=dev)
         common = dict(TOPK=TOPK, PS=PS, PAGES=PAGES, NPP2=triton.next_power_of_2(nprog), NB=FILTER_BINS)
