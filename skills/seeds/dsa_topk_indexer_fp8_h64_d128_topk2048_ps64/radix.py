@@ -661,18 +661,13 @@ def _filter_final(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_str
                       NB, PS, 8, BLOCK, True)
 
 
-_SLOTS: dict = {}
-
-
 def _resident_programs(dev) -> int:
     """Programs of the chained select that are surely resident at once: one per SM (132 where there is no
-    GPU, so the CPU check sizes chunks as an H100 / H200 would). A property query, no synchronization."""
+    GPU, so the CPU check sizes chunks as an H100 / H200 would). A property query (torch caches it), no
+    synchronization; nothing kept between calls."""
     if dev.type != "cuda":
         return 132
-    i = dev.index if dev.index is not None else torch.cuda.current_device()
-    if i not in _SLOTS:
-        _SLOTS[i] = torch.cuda.get_device_properties(i).multi_processor_count
-    return _SLOTS[i]
+    return torch.cuda.get_device_properties(dev).multi_processor_count
 
 
 def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_indices=None):
