@@ -514,7 +514,7 @@ def _row_barrier(ctr_ptr, target):
     tl.atomic_add(ctr_ptr, 1, sem="release")
     seen = tl.atomic_add(ctr_ptr, 0, sem="acquire")
     spins = 0
-    while (seen < target) & (spins < 16777216):
+    while (seen < target) & (spins < 1048576):  # ~1 s: a real wait is microseconds
         seen = tl.atomic_add(ctr_ptr, 0, sem="acquire")
         spins += 1
     tl.debug_barrier()
