@@ -73,6 +73,7 @@ VARIANTS = {
         "chain": {"CHAIN_SELECT": True},
         "chain_c2048": {"CHAIN_SELECT": True, "SMALL_CHUNK": 2048},  # bigger chunks: fewer programs at each wait
         "chain_w4": {"CHAIN_SELECT": True, "SELECT_WARPS": 4},
+        "chain_max4096": {"CHAIN_SELECT": True, "CHAIN_MAX_CHUNK": 4096},  # the 786k / 1M-score tables not chained
         # the filtered select (slower everywhere, recordings 39-40): one counting pass over linear buckets, the
         # bucket's candidates selected by one program
         "filter256": {"FILTER_BINS": 256},

@@ -96,13 +96,16 @@ final select (14 us at 1 x 131k: four radix passes in one program) and the range
 counting program cost more than the passes they replace; skills/operators/dsa_topk_indexer.md says what
 would have to change.
 
-Chained select (CHAIN_SELECT, wide digits): the wide path's four select launches (the 8-bit histogram, two
-12-bit ones, the gather) as one, ``_chain_select``: between two passes the row's programs wait for each other
+Chained select (CHAIN_SELECT): the split path's select launches (with wide digits the 8-bit histogram, two
+12-bit ones and the gather; else four 8-bit histograms and the gather) as one, ``_chain_select``: between two passes the row's programs wait for each other
 on a counter (each adds 1 with release ordering, then reads it with acquire ordering until all have) instead
 of waiting for the next launch. Sound only if every program of the grid is resident at once, so the host
-doubles the chunks (up to CHAIN_MAX_CHUNK) until the grid fits one program per SM, and keeps the four
-launches otherwise. Why: at 1 x 131k scores the four launches take 2.3 + 3.2 + 3.2 + 4.3 us for 0.5 MB of
-scores (H100, docs/measurements.md recording 40): latency per launch, not work. Under the Triton
+doubles the chunks (up to CHAIN_MAX_CHUNK) until the grid fits one program per SM, and keeps the separate
+launches otherwise. At 1 x 131k scores the four launches take 2.3 + 3.2 + 3.2 + 4.3 us for 0.5 MB of scores
+(H100, docs/measurements.md recording 40), of which ~1 us per kernel boundary (the rest is each program's
+dependent chain). The persistent form of this idea (the whole select in one launch looping over chunks, grid-
+wide barriers) lost 0.751x on 2026-12-03 (recording 21): this one keeps one chunk per program and waits per
+row, so it tests whether the barrier or the persistence lost; expect parity at best. Under the Triton
 interpreter, which runs programs one after another, the same kernel runs a pass per launch (the CPU check
 covers every pass, not the wait). Not yet timed.
 
@@ -146,10 +149,11 @@ FILTER_CAP = 2048  # kbot: tunable [2048, 1024, 4096, 16] role=other
 # The exact select of the bucket's candidates by the row's last gather program to finish (an acq_rel counter)
 # instead of a launch of its own.
 FILTER_LAST = False  # kbot: tunable [False, True] role=other
-# The wide select's four launches as one (``_chain_select``): the row's programs wait for each other between
-# passes instead of for a launch, where the grid fits the SMs (chunks doubled up to CHAIN_MAX_CHUNK to fit).
+# The split select's launches as one (``_chain_select``): the row's programs wait for each other between
+# passes instead of for a launch, where the grid fits the SMs (chunks doubled up to CHAIN_MAX_CHUNK to fit:
+# the 98k-131k-score tables fit at <= 1024, the 786k / 1M-score ones at 8192).
 CHAIN_SELECT = False  # kbot: tunable [False, True] role=other
-CHAIN_MAX_CHUNK = 4096  # kbot: tunable [4096, 2048, 8192] role=split
+CHAIN_MAX_CHUNK = 8192  # kbot: tunable [8192, 4096, 2048, 16384] role=split
 
 
 @triton.jit
@@ -523,31 +527,33 @@ def _row_barrier(ctr_ptr, target):
 @triton.jit
 def _chain_select(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride, hist_ptr, cnt_ptr, st_ptr,
                   TOPK: tl.constexpr, PS: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr, ROW: tl.constexpr,
-                  FIRST: tl.constexpr, LAST: tl.constexpr):
-    """Passes FIRST..LAST of the wide select in one launch (0: the 8-bit histogram, 1-2: the 12-bit ones,
-    3: the gather), one chunk per program; between two passes the row's programs wait for each other
-    (``_row_barrier`` on the row's third counter). The host launches 0..3 at once on a GPU, where the grid
-    fits the SMs, and one pass per launch where programs run one after another (the CPU interpreter)."""
+                  WIDE: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr):
+    """Passes FIRST..LAST of the split select in one launch, one chunk per program: with WIDE 0 the 8-bit
+    histogram, 1-2 the 12-bit ones, 3 the gather; else 0-3 the 8-bit histograms, 4 the gather. Between two
+    passes the row's programs wait for each other (``_row_barrier`` on the row's third counter). The host
+    launches every pass at once on a GPU, where the grid fits the SMs, and one pass per launch where
+    programs run one after another (the CPU interpreter)."""
+    NP: tl.constexpr = 3 if WIDE else 4  # the gather's pass
     b = tl.program_id(0)
     c0 = tl.program_id(1) * CHUNK
     n = tl.load(lens_ptr + b)
     out_row = out_ptr + b * out_stride
     bt_row = bt_ptr + b * bt_stride
     if n <= TOPK:
-        if LAST == 3:
+        if LAST == NP:
             _pass_through(bt_row, out_row, c0, n, TOPK, PS, CHUNK, BLOCK)
     elif c0 < n:
         live = (n + CHUNK - 1) // CHUNK  # the row's programs that hold scores: the barrier's party
         for p in tl.static_range(FIRST, LAST + 1):
             if p > FIRST:
                 _row_barrier(cnt_ptr + b * 4 + 2, live * (p - FIRST))
-            if p == 0:
-                _hist_pass(s_ptr, s_stride, hist_ptr, st_ptr, b, c0, n, 0, TOPK, CHUNK, BLOCK, 8, ROW)
-            elif p < 3:
-                _wide_pass(s_ptr, s_stride, hist_ptr, st_ptr, b, c0, n, p, TOPK, CHUNK, BLOCK, ROW)
-            else:
+            if p == NP:
                 _gather_pass(s_ptr, s_stride, bt_row, out_row, hist_ptr, cnt_ptr, st_ptr, b, c0, n, TOPK, PS, CHUNK,
-                             BLOCK, 8, True, ROW, 4)
+                             BLOCK, 8, WIDE, ROW, 4)
+            elif (p == 0) or (not WIDE):
+                _hist_pass(s_ptr, s_stride, hist_ptr, st_ptr, b, c0, n, p, TOPK, CHUNK, BLOCK, 8, ROW)
+            else:
+                _wide_pass(s_ptr, s_stride, hist_ptr, st_ptr, b, c0, n, p, TOPK, CHUNK, BLOCK, ROW)
 
 
 @triton.jit
@@ -703,11 +709,12 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     # the filtered select: each scorer program's (largest, smallest) score, and each row's candidate buffer
     mm = torch.empty((B, nprog, 2) if filt else (1,), dtype=torch.float32, device=dev)
     chunk = SMALL_CHUNK if B * mp * PS <= SMALL_CHUNK_MAX_SCORES else SPLIT_CHUNK
-    if wide and CHAIN_SELECT:  # the chained select needs every program resident: chunks grown to fit the SMs
+    chain = split and not fused and not filt and RADIX_BITS == 8 and CHAIN_SELECT
+    if chain:  # the chained select needs every program resident: chunks grown to fit the SMs, or not chained
         slots = _resident_programs(dev)
         while B * triton.cdiv(mp * PS, chunk) > slots and chunk < CHAIN_MAX_CHUNK:
             chunk *= 2
-    chain = wide and CHAIN_SELECT and B * triton.cdiv(mp * PS, chunk) <= _resident_programs(dev)
+        chain = B * triton.cdiv(mp * PS, chunk) <= slots
     # counters per row (the filtered select's: above, candidates, chunks done, -; the chain's: above, ties, barrier, -)
     ncnt = 4 if filt or chain else 2
     if split:  # the split path's histograms (+ counters per row): zero before pass 0 adds to them
@@ -732,10 +739,11 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     if chain:  # all passes in one launch; a pass per launch where programs run one after another (the interpreter)
         args = (scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
                 hist, cnt, st)
+        gather = 3 if wide else 4  # the gather's pass: after 8 + 12 + 12-bit digits, or four 8-bit ones
         one_at_a_time = type(_chain_select).__name__ == "InterpretedFunction"
-        for first, last in ((0, 0), (1, 1), (2, 2), (3, 3)) if one_at_a_time else ((0, 3),):
-            _chain_select[grid](*args, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block, ROW=row, FIRST=first, LAST=last,
-                                num_warps=SELECT_WARPS)
+        for first, last in [(p, p) for p in range(gather + 1)] if one_at_a_time else [(0, gather)]:
+            _chain_select[grid](*args, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block, ROW=row, WIDE=wide, FIRST=first,
+                                LAST=last, num_warps=SELECT_WARPS)
         return topk_indices
     if filt:  # one counting pass, the ids above the threshold bucket and its candidates, the exact rest
         cand = torch.empty((B * FILTER_CAP * 2,), dtype=torch.int32, device=dev)
