@@ -281,7 +281,7 @@ class CompiledLaunch:
 
     kernel: str
     constexprs: dict[str, Any]
-    options: dict[str, int]
+    options: dict[str, Any]
     signature: dict[str, str] = field(repr=False)
     stats: CompiledStats | None = field(default=None, repr=False)
     error: str | None = None
@@ -304,23 +304,24 @@ def _launch_signature(jit: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[di
                 raise TypeError(f"{jit.__name__}() missing argument {name!r}")
             values[name] = p.default
         v = values[name]
-        if p.is_constexpr or v is None:
-            sig[name], consts[name] = "constexpr", v
+        specialize = not getattr(p, "do_not_specialize", False)
+        if p.is_constexpr or v is None or (specialize and type(v) is int and v == 1):
+            sig[name], consts[name] = "constexpr", v  # the JIT compiles an integer 1 as the constant 1
         elif isinstance(v, torch.Tensor):
             if v.dtype not in by_dtype:
                 raise TypeError(f"{jit.__name__}({name}=...): no Triton type for {v.dtype}")
             sig[name] = "*" + by_dtype[v.dtype]
-            if v.data_ptr() % 16 == 0:
+            if v.data_ptr() % 16 == 0 and not getattr(p, "do_not_specialize_on_alignment", False):
                 divisible.add(name)
         elif type(v).__name__ == "TensorDescriptor" and isinstance(getattr(v, "base", None), torch.Tensor):
             if v.base.dtype not in by_dtype:  # a host-side TMA descriptor (triton.tools.tensor_descriptor)
                 raise TypeError(f"{jit.__name__}({name}=...): no Triton type for {v.base.dtype}")
             sig[name] = f"tensordesc<{by_dtype[v.base.dtype]}[{','.join(str(int(d)) for d in v.block_shape)}]>"
         elif isinstance(v, bool):
-            sig[name] = "i1"
+            sig[name] = "u1"
         elif isinstance(v, int):
-            sig[name] = "i32" if -(2**31) <= v < 2**31 else "i64"
-            if v % 16 == 0:
+            sig[name] = "i32" if -(2**31) <= v < 2**31 else "i64" if v < 2**63 else "u64"
+            if v % 16 == 0 and specialize:
                 divisible.add(name)
         elif isinstance(v, float):
             sig[name] = "fp32"
@@ -337,7 +338,11 @@ def compiled_launches(arch: int = 90) -> Iterator[list[CompiledLaunch]]:
     the launches runs for real (on CPU tensors), so every launch a call makes on that path is seen; the
     kernels' outputs are left unwritten, so host code that reads them follows garbage (the compile
     coverage is still that of the launches it reaches). For a kernel the Triton interpreter accepts and
-    the compiler rejects (a type that changes across a loop, a layout the backend cannot lower)."""
+    the compiler rejects (a type that changes across a loop, a layout the backend cannot lower).
+    Arguments are typed as the JIT specializes them (an integer 1 becomes the constant, 16-divisible
+    integers and 16-aligned tensors get the hint); launch options other than warps, stages and maxnreg
+    (``launch_cooperative_grid``, ``num_ctas``...) are recorded, not compiled in. Launches through
+    ``@triton.autotune`` / ``@triton.heuristics`` wrappers go through ``.run`` and are not captured."""
     from triton.runtime.jit import JITFunction
 
     seen: dict[str, CompiledLaunch] = {}
@@ -346,12 +351,14 @@ def compiled_launches(arch: int = 90) -> Iterator[list[CompiledLaunch]]:
     def getitem(self: Any, grid: Any) -> Any:
         def launch(*args: Any, **kwargs: Any) -> None:
             opts = {k: kwargs.pop(k) for k in ("num_warps", "num_stages", "maxnreg") if k in kwargs}
+            params = {p.name for p in self.params}
+            extra = {k: kwargs.pop(k) for k in list(kwargs) if k not in params}  # other launch options
             sig, consts, divisible = _launch_signature(self, args, kwargs)
-            key = repr((self.__name__, sorted(sig.items()), sorted((k, repr(v)) for k, v in consts.items()),
+            key = repr((id(self), sorted(sig.items()), sorted((k, repr(v)) for k, v in consts.items()),
                         sorted(opts.items()), sorted(divisible)))
             if key in seen:
                 return
-            rec = CompiledLaunch(self.__name__, consts, opts, sig)
+            rec = CompiledLaunch(self.__name__, consts, {**opts, **extra}, sig)
             try:
                 rec.stats = compile_for_sm90(self, sig, consts, num_warps=opts.get("num_warps"),
                                              num_stages=opts.get("num_stages"), maxnreg=opts.get("maxnreg"),
@@ -363,9 +370,12 @@ def compiled_launches(arch: int = 90) -> Iterator[list[CompiledLaunch]]:
 
         return launch
 
-    original = JITFunction.__getitem__
+    own = JITFunction.__dict__.get("__getitem__")  # usually inherited from KernelInterface
     JITFunction.__getitem__ = getitem
     try:
         yield out
     finally:
-        JITFunction.__getitem__ = original
+        if own is None:
+            del JITFunction.__getitem__
+        else:
+            JITFunction.__getitem__ = own

@@ -91,7 +91,8 @@ launches after the scorer and two reads of the scores instead of four or five. F
 gather program to finish (a chunks-done counter with acquire-release ordering) makes the exact select
 itself, from the range and threshold bucket it already holds: one launch and its dependent loads fewer. On the small CPU workloads
 the bucket holds 3-116 keys; for scores spread like a normal sample, ~0.1-1 % of a row. Timed on an H100
-(docs/measurements.md recordings 39-40): slower everywhere, 0.76x the champion with 256 buckets, because the
+(docs/measurements.md recordings 39-40): slower on every long-row workload (equal where rows pass through),
+0.76x the champion with 256 buckets, because the
 final select (14 us at 1 x 131k: four radix passes in one program) and the range reduction in every
 counting program cost more than the passes they replace; skills/operators/dsa_topk_indexer.md says what
 would have to change.
@@ -512,13 +513,14 @@ def _row_barrier(ctr_ptr, target):
     """Waits until row counter ``ctr`` reaches ``target``: each of the row's programs adds 1 when it has
     finished a pass (release: the pass's histogram atomics and state stores before it), then reads the
     counter (acquire) until every one has. Only sound when all the row's programs are resident at once:
-    the host sizes the grid to the GPU's SMs. The spin is bounded, so a broken promise gives wrong ids,
-    which the harness catches, rather than a hang."""
+    the host sizes the grid to the GPU's SMs and launches it cooperatively (the driver refuses a grid that
+    cannot be resident). The spin is bounded besides, so a broken promise gives wrong ids, which the harness
+    catches, after a stall rather than a hang."""
     tl.debug_barrier()  # every thread's atomics and stores of the pass issued before the release
     tl.atomic_add(ctr_ptr, 1, sem="release")
     seen = tl.atomic_add(ctr_ptr, 0, sem="acquire")
     spins = 0
-    while (seen < target) & (spins < 1048576):  # ~1 s: a real wait is microseconds
+    while (seen < target) & (spins < 1048576):  # well under a second per wait: a real wait is microseconds
         seen = tl.atomic_add(ctr_ptr, 0, sem="acquire")
         spins += 1
     tl.debug_barrier()
@@ -712,9 +714,11 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
     chain = split and not fused and not filt and RADIX_BITS == 8 and CHAIN_SELECT
     if chain:  # the chained select needs every program resident: chunks grown to fit the SMs, or not chained
         slots = _resident_programs(dev)
-        while B * triton.cdiv(mp * PS, chunk) > slots and chunk < CHAIN_MAX_CHUNK:
-            chunk *= 2
-        chain = B * triton.cdiv(mp * PS, chunk) <= slots
+        grown = chunk
+        while B * triton.cdiv(mp * PS, grown) > slots and grown < CHAIN_MAX_CHUNK:
+            grown *= 2
+        chain = B * triton.cdiv(mp * PS, grown) <= slots
+        chunk = grown if chain else chunk  # not chained: the separate launches at their own chunk size
     # counters per row (the filtered select's: above, candidates, chunks done, -; the chain's: above, ties, barrier, -)
     ncnt = 4 if filt or chain else 2
     if split:  # the split path's histograms (+ counters per row): zero before pass 0 adds to them
@@ -741,9 +745,13 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
                 hist, cnt, st)
         gather = 3 if wide else 4  # the gather's pass: after 8 + 12 + 12-bit digits, or four 8-bit ones
         one_at_a_time = type(_chain_select).__name__ == "InterpretedFunction"
-        for first, last in [(p, p) for p in range(gather + 1)] if one_at_a_time else [(0, gather)]:
-            _chain_select[grid](*args, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block, ROW=row, WIDE=wide, FIRST=first,
-                                LAST=last, num_warps=SELECT_WARPS)
+        if one_at_a_time:
+            for p in range(gather + 1):
+                _chain_select[grid](*args, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block, ROW=row, WIDE=wide, FIRST=p,
+                                    LAST=p, num_warps=SELECT_WARPS)
+        else:  # a cooperative launch: the driver refuses a grid that cannot be resident at once, rather than hang
+            _chain_select[grid](*args, TOPK=TOPK, PS=PS, CHUNK=chunk, BLOCK=block, ROW=row, WIDE=wide, FIRST=0,
+                                LAST=gather, num_warps=SELECT_WARPS, launch_cooperative_grid=True)
         return topk_indices
     if filt:  # one counting pass, the ids above the threshold bucket and its candidates, the exact rest
         cand = torch.empty((B * FILTER_CAP * 2,), dtype=torch.int32, device=dev)
