@@ -13,23 +13,26 @@ the scores are spread and rows are longer than top-k).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
+import sys
 from pathlib import Path
 
-SEED = Path(__file__).resolve().parents[2] / "skills" / "seeds" / "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64" / "radix.py"
+sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parent)]
+
+DEFINITION = "dsa_topk_indexer_fp8_h64_d128_topk2048_ps64"
 DEFAULT_VARIANTS = {"default": {}, "filter256": {"FILTER_BINS": 256}, "filter256_last": {"FILTER_BINS": 256, "FILTER_LAST": True}}
 
 
-def load(tunables: dict):
-    spec = importlib.util.spec_from_file_location("indexer_seed", SEED)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    for k, v in tunables.items():
-        if not hasattr(mod, k):
-            raise SystemExit(f"the seed has no tunable {k}")
-        setattr(mod, k, v)
-    return mod
+def load(name: str, tunables: dict):
+    """The indexer seed with ``tunables`` set (the offline agent's own rewriting, which refuses names and
+    values the seed does not declare), as a module from a real file."""
+    from dsa_dev import load_module
+
+    from bot.agents.providers.offline import load_seeds
+    from bot.agents.tunables import apply
+
+    (seed,) = load_seeds(DEFINITION)
+    return load_module((apply(seed, tunables) if tunables else seed).source("main.py"), name)
 
 
 def main() -> int:
@@ -57,7 +60,7 @@ def main() -> int:
     bt = torch.randperm(P, device="cuda")[:mp].int().view(1, -1).repeat(B, 1)
     print(f"# B={B}, {mp} pages per row, {P}-page cache; {torch.cuda.get_device_name()}")
     for name, v in variants.items():
-        m = load(v)
+        m = load(name, v)
         for _ in range(5):
             m.run(q, cache, w, lens, bt)
         torch.cuda.synchronize()
