@@ -74,6 +74,14 @@ VARIANTS = {
         "chain_c2048": {"CHAIN_SELECT": True, "SMALL_CHUNK": 2048},  # bigger chunks: fewer programs at each wait
         "chain_w4": {"CHAIN_SELECT": True, "SELECT_WARPS": 4},
         "chain_max4096": {"CHAIN_SELECT": True, "CHAIN_MAX_CHUNK": 4096},  # the 786k / 1M-score tables not chained
+        # one program per row, its keys in registers (64 x 16k scores; from 16 rows also 16 x 8k, 24 / 32 x 4k),
+        # and the two-page scorer tiles on the 786k / 1M-score tables
+        "res64": {"RESIDENT_FROM_ROWS": 64},
+        "res64_b11": {"RESIDENT_FROM_ROWS": 64, "RESIDENT_BITS": 11},
+        "res64_w32": {"RESIDENT_FROM_ROWS": 64, "RESIDENT_WARPS": 32},
+        "res16": {"RESIDENT_FROM_ROWS": 16},
+        "large_t2": {"LARGE_FROM_SCORES": 524288},
+        "res64_large": {"RESIDENT_FROM_ROWS": 64, "LARGE_FROM_SCORES": 524288},
         # the filtered select (slower everywhere, recordings 39-40): one counting pass over linear buckets, the
         # bucket's candidates selected by one program
         "filter256": {"FILTER_BINS": 256},

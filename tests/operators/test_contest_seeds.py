@@ -21,7 +21,12 @@ from opkit import ATTENTION, DECODE, INDEXER, MOE, PREFILL, REPO
 # Variants (tunable -> value, applied with the offline agent's own rewriting) that reach the other paths.
 VARIANTS = {
     INDEXER: [
-        {},  # split selection (few rows), one chunk per row at these sizes
+        {},  # split selection (few rows) chained in one kernel, one chunk per row at these sizes
+        {"CHAIN_SELECT": False},  # the split selection's passes as separate launches
+        {"RESIDENT_FROM_ROWS": 1},  # one program per row, its keys in registers
+        {"RESIDENT_FROM_ROWS": 1, "RESIDENT_BITS": 11, "RESIDENT_WARPS": 8},  # ... 11-bit digits, 8 warps
+        {"RESIDENT_FROM_ROWS": 1, "RESIDENT_MAX": 8192, "LARGE_FROM_SCORES": 1},  # two-page scorer tiles everywhere
+        {"LARGE_FROM_SCORES": 1, "LARGE_PAGES": 4, "LARGE_TILE": 1},
         {"SPLIT_BELOW_ROWS": 1},  # one program per row
         {"RADIX_BITS": 11, "SPLIT_CHUNK": 4096, "SELECT_BLOCK": 1024, "PAGES": 4},  # 3 passes, rows over several chunks
         {"RADIX_BITS": 11, "SPLIT_BELOW_ROWS": 1, "SELECT_BLOCK": 4096},
@@ -44,6 +49,7 @@ VARIANTS = {
         {"CHAIN_SELECT": True},  # the wide select's passes in one kernel (a pass per launch in the interpreter)
         {"CHAIN_SELECT": True, "SMALL_CHUNK": 2048, "SELECT_BLOCK": 512},  # ... four blocks per chunk
         {"CHAIN_SELECT": True, "WIDE_MAX_SCORES": 0},  # ... over four 8-bit passes
+        {"CHAIN_SELECT": True, "CHAIN_MAX_CHUNK": 8192},  # ... the 1M-score tables too, in 8192-score chunks
     ],
     ATTENTION: [
         {},  # split-KV + merge
@@ -235,7 +241,8 @@ w = load_workloads(os.path.join(sys.argv[1], "definitions", INDEXER, "workloads.
 out = []
 for seed in load_seeds(INDEXER):
     for v in ({}, {"FILTER_BINS": 256}, {"FILTER_BINS": 256, "FILTER_CAP": 16}, {"FILTER_BINS": 256, "FILTER_LAST": True},
-              {"SPLIT_BELOW_ROWS": 1}, {"CHAIN_SELECT": True},
+              {"SPLIT_BELOW_ROWS": 1}, {"CHAIN_SELECT": False}, {"RESIDENT_FROM_ROWS": 1},
+              {"RESIDENT_FROM_ROWS": 1, "RESIDENT_BITS": 11},
               # the chained select on a GPU of 4 SMs: 2 rows of 80 pages take 4096-score chunks (2 blocks each) to fit;
               # on one of 1 SM two rows cannot fit, and the separate launches run instead
               {"CHAIN_SELECT": True, "_slots": 4}, {"CHAIN_SELECT": True, "_slots": 1},
@@ -247,15 +254,18 @@ for seed in load_seeds(INDEXER):
             ns["_resident_programs"] = lambda dev, n=v["_slots"]: n
         gathers = []  # launches of the four-launch path's gather: none when the chained select ran
 
+        residents = []  # launches of the resident select
+
         class Counted:
-            def __init__(self, fn):
-                self.fn = fn
+            def __init__(self, fn, log):
+                self.fn, self.log = fn, log
 
             def __getitem__(self, grid):
-                gathers.append(grid)
+                self.log.append(grid)
                 return self.fn[grid]
 
-        ns["_split_gather"] = Counted(ns["_split_gather"])
+        ns["_split_gather"] = Counted(ns["_split_gather"], gathers)
+        ns["_select_resident"] = Counted(ns["_select_resident"], residents)
         for case in ("all-equal", "two-values"):
             x = make(defn, cfg, w, 0)
             if case == "all-equal":  # every score 0: one bucket, more ties than top-k
@@ -265,12 +275,18 @@ for seed in load_seeds(INDEXER):
                 x["weights"][:, 0] = 1.0
             got = ns["run"](**{k: clone(x)[k] for k in ("q_index_fp8", "k_index_cache_fp8", "weights", "seq_lens", "block_table")})
             r = judge(defn, cfg, w, x, {"topk_indices": got}, our_run(INDEXER)(**clone(x)))
-            path_ok = "CHAIN_SELECT" not in v or (not gathers) == (v.get("_slots", 132) >= 2)
+            if "_slots" in v:  # chained where the grid fits the stand-in SMs, the separate launches otherwise
+                path_ok = (not gathers) == (v["_slots"] >= 2)
+            elif v.get("CHAIN_SELECT") is False:
+                path_ok = bool(gathers)
+            else:
+                path_ok = bool(residents) == ("RESIDENT_FROM_ROWS" in v)
             if v.get("_slots") == 1:  # not chained: the separate launches keep their own 512-score chunks (10 a row)
                 path_ok = path_ok and all(g[1] == 10 for g in gathers)
             out.append({"variant": v, "case": case, "ok": r.ok and path_ok,
-                        "message": r.message[:300] + f" gather launches {len(gathers)}"})
+                        "message": r.message[:300] + f" gather launches {len(gathers)}, resident {len(residents)}"})
             gathers.clear()
+            residents.clear()
 print(json.dumps(out))
 """
 
@@ -285,7 +301,7 @@ def test_indexer_selects_exactly_among_ties():
                        env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr[-3000:]
     rows = json.loads(p.stdout.strip().splitlines()[-1])
-    assert len(rows) == 18 * len(list((REPO / "skills" / "seeds" / INDEXER).glob("[!_]*.py")))
+    assert len(rows) == 22 * len(list((REPO / "skills" / "seeds" / INDEXER).glob("[!_]*.py")))
     bad = [r for r in rows if not r["ok"]]
     assert not bad, bad
 
@@ -342,7 +358,8 @@ COMPILE_VARIANTS = {
 COMPILE_EXTRA = {
     **EXTRA_WORKLOADS,
     # the indexer at two timed sizes (compiled, not run: only the host code runs, so size costs nothing): 1 x 131k
-    # scores (wide digits, chunks sized to the SMs) and 64 x 16k (8-bit digits, 8192-score chained chunks)
+    # scores (wide digits, chunks sized to the SMs) and 64 x 16k (8-bit digits: chained in 8192-score chunks,
+    # or the resident select)
     INDEXER: [{"uuid": "compile-1x2048-pages", "axes": {"batch_size": 1, "max_num_pages": 2048, "num_pages": 2560},
                "inputs": {"seq_lens": {"type": "generated", "generator": "dsa_seq_lens",
                                        "params": {"fill_max": True, "mix": "long", "low": 126976}}}},
@@ -372,9 +389,13 @@ def test_seed_variants_compile_for_sm90(name):
     assert len(rows) == len(COMPILE_VARIANTS[name]) * len(list((REPO / "skills" / "seeds" / name).glob("[!_]*.py")))
     assert all(r["kernels"] for r in rows), [r["variant"] for r in rows if not r["kernels"]]
     # the chained select compiles as the GPU runs it: every pass, and the waits between them, in one cooperative
-    # launch (wide digits up to the 131k-score tables, 8-bit ones at 1M scores)
-    assert all(r["passes"] == ([[0, 4, True]] if r["variant"].get("WIDE_MAX_SCORES") == 0 else [[0, 3, True], [0, 4, True]])
-               for r in rows if name == INDEXER and r["variant"].get("CHAIN_SELECT")), \
+    # launch (wide digits up to the 131k-score tables; 8-bit ones at 1M scores, which fit the SMs only in
+    # 8192-score chunks)
+    def chained(v):
+        if v.get("WIDE_MAX_SCORES") == 0:
+            return [[0, 4, True]]
+        return [[0, 3, True]] + ([[0, 4, True]] if v.get("CHAIN_MAX_CHUNK", 4096) >= 8192 else [])
+    assert all(r["passes"] == chained(r["variant"]) for r in rows if name == INDEXER and r["variant"].get("CHAIN_SELECT")), \
         [r for r in rows if "CHAIN_SELECT" in r["variant"]]
     bad = [r for r in rows if r["errors"]]
     assert not bad, [(r["variant"], r["errors"][0][:600]) for r in bad[:4]]

@@ -106,14 +106,23 @@ launches otherwise. At 1 x 131k scores the four launches take 2.3 + 3.2 + 3.2 + 
 (H100, docs/measurements.md recording 40), of which ~1 us per kernel boundary (the rest is each program's
 dependent chain). The persistent form of this idea (the whole select in one launch looping over chunks, grid-
 wide barriers) lost 0.751x on 2026-12-03 (recording 21): this one keeps one chunk per program and waits per
-row, so it tests whether the barrier or the persistence lost; expect parity at best. Under the Triton
-interpreter, which runs programs one after another, the same kernel runs a pass per launch (the CPU check
-covers every pass, not the wait). Not yet timed.
+row, so it tests whether the barrier or the persistence lost. Under the Triton interpreter, which runs
+programs one after another, the same kernel runs a pass per launch (the CPU check covers every pass, not
+the wait). Measured (H100, 2026-12-07, recordings 42-43): the select 12.6 us in one kernel against 13.8 in
+four; promoted as PR #39, 1.139x, with CHAIN_MAX_CHUNK 4096 (at 8192 the 786k / 1M-score tables chained in
+4- and 2-chunk rows and were 1.12-1.21x slower: longer chains per program): the default since.
+
+Resident select (RESIDENT_FROM_ROWS): with many rows the split select is five launches of ~6-7 us each
+over a 4 MB score table (B = 64 x 16k scores: 35 us after a 72 us scorer, recording 46), latency, not
+bytes; one program per row that loads its keys once (16k keys: 32 a thread at 16 warps) and makes the
+radix passes and the gather in registers replaces them with one launch. LARGE_FROM_SCORES gates the
+two-page scorer tiles to the large tables.
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
 TILE_PAGES, SCORE_WARPS, SCORE_STAGES, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
 ZERO_IN_SCORER, SMALL_CHUNK, SMALL_CHUNK_MAX_SCORES, WIDE_MAX_SCORES, FILTER_BINS, FILTER_CAP, FILTER_LAST,
-CHAIN_SELECT, CHAIN_MAX_CHUNK.
+CHAIN_SELECT, CHAIN_MAX_CHUNK, RESIDENT_FROM_ROWS, RESIDENT_MAX, RESIDENT_BITS, RESIDENT_WARPS, LARGE_FROM_SCORES,
+LARGE_PAGES, LARGE_TILE.
 """
 
 import torch
@@ -153,8 +162,21 @@ FILTER_LAST = False  # kbot: tunable [False, True] role=other
 # The split select's launches as one (``_chain_select``): the row's programs wait for each other between
 # passes instead of for a launch, where the grid fits the SMs (chunks doubled up to CHAIN_MAX_CHUNK to fit:
 # the 98k-131k-score tables fit at <= 1024, the 786k / 1M-score ones at 8192).
-CHAIN_SELECT = False  # kbot: tunable [False, True] role=other
-CHAIN_MAX_CHUNK = 8192  # kbot: tunable [8192, 4096, 2048, 16384] role=split
+CHAIN_SELECT = True  # kbot: tunable [True, False] role=other
+CHAIN_MAX_CHUNK = 4096  # kbot: tunable [4096, 8192, 2048, 16384] role=split
+# The resident select (``_select_resident``): from RESIDENT_FROM_ROWS rows (0: never), tables at most
+# RESIDENT_MAX scores wide get one program per row that loads its row's keys once and makes every radix pass
+# and the gather on them in registers: one launch after the scorer instead of five, no histogram atomics.
+RESIDENT_FROM_ROWS = 0  # kbot: tunable [0, 64, 32, 16, 1] role=split
+RESIDENT_MAX = 16384  # kbot: tunable [16384, 8192, 32768] role=split
+RESIDENT_BITS = 8  # kbot: tunable [8, 11] role=other
+RESIDENT_WARPS = 16  # kbot: tunable [16, 8, 32] role=warps
+# The scorer on large tables (at least LARGE_FROM_SCORES scores; 0: never): LARGE_PAGES pages a program in
+# dots of LARGE_TILE pages (PR #28: TILE_PAGES = PAGES = 2 was 1.06x on the 786k / 1M-score tables, 0.97-0.99x
+# on the smaller ones, so it is gated by size here).
+LARGE_FROM_SCORES = 0  # kbot: tunable [0, 524288, 1] role=other
+LARGE_PAGES = 2  # kbot: tunable [2, 4] role=block
+LARGE_TILE = 2  # kbot: tunable [2, 1] role=block
 
 
 @triton.jit
@@ -259,6 +281,51 @@ def _select_rows(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stri
     else:
         _select_exact(s_ptr + b * s_stride, s_ptr, bt_row, out_row, n, False, 0.0, 0.0, 0, TOPK, 0,
                       1, PS, BITS, BLOCK, False)
+
+
+@triton.jit
+def _select_resident(s_ptr, s_stride, lens_ptr, bt_ptr, bt_stride, out_ptr, out_stride,
+                     TOPK: tl.constexpr, PS: tl.constexpr, BLOCK: tl.constexpr, BITS: tl.constexpr):
+    """One program per row whose scores fit BLOCK: the row's keys are loaded once and stay in registers;
+    each radix pass narrows the keys still in the running to the threshold digit's, then the ids of every
+    key above the threshold key and of the first ``left`` keys equal to it are written."""
+    b = tl.program_id(0)
+    n = tl.load(lens_ptr + b)
+    out_row = out_ptr + b * out_stride
+    bt_row = bt_ptr + b * bt_stride
+    if n <= TOPK:
+        _pass_through(bt_row, out_row, 0, n, TOPK, PS, TOPK, TOPK)
+    else:
+        RB: tl.constexpr = 1 << BITS
+        NPASS: tl.constexpr = (32 + BITS - 1) // BITS
+        bins = tl.arange(0, RB)
+        i = tl.arange(0, BLOCK)
+        ok = i < n
+        key = _ordered_key(tl.load(s_ptr + b * s_stride + i, mask=ok, other=0.0))
+        live = ok  # keys whose digits so far equal the threshold key's
+        prefix = tl.zeros([], dtype=tl.uint32)
+        left = tl.full([], TOPK, tl.int32)  # how many keys of the running set are still to be taken
+        for p in tl.static_range(NPASS):
+            hi_b = 32 - p * BITS
+            lo_b = hi_b - BITS if hi_b > BITS else 0
+            W = hi_b - lo_b
+            digit = ((key >> lo_b) & ((1 << W) - 1)).to(tl.int32)
+            # Out-of-set lanes are counted in bin 0 and taken out again.
+            hist = tl.histogram(tl.where(live, digit, 0), RB)
+            hist -= tl.where(bins == 0, BLOCK - tl.sum(live.to(tl.int32), axis=0), 0)
+            above = tl.sum(hist, axis=0) - tl.cumsum(hist, axis=0)  # keys in strictly higher bins
+            sel = (above < left) & (above + hist >= left)  # exactly one bin
+            d_star = tl.sum(tl.where(sel, bins, 0), axis=0)
+            left -= tl.sum(tl.where(sel, above, 0), axis=0)
+            prefix = (prefix << W) | d_star.to(tl.uint32)
+            live = live & (digit == d_star)
+        gt = ok & (key > prefix)
+        eq = live  # = ok & (key == prefix)
+        rank_eq = tl.cumsum(eq.to(tl.int32), axis=0) - 1
+        take = gt | (eq & (rank_eq < left))
+        pos = tl.where(gt, tl.cumsum(gt.to(tl.int32), axis=0) - 1, TOPK - left + rank_eq)
+        page = tl.load(bt_row + i // PS, mask=take, other=0)
+        tl.store(out_row + pos, page * PS + i % PS, mask=take)
 
 
 @triton.jit
@@ -700,14 +767,17 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
             TOPK=TOPK, PS=PS, BLOCK=TOPK, BITS=RADIX_BITS, num_warps=SELECT_WARPS)
         return topk_indices
     scores = torch.empty((B, mp * PS), dtype=torch.float32, device=dev)
-    split = B < SPLIT_BELOW_ROWS
+    resident = 0 < RESIDENT_FROM_ROWS <= B and mp * PS <= RESIDENT_MAX
+    split = B < SPLIT_BELOW_ROWS and not resident
     npass = (32 + RADIX_BITS - 1) // RADIX_BITS
     fused = split and FUSE_HIST0 == 1
     zero_in_scorer = split and not fused and ZERO_IN_SCORER == 1
     filt = split and not fused and FILTER_BINS > 0
     wide = split and not fused and not filt and RADIX_BITS == 8 and B * mp * PS <= WIDE_MAX_SCORES
     row = FILTER_BINS if filt else WIDE_ROW if wide else npass * (1 << RADIX_BITS)  # histogram ints per row
-    nprog = triton.cdiv(mp, PAGES)  # the scorer's programs per row
+    large = 0 < LARGE_FROM_SCORES <= B * mp * PS
+    pages, tile = (LARGE_PAGES, LARGE_TILE) if large else (PAGES, TILE_PAGES)
+    nprog = triton.cdiv(mp, pages)  # the scorer's programs per row
     # the filtered select: each scorer program's (largest, smallest) score, and each row's candidate buffer
     mm = torch.empty((B, nprog, 2) if filt else (1,), dtype=torch.float32, device=dev)
     chunk = SMALL_CHUNK if B * mp * PS <= SMALL_CHUNK_MAX_SCORES else SPLIT_CHUNK
@@ -730,8 +800,13 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
         hist = cnt = st = scores  # not read
     _score_pages[(B, nprog)](
         q, k8, k32, w, seq_lens, block_table, block_table.stride(0), scores, scores.stride(0), hist, cnt, mm,
-        TOPK=TOPK, H=H, D=D, PS=PS, PAGES=PAGES, TILE=TILE_PAGES, HIST0=fused, ZERO=zero_in_scorer, ROW=row, BITS=RADIX_BITS,
+        TOPK=TOPK, H=H, D=D, PS=PS, PAGES=pages, TILE=tile, HIST0=fused, ZERO=zero_in_scorer, ROW=row, BITS=RADIX_BITS,
         STAGES=SCORE_STAGES, RANGE=filt, NPROG=nprog, CNT=ncnt, num_warps=SCORE_WARPS)
+    if resident:  # one program per row, its keys in registers
+        _select_resident[(B,)](
+            scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
+            TOPK=TOPK, PS=PS, BLOCK=triton.next_power_of_2(mp * PS), BITS=RESIDENT_BITS, num_warps=RESIDENT_WARPS)
+        return topk_indices
     if not split:  # enough rows to fill the GPU with one program each
         _select_rows[(B,)](
             scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices, topk_indices.stride(0),
@@ -755,7 +830,7 @@ def run(q_index_fp8, k_index_cache_fp8, weights, seq_lens, block_table, topk_ind
         return topk_indices
     if filt:  # one counting pass, the ids above the threshold bucket and its candidates, the exact rest
         cand = torch.empty((B * FILTER_CAP * 2,), dtype=torch.int32, device=dev)
-        common = dict(TOPK=TOPK, PS=PS, PAGES=PAGES, NPP2=triton.next_power_of_2(nprog), NB=FILTER_BINS)
+        common = dict(TOPK=TOPK, PS=PS, PAGES=pages, NPP2=triton.next_power_of_2(nprog), NB=FILTER_BINS)
         _filter_hist[grid](scores, scores.stride(0), seq_lens, mm, hist, nprog, CHUNK=chunk, BLOCK=block, **common,
                            num_warps=SELECT_WARPS)
         _filter_gather[grid](scores, scores.stride(0), seq_lens, block_table, block_table.stride(0), topk_indices,
