@@ -112,11 +112,13 @@ the wait). Measured (H100, 2026-12-07, recordings 42-43): the select 12.6 us in 
 four; promoted as PR #39, 1.139x, with CHAIN_MAX_CHUNK 4096 (at 8192 the 786k / 1M-score tables chained in
 4- and 2-chunk rows and were 1.12-1.21x slower: longer chains per program): the default since.
 
-Resident select (RESIDENT_FROM_ROWS): with many rows the split select is five launches of ~6-7 us each
-over a 4 MB score table (B = 64 x 16k scores: 35 us after a 72 us scorer, recording 46), latency, not
-bytes; one program per row that loads its keys once (16k keys: 32 a thread at 16 warps) and makes the
-radix passes and the gather in registers replaces them with one launch. LARGE_FROM_SCORES gates the
-two-page scorer tiles to the large tables.
+Resident select (RESIDENT_FROM_ROWS, off): with many rows the split select is five launches of ~6-7 us
+each over a 4 MB score table (B = 64 x 16k scores: 35 us after a 72 us scorer, recording 46). One program
+per row that loads its keys once and makes the radix passes and the gather in registers was predicted at
+~12 us and measured 47 us (H100, recordings 47-48; 27 us at 16 x 8k against the chained select's 11): a
+pass's `tl.histogram` over thousands of keys that share a few bins serializes on shared-memory atomics in
+one CTA. Kept as a measured dead end. LARGE_FROM_SCORES gates the two-page scorer tiles to the large tables
+(scorer 73 -> 65 us at 64 x 16k; the default).
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start): PAGES,
 TILE_PAGES, SCORE_WARPS, SCORE_STAGES, SELECT_BLOCK, SELECT_WARPS, RADIX_BITS, SPLIT_BELOW_ROWS, SPLIT_CHUNK, FUSE_HIST0,
@@ -174,7 +176,7 @@ RESIDENT_WARPS = 16  # kbot: tunable [16, 8, 32] role=warps
 # The scorer on large tables (at least LARGE_FROM_SCORES scores; 0: never): LARGE_PAGES pages a program in
 # dots of LARGE_TILE pages (PR #28: TILE_PAGES = PAGES = 2 was 1.06x on the 786k / 1M-score tables, 0.97-0.99x
 # on the smaller ones, so it is gated by size here).
-LARGE_FROM_SCORES = 0  # kbot: tunable [0, 524288, 1] role=other
+LARGE_FROM_SCORES = 524288  # kbot: tunable [524288, 0, 1] role=other
 LARGE_PAGES = 2  # kbot: tunable [2, 4] role=block
 LARGE_TILE = 2  # kbot: tunable [2, 1] role=block
 

@@ -103,10 +103,10 @@ LONG_OUT_WARPS = 4  # kbot: tunable [4, 8]
 STATE_STAGES = 2  # kbot: tunable [2, 3] role=stages
 RECURRENT_MAX_LEN = 16  # kbot: tunable [16, 0, 8, 32, 64] role=other
 REC_BV = 16  # kbot: tunable [16, 8, 32] role=block
-REC_WARPS = 2  # kbot: tunable [2, 1, 4]
+REC_WARPS = 4  # kbot: tunable [4, 2, 1]
 # The recurrent step's output from the state before the update, o = scale (g S q + u (k . q)) as the decode
 # kernel does: both reductions over K read the old state side by side, so one leaves the per-token chain.
-REC_PARALLEL_O = False  # kbot: tunable [False, True] role=other
+REC_PARALLEL_O = True  # kbot: tunable [True, False] role=other
 TRANSITION_FROM = 0  # kbot: tunable [0, 2048, 4096, 1024, 16] role=other
 TRANS_WARPS = 8  # kbot: tunable [8, 4]
 TRANS_VN = True  # kbot: tunable [True, False] role=other
