@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -285,6 +286,7 @@ class CompiledLaunch:
     signature: dict[str, str] = field(repr=False)
     stats: CompiledStats | None = field(default=None, repr=False)
     error: str | None = None
+    compile_s: float = 0.0  # wall seconds the compile took (a pathological unroll shows here)
 
 
 def _launch_signature(jit: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], set[str]]:
@@ -359,12 +361,14 @@ def compiled_launches(arch: int = 90) -> Iterator[list[CompiledLaunch]]:
             if key in seen:
                 return
             rec = CompiledLaunch(self.__name__, consts, {**opts, **extra}, sig)
+            t0 = time.monotonic()
             try:
                 rec.stats = compile_for_sm90(self, sig, consts, num_warps=opts.get("num_warps"),
                                              num_stages=opts.get("num_stages"), maxnreg=opts.get("maxnreg"),
                                              arch=arch, divisible=divisible)
             except Exception as e:  # the compiler's verdict on this launch, reported by the caller
                 rec.error = f"{type(e).__name__}: {str(e)[:2000]}"
+            rec.compile_s = time.monotonic() - t0
             seen[key] = rec
             out.append(rec)
 

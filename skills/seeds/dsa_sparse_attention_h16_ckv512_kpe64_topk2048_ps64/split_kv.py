@@ -96,9 +96,10 @@ SWAP_WARPS = 4  # kbot: tunable [4, 8]
 
 @triton.jit
 def _mm(a, b, WIDEN: tl.constexpr):
-    """``a @ b`` with fp32 accumulation. WIDEN (CPU only): the Triton interpreter multiplies bf16
-    tensors as their raw uint16 bits, so there the operands are widened to fp32 first; the products
-    are the same (a bf16 x bf16 product is exact in fp32)."""
+    """``a @ b`` with fp32 accumulation. WIDEN (set when the Triton interpreter runs the kernels, not from
+    the tensors' device, so an ahead-of-time compile of a CPU-shaped call sees the GPU's code): the
+    interpreter multiplies bf16 tensors as their raw uint16 bits, so there the operands are widened to
+    fp32 first; the products are the same (a bf16 x bf16 product is exact in fp32)."""
     if WIDEN:
         a = a.to(tl.float32)
         b = b.to(tl.float32)
@@ -308,14 +309,15 @@ def run(q_nope, q_pe, ckv_cache, kpe_cache, sparse_indices, sm_scale, output=Non
         pm = torch.empty((T, nsplit, H), dtype=torch.float32, device=dev)
         pl = torch.empty((T, nsplit, H), dtype=torch.float32, device=dev)
     # Each kernel launched by its own name: the profiler's ahead-of-time compile reads launch sites.
+    widen = type(_attend).__name__ == "InterpretedFunction"  # TRITON_INTERPRET=1 (not the device: see _mm)
     if swap:
         _attend_rows_m[(T, nsplit)](qn, qp, ckv, kpe, idx, sm_scale, output, lse, po, pm, pl,
                                     H=H, DC=Dc, DP=Dp, TOPK=K, BLOCK_N=block_n, SPLIT_LEN=split_len, NSPLIT=nsplit,
-                                    NUM_STAGES=SWAP_STAGES, WIDEN=not q_nope.is_cuda, num_warps=SWAP_WARPS)
+                                    NUM_STAGES=SWAP_STAGES, WIDEN=widen, num_warps=SWAP_WARPS)
     else:
         _attend[(T, nsplit)](qn, qp, ckv, kpe, idx, sm_scale, output, lse, po, pm, pl,
                              H=H, DC=Dc, DP=Dp, TOPK=K, BLOCK_N=block_n, SPLIT_LEN=split_len, NSPLIT=nsplit,
-                             NUM_STAGES=NUM_STAGES, WIDEN=not q_nope.is_cuda, num_warps=NUM_WARPS)
+                             NUM_STAGES=NUM_STAGES, WIDEN=widen, num_warps=NUM_WARPS)
     if nsplit >= MERGE_PAR_MIN_SPLITS:
         _merge[(T * H, Dc // MERGE_BLOCK_D)](po, pm, pl, output, lse, H=H, DC=Dc, NSPLIT=nsplit, BLOCK_D=MERGE_BLOCK_D,
                                          num_warps=4)
