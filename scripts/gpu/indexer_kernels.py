@@ -2,7 +2,8 @@
 
 The sweep (scripts/gpu/dsa_dev.py) gives a call's GPU time per variant; this splits it by kernel (self
 CUDA time per call from torch.profiler, 20 calls after 5 warm-ups; random fp8 keys with equal scales, so
-the scores are spread and rows are longer than top-k).
+the scores are spread and rows are longer than top-k) at any shape; scripts/gpu/seed_kernels.py does the
+same on the definition's own workloads, for every contest seed.
 
     usage (repo root, on the device): source scripts/gpu/setup_device.sh
         python3 scripts/gpu/indexer_kernels.py                                  # B=1, 2048 pages
@@ -44,7 +45,7 @@ def main() -> int:
                     help="a variant's tunables as JSON (empty: the seed's defaults); default: default, filter256, filter256_last")
     a = ap.parse_args()
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    from seed_kernels import kernel_times
 
     variants = {}
     for v in a.variant:
@@ -61,17 +62,9 @@ def main() -> int:
     print(f"# B={B}, {mp} pages per row, {P}-page cache; {torch.cuda.get_device_name()}")
     for name, v in variants.items():
         m = load(name, v)
-        for _ in range(5):
-            m.run(q, cache, w, lens, bt)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as p:
-            for _ in range(20):
-                m.run(q, cache, w, lens, bt)
-            torch.cuda.synchronize()
         print("==", name)
-        for e in p.key_averages():
-            if e.device_type.name == "CUDA" or getattr(e, "self_device_time_total", 0):
-                print(f"  {e.key[:40]:40s} {e.self_device_time_total / e.count:8.1f} us x{e.count // 20}")
+        for k, us, c in kernel_times(lambda m=m: m.run(q, cache, w, lens, bt)):
+            print(f"  {k[:40]:40s} {us:8.1f} us x{c:g}")
     return 0
 
 

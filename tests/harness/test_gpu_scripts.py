@@ -2,6 +2,7 @@
 record.sh steps name scripts that exist, and the CUPTI record parser reads the kernel-record prefix."""
 
 import ast
+import json
 import re
 import subprocess
 import sys
@@ -58,3 +59,34 @@ def test_the_baselines_table_says_why_a_baseline_could_not_run(tmp_path):
     md = (tmp_path / "out" / "baselines.md").read_text()
     assert "| gdn_decode_qk4_v8_d128_k_last | fla_fused_recurrent | baseline | could not run here: fla-core is not installed" in md
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["baselines.json", "baselines.md", "reports.tar.gz"]
+
+
+def seed_kernels(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(GPU / "seed_kernels.py"), *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO)
+
+
+@pytest.mark.slow
+def test_seed_kernels_runs_variants_and_the_champion_on_the_cpu(tmp_path):
+    """scripts/gpu/seed_kernels.py's path without a GPU (Triton's interpreter): the definition's own inputs, the
+    seed's variants through the offline agent's rewriting and the champion on main, each checked against the
+    reference before it would be profiled."""
+    out = tmp_path / "k.json"
+    p = seed_kernels("indexer", "--workloads-file", "workloads.small.jsonl", "--workload", "1", "--device", "cpu",
+                     "--variant", "default=", "--variant", 'separate={"CHAIN_SELECT": false}', "--champion", "--json", str(out))
+    assert p.returncode == 0, p.stderr[-2000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["variant"], r["ok"]) for r in rows] == [("default", True), ("separate", True), ("champion", True)], rows
+
+
+@pytest.mark.parametrize("args, says", [
+    (["nonesuch"], "no definition"),
+    (["indexer", "--variant", "x"], "NAME=JSON"),
+    (["indexer", "--variant", "x={"], "not JSON"),
+    (["indexer", "--variant", 'x={"NO_SUCH_TUNABLE": 1}'], "variant x"),
+    (["indexer", "--workload", "999", "--workloads-file", "workloads.small.jsonl"], "out of range"),
+    (["indexer", "--calls", "0"], "--calls"),
+])
+def test_seed_kernels_refuses_bad_arguments(args, says):
+    p = seed_kernels(*args, "--device", "cpu", timeout=120)
+    assert p.returncode == 2 and says in p.stderr, (p.returncode, p.stderr[-800:])
