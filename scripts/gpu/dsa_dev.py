@@ -82,6 +82,10 @@ VARIANTS = {
         "res16": {"RESIDENT_FROM_ROWS": 16},
         "large_t2": {"LARGE_FROM_SCORES": 524288},
         "res64_large": {"RESIDENT_FROM_ROWS": 64, "LARGE_FROM_SCORES": 524288},
+        # the scorer's tiles on the 786k / 1M-score tables (two-page tiles are the default since recording 47)
+        "large_off": {"LARGE_FROM_SCORES": 0},
+        "large_p4": {"LARGE_PAGES": 4},
+        "large_p4_t1": {"LARGE_PAGES": 4, "LARGE_TILE": 1},
         # the filtered select (slower everywhere, recordings 39-40): one counting pass over linear buckets, the
         # bucket's candidates selected by one program
         "filter256": {"FILTER_BINS": 256},
@@ -114,6 +118,7 @@ VARIANTS = {
         "t264": {"TARGET_PROGRAMS": 264},
         "stages3": {"NUM_STAGES": 3},
         "few8": {"FEW_TOKENS": 8},
+        "bf16_part": {"PARTIAL_BF16": True},  # split partials in bf16: half the merge's bytes
     },
 }
 

@@ -62,6 +62,8 @@ VARIANTS = {
         {"SWAP_FROM_T": 1},  # the rows as the M dimension (transposed products), split + merge
         {"SWAP_FROM_T": 1, "SWAP_BLOCK_N": 32, "SWAP_TARGET_PROGRAMS": 1, "SWAP_LARGE_T_SPLIT": 1},  # the same, direct path
         {"SWAP_FROM_T": 1, "SWAP_TARGET_PROGRAMS": 1, "SWAP_LARGE_T_SPLIT": 2},  # the same, 2 splits: the per-token merge
+        {"PARTIAL_BF16": True},  # bf16 split partials, both merges
+        {"PARTIAL_BF16": True, "SWAP_FROM_T": 1, "MERGE_PAR_MIN_SPLITS": 1000000},
     ],
     PREFILL: [
         {},  # token-by-token for the short workloads; chunked with BV 16 for the two-sequence one
