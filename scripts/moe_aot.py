@@ -2,13 +2,13 @@
 configuration, the compile time, registers, spills, shared memory, tensor-core instructions (QGMMA =
 FP8 wgmma, HGMMA = 16-bit wgmma), how the K loop waits on them, global access widths and TMA loads (UTMALDG).
 
-    PYTHONPATH=$PWD python3 scripts/moe_aot.py                     # the seed's defaults, both paths
+    PYTHONPATH=$PWD python3 scripts/moe_aot.py                     # the seed's defaults at every workload's batch size
     PYTHONPATH=$PWD python3 scripts/moe_aot.py BLOCK_M=128 G1_WARPS=8 --only gemm1,gemm2
     PYTHONPATH=$PWD python3 scripts/moe_aot.py --tokens 14107      # the launches of one batch size
     PYTHONPATH=/path/to/triton-3.6:$PWD python3 scripts/moe_aot.py  # the device's Triton version
 
 The launches are the seed's own: its ``run`` is called at the contest definition's sizes (H 7168, I 2048,
-32 local experts, 256 experts) for each ``--tokens`` count, on CPU tensors that are never read, and every
+32 local experts, 256 experts) for each ``--tokens`` count (default: every workload's), on CPU tensors that are never read, and every
 distinct launch it makes is compiled instead of run (``harness.profile.triton_stats.compiled_launches``:
 arguments typed as the JIT specializes them, constexprs and options as ``run`` passes them), so nothing
 here restates the seed's launch code. A row is named by its kernel and the first token count that
@@ -34,9 +34,14 @@ sys.path.insert(0, str(REPO))
 SEED = REPO / "skills" / "seeds" / "moe_fp8_block_scale_ds_routing_topk8_ng8_kg4_e32_h7168_i2048" / "grouped.py"
 H, I, EL, E = 7168, 2048, 32, 256  # noqa: E741  (the definition's names)
 QB = 128  # the definition's scale block
-# one, a few and many tokens on the small path (every routing tile), then the large path below and above
-# BIG_TILE_TOKENS (the official seq_len values 80, 901 and 14107)
-TOKENS = (1, 3, 7, 16, 33, 64, 80, 901, 14107)
+WORKLOADS = REPO / "definitions" / SEED.parent.name / "workloads.jsonl"
+
+
+def default_tokens() -> list[int]:
+    """Every batch size of the definition's workloads (the official seq_len values: both paths, every
+    routing tile from 8 up, T divisible by 16 and not), and 3 for the 4-token routing tile."""
+    sizes = {json.loads(line)["workload"]["axes"]["seq_len"] for line in WORKLOADS.read_text().splitlines() if line.strip()}
+    return sorted(sizes | {3})
 
 
 def seed_module(tunables: dict[str, object]):
@@ -72,7 +77,7 @@ def kernel_name(fn_name: str) -> str:
     return fn_name.strip("_").removesuffix("_kernel")
 
 
-def launches(m, tokens=TOKENS) -> list:
+def launches(m, tokens: list[int]) -> list:
     """(first token count, CompiledLaunch) of every distinct launch the seed's ``run`` makes at these sizes."""
     from harness.profile.triton_stats import compiled_launches
 
@@ -115,9 +120,11 @@ def describe(T: int, c) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("tunables", nargs="*", help="NAME=VALUE changes of the seed's tunables")
-    ap.add_argument("--only", default="", help="comma-separated kernel names (route_small, route_pairs, positions, gemm1_swap, "
-                                                "swiglu, gemm2_swap, route, scatter, gemm1, gemm2, reduce)")
-    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)), help="comma-separated batch sizes whose launches to compile")
+    ap.add_argument("--only", default="", help="comma-separated kernel names to report (route_small, route_pairs, positions, "
+                                                "gemm1_swap, swiglu, gemm2_swap, route, scatter, gemm1, gemm2, reduce); every "
+                                                "launch is still compiled: use --tokens to compile fewer")
+    ap.add_argument("--tokens", default=None, help="comma-separated batch sizes whose launches to compile (default: the "
+                                                   "definition's workloads' seq_len values and 3)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     import triton
@@ -130,7 +137,7 @@ def main() -> int:
             return 2
         changes[k] = _value(v)
     try:
-        tokens = [int(t) for t in args.tokens.split(",") if t.strip()]
+        tokens = default_tokens() if args.tokens is None else [int(t) for t in args.tokens.split(",") if t.strip()]
     except ValueError:
         print(f"--tokens: not a list of integers: {args.tokens}", file=sys.stderr)
         return 2
@@ -140,7 +147,13 @@ def main() -> int:
     m = seed_module(changes)
     only = {s for s in args.only.split(",") if s}
     rows = []
-    for T, c in launches(m, tokens):
+    compiled = launches(m, tokens)
+    unknown = only - {kernel_name(c.kernel) for _, c in compiled}
+    if unknown:
+        print(f"--only: no launch of {sorted(unknown)} at these batch sizes; launched: "
+              f"{sorted({kernel_name(c.kernel) for _, c in compiled})}", file=sys.stderr)
+        return 2
+    for T, c in compiled:
         if only and kernel_name(c.kernel) not in only:
             continue
         rows.append(r := describe(T, c))

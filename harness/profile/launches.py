@@ -12,8 +12,8 @@ Types follow the Triton JIT's own rules: a tensor (anything with ``data_ptr`` an
 pointer to its dtype, a bool ``i1``, an int ``i32`` (``i64`` / ``u64`` when it does not fit), a float
 ``fp32``, ``None`` a constexpr; ``divisible`` names the pointers 16-byte aligned and the ints divisible
 by 16 (the JIT specializes on both). On the CPU the launches are those of the Triton interpreter, so a
-constexpr the solution derives from the device (``WIDEN=not x.is_cuda``) has its CPU value; the
-compile reports where its launch was recorded.
+constexpr the solution sets for the interpreter (the contest seeds' ``WIDEN`` / ``INTERP`` workarounds)
+has its interpreter value; the compile reports where its launch was recorded.
 """
 
 from __future__ import annotations

@@ -286,7 +286,7 @@ class CompiledLaunch:
     signature: dict[str, str] = field(repr=False)
     stats: CompiledStats | None = field(default=None, repr=False)
     error: str | None = None
-    compile_s: float = 0.0  # wall seconds the compile took (a pathological unroll shows here)
+    compile_s: float = 0.0  # wall seconds of compile_for_sm90: the compile plus its cuobjdump / ptxas reads
 
 
 def _launch_signature(jit: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[dict[str, str], dict[str, Any], set[str]]:

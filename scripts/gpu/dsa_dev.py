@@ -70,9 +70,10 @@ VARIANTS = {
     "indexer": {
         "default": {},
         # the wide select's four launches as one kernel, the row's programs waiting for each other between passes
-        "chain": {"CHAIN_SELECT": True},
-        "chain_c2048": {"CHAIN_SELECT": True, "SMALL_CHUNK": 2048},  # bigger chunks: fewer programs at each wait
-        "chain_w4": {"CHAIN_SELECT": True, "SELECT_WARPS": 4},
+        # (chain_max4096 is the seed's default since PR #39; chain differs only in chaining the 1M-score tables)
+        "chain": {"CHAIN_SELECT": True, "CHAIN_MAX_CHUNK": 8192},
+        "chain_c2048": {"CHAIN_SELECT": True, "CHAIN_MAX_CHUNK": 8192, "SMALL_CHUNK": 2048},  # bigger chunks: fewer programs at each wait
+        "chain_w4": {"CHAIN_SELECT": True, "CHAIN_MAX_CHUNK": 8192, "SELECT_WARPS": 4},
         "chain_max4096": {"CHAIN_SELECT": True, "CHAIN_MAX_CHUNK": 4096},  # the 786k / 1M-score tables not chained
         # one program per row, its keys in registers (64 x 16k scores; from 16 rows also 16 x 8k, 24 / 32 x 4k),
         # and the two-page scorer tiles on the 786k / 1M-score tables
@@ -80,7 +81,7 @@ VARIANTS = {
         "res64_b11": {"RESIDENT_FROM_ROWS": 64, "RESIDENT_BITS": 11},
         "res64_w32": {"RESIDENT_FROM_ROWS": 64, "RESIDENT_WARPS": 32},
         "res16": {"RESIDENT_FROM_ROWS": 16},
-        "large_t2": {"LARGE_FROM_SCORES": 524288},
+        "large_t2": {"LARGE_FROM_SCORES": 524288},  # the seed's default since recording 47
         "res64_large": {"RESIDENT_FROM_ROWS": 64, "LARGE_FROM_SCORES": 524288},
         # the scorer's tiles on the 786k / 1M-score tables (two-page tiles are the default since recording 47)
         "large_off": {"LARGE_FROM_SCORES": 0},

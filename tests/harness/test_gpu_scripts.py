@@ -81,11 +81,11 @@ def test_seed_kernels_runs_variants_and_the_champion_on_the_cpu(tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     (["nonesuch"], "no definition"),
-    (["indexer", "--variant", "x"], "NAME=JSON"),
+    (["indexer", "--variant", "x"], "wants NAME=JSON"),
     (["indexer", "--variant", "x={"], "not JSON"),
     (["indexer", "--variant", 'x={"NO_SUCH_TUNABLE": 1}'], "variant x"),
     (["indexer", "--workload", "999", "--workloads-file", "workloads.small.jsonl"], "out of range"),
-    (["indexer", "--calls", "0"], "--calls"),
+    (["indexer", "--calls", "0"], "must be at least 1"),
 ])
 def test_seed_kernels_refuses_bad_arguments(args, says):
     p = seed_kernels(*args, "--device", "cpu", timeout=120)

@@ -21,11 +21,12 @@ from opkit import ATTENTION, DECODE, INDEXER, MOE, PREFILL, REPO
 # Variants (tunable -> value, applied with the offline agent's own rewriting) that reach the other paths.
 VARIANTS = {
     INDEXER: [
-        {},  # split selection (few rows) chained in one kernel, one chunk per row at these sizes
+        {},  # split selection (few rows) chained in one kernel (512-score chunks, 5-10 a row at these sizes)
         {"CHAIN_SELECT": False},  # the split selection's passes as separate launches
         {"RESIDENT_FROM_ROWS": 1},  # one program per row, its keys in registers
         {"RESIDENT_FROM_ROWS": 1, "RESIDENT_BITS": 11, "RESIDENT_WARPS": 8},  # ... 11-bit digits, 8 warps
         {"RESIDENT_FROM_ROWS": 1, "RESIDENT_MAX": 8192, "LARGE_FROM_SCORES": 1},  # two-page scorer tiles everywhere
+        {"FILTER_BINS": 256, "LARGE_FROM_SCORES": 1, "LARGE_PAGES": 4},  # the filtered select's row range over 4-page programs
         {"LARGE_FROM_SCORES": 1, "LARGE_PAGES": 4, "LARGE_TILE": 1},
         {"SPLIT_BELOW_ROWS": 1},  # one program per row
         {"RADIX_BITS": 11, "SPLIT_CHUNK": 4096, "SELECT_BLOCK": 1024, "PAGES": 4},  # 3 passes, rows over several chunks
@@ -68,6 +69,7 @@ VARIANTS = {
     PREFILL: [
         {},  # token-by-token for the short workloads; chunked with BV 16 for the two-sequence one
         {"REC_PARALLEL_O": True, "RECURRENT_MAX_LEN": 64},  # token-by-token, output from the state before the update
+        {"REC_PARALLEL_O": False, "REC_WARPS": 2},  # token-by-token, output after the update (the default before #38)
         {"RECURRENT_MAX_LEN": 0},  # chunked everywhere: BV 16 (one or two sequences) and BV 32 (three)
         {"RECURRENT_MAX_LEN": 0, "CHUNK": 128, "MANY_SEQS": 1},  # 128-token chunks, BV 64 at 8 warps
         {"RECURRENT_MAX_LEN": 0, "TRANSITION_FROM": 16},  # per-chunk transitions (P, B), 64-token chunks
@@ -281,8 +283,10 @@ for seed in load_seeds(INDEXER):
                 path_ok = (not gathers) == (v["_slots"] >= 2)
             elif v.get("CHAIN_SELECT") is False:
                 path_ok = bool(gathers)
-            else:
+            else:  # the default chains (these small tables fit the SMs); the resident select where asked
                 path_ok = bool(residents) == ("RESIDENT_FROM_ROWS" in v)
+                if v == {}:
+                    path_ok = path_ok and not gathers
             if v.get("_slots") == 1:  # not chained: the separate launches keep their own 512-score chunks (10 a row)
                 path_ok = path_ok and all(g[1] == 10 for g in gathers)
             out.append({"variant": v, "case": case, "ok": r.ok and path_ok,
@@ -399,7 +403,8 @@ def test_seed_variants_compile_for_sm90(name):
         if v.get("WIDE_MAX_SCORES") == 0:
             return [[0, 4, True]]
         return [[0, 3, True]] + ([[0, 4, True]] if v.get("CHAIN_MAX_CHUNK", 4096) >= 8192 else [])
-    assert all(r["passes"] == chained(r["variant"]) for r in rows if name == INDEXER and r["variant"].get("CHAIN_SELECT")), \
+    assert all(r["passes"] == chained(r["variant"]) for r in rows
+               if name == INDEXER and (r["variant"].get("CHAIN_SELECT") or r["variant"] == {})), \
         [r for r in rows if "CHAIN_SELECT" in r["variant"]]
     bad = [r for r in rows if r["errors"]]
     assert not bad, [(r["variant"], r["errors"][0][:600]) for r in bad[:4]]

@@ -33,7 +33,7 @@ def test_every_launch_of_the_seed_compiles():
     assert names == {"route_small", "route_pairs", "positions", "gemm1_swap", "swiglu", "gemm2_swap", "reduce",
                      "route", "scatter", "gemm1", "gemm2"}, names
     # the one-program routing at each tile it is used with, the large path with 64- and 128-row tiles
-    assert {r["kernel"] for r in rows} >= {"route_small T=1", "route_small T=3", "gemm1 T=80", "gemm1 T=901"}
+    assert {r["kernel"] for r in rows} >= {"route_small T=1", "route_small T=3", "positions T=32", "gemm1 T=80", "gemm1 T=901"}
 
 
 @pytest.mark.slow
@@ -47,8 +47,14 @@ def test_the_seeds_large_gemms_use_fp8_wgmma_without_spills():
     assert rows["gemm1 T=80"]["shared_bytes"] > 113 * 1024  # one CTA per SM: why G1_PROGS_PER_SM exists
 
 
+def test_an_unknown_kernel_name_is_refused():
+    p = subprocess.run([sys.executable, str(REPO / "scripts" / "moe_aot.py"), "--only", "gemm9", "--tokens", "1"], cwd=REPO,
+                       env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "no launch of ['gemm9']" in p.stderr, p.stderr[-500:]
+
+
 def test_bad_token_counts_are_refused():
-    for bad in ("0", "x,2", ""):
+    for bad, says in (("0", "at least one batch size"), ("x,2", "not a list of integers"), ("", "at least one batch size")):
         p = subprocess.run([sys.executable, str(REPO / "scripts" / "moe_aot.py"), "--tokens", bad], cwd=REPO,
                            env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
-        assert p.returncode == 2 and "--tokens" in p.stderr, (bad, p.returncode, p.stderr[-500:])
+        assert p.returncode == 2 and says in p.stderr, (bad, p.returncode, p.stderr[-500:])

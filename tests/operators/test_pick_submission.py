@@ -149,7 +149,7 @@ def test_reads_a_gdn_dev_sweep_and_writes_its_variants(tmp_path, capsys):
         return {"definition": d, "workload": w, "variant": variant, "status": status, "gpu_us": us}
 
     data = [row("default", "a", 10.0), row("default", "b", 20.0),
-            row("REC_PARALLEL_O=True,REC_WARPS=4", "a", 8.0), row("REC_PARALLEL_O=True,REC_WARPS=4", "b", 20.0),
+            row("REC_PARALLEL_O=False,REC_WARPS=2", "a", 8.0), row("REC_PARALLEL_O=False,REC_WARPS=2", "b", 20.0),
             row("TRANSITION_FROM=2048", "a", 10.0), row("TRANSITION_FROM=2048", "b", 30.0, status="INCORRECT_NUMERICAL"),
             row("champion", "a", 5.0), row("champion", "b", 5.0), row("fla", "a", 1.0), row("fla", "b", 1.0),
             row("default", "a", 99.0, d="gdn_decode_qk4_v8_d128_k_last")]
@@ -157,11 +157,11 @@ def test_reads_a_gdn_dev_sweep_and_writes_its_variants(tmp_path, capsys):
     f.write_text(json.dumps(data))
     out = tmp_path / "cands"
     assert pick.main([str(f), "--definition", PREFILL, "--write-candidates", str(out)]) == 0
-    name = f"{PREFILL}_hand_rec_parallel_o_true_rec_warps_4"
+    name = f"{PREFILL}_hand_rec_parallel_o_false_rec_warps_2"
     assert capsys.readouterr().out.strip() == str(out / f"{name}.json")  # 1.118x; the transitions row failed
     assert sorted(p.name for p in out.iterdir()) == sorted([f"{name}.json", f"{PREFILL}_hand_transition_from_2048.json"])
     src = json.loads((out / f"{name}.json").read_text())["sources"][0]["content"]
-    assert "REC_PARALLEL_O = True" in src and "REC_WARPS = 4" in src
+    assert "REC_PARALLEL_O = False" in src and "REC_WARPS = 2" in src  # not the seed's defaults
     with pytest.raises(SystemExit, match="--definition"):
         pick.main([str(f), "--write-candidates", str(out)])
 

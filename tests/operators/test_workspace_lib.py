@@ -15,6 +15,7 @@ def workspace(root, forge_text="main at abc\n"):
     (root / "forge" / "forge.json").write_text(forge_text)
     (root / "forge" / "repo.git" / "HEAD").write_text("ref: refs/heads/main\n")
     (root / "campaigns").mkdir()
+    (root / "campaigns" / "state").write_text("as packed")
     return root
 
 
@@ -40,10 +41,10 @@ def test_unpacks_into_a_new_workspace(tmp_path):
 def test_reuses_the_workspace_a_warm_machine_kept(tmp_path):
     ws = workspace(tmp_path / "ws")
     tar = pack(ws, tmp_path)  # this call's packed result, handed to the next call on the same machine
-    (ws / "campaigns" / "scratch").write_text("left by the earlier call")
+    (ws / "campaigns" / "state").write_text("changed by the earlier call after packing")  # outside the forge
     r = unpack(ws, tar)
     assert r.returncode == 0 and "unpacked" in r.stdout and "using it" in r.stderr, r.stderr
-    assert (ws / "campaigns" / "scratch").exists()
+    assert (ws / "campaigns" / "state").read_text() == "changed by the earlier call after packing"  # not re-extracted
 
 
 def test_refuses_to_mix_with_another_forge(tmp_path):

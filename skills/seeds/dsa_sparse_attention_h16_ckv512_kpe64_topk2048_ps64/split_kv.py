@@ -57,7 +57,7 @@ rows with LDG.E.128 into registers and stored them to shared memory (no async co
 (LDGSTS.E.BYPASS.128, 36 at 4 warps) at 128-178 / 84-98 registers, no spills. The product's own path,
 `kbot eval <seed> -d <definition> --device cpu --profile -w workloads.small.jsonl`, compiles the
 launches it recorded (Triton's default 3 stages) and reports for ``_attend``: 8 warps, 130 registers,
-no spills, 20 async copies.
+no spills, 20 async copies (the interpreter's launches: the WIDEN form, operands widened to fp32).
 
 Tunables (first listed = the best guess before any GPU measurement, the offline search's start):
 BLOCK_N, NUM_WARPS, NUM_STAGES, TARGET_PROGRAMS, MIN_SPLIT_LEN, MERGE_BLOCK_D, LARGE_T_SPLIT, MERGE_PAR_MIN_SPLITS, FEW_TOKENS,
@@ -102,7 +102,7 @@ SWAP_WARPS = 4  # kbot: tunable [4, 8]
 @triton.jit
 def _mm(a, b, WIDEN: tl.constexpr):
     """``a @ b`` with fp32 accumulation. WIDEN (set when the Triton interpreter runs the kernels, not from
-    the tensors' device, so an ahead-of-time compile of a CPU-shaped call sees the GPU's code): the
+    the tensors' device, so ``compiled_launches`` compiling a CPU-shaped call sees the GPU's code): the
     interpreter multiplies bf16 tensors as their raw uint16 bits, so there the operands are widened to
     fp32 first; the products are the same (a bf16 x bf16 product is exact in fp32)."""
     if WIDEN:

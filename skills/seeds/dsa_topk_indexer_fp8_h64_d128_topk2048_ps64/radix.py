@@ -23,6 +23,10 @@ on the host or per row on the GPU.
    - ``_split_hist`` x passes + ``_split_gather`` (fewer rows): each row is cut into SPLIT_CHUNK-score
      chunks, one program each; a launch per pass merges the chunks' histograms with atomics, and the
      gather claims output slots with atomics (the order, and which ties, vary between runs).
+   - ``_chain_select`` (CHAIN_SELECT, the default where the grid fits one program per SM): the same passes
+     in one cooperative launch, the row's programs waiting for each other between passes.
+   - ``_select_resident`` (RESIDENT_FROM_ROWS, off: measured slower): one program per row, its keys in
+     registers for every pass.
 
 Costs (see skills/operators/dsa_topk_indexer.md): the scorer is HBM-bound (124 FLOP per byte on
 fp8 tensor cores); the selection re-reads the 4-byte scores ceil(32 / RADIX_BITS) + 1 times, mostly
@@ -163,12 +167,13 @@ FILTER_CAP = 2048  # kbot: tunable [2048, 1024, 4096, 16] role=other
 FILTER_LAST = False  # kbot: tunable [False, True] role=other
 # The split select's launches as one (``_chain_select``): the row's programs wait for each other between
 # passes instead of for a launch, where the grid fits the SMs (chunks doubled up to CHAIN_MAX_CHUNK to fit:
-# the 98k-131k-score tables fit at <= 1024, the 786k / 1M-score ones at 8192).
+# the 98k-131k-score tables fit at <= 1024; the 786k / 1M-score ones would need 8192, above the default 4096,
+# and take the separate launches).
 CHAIN_SELECT = True  # kbot: tunable [True, False] role=other
 CHAIN_MAX_CHUNK = 4096  # kbot: tunable [4096, 8192, 2048, 16384] role=split
 # The resident select (``_select_resident``): from RESIDENT_FROM_ROWS rows (0: never), tables at most
 # RESIDENT_MAX scores wide get one program per row that loads its row's keys once and makes every radix pass
-# and the gather on them in registers: one launch after the scorer instead of five, no histogram atomics.
+# and the gather on them in registers: one launch after the scorer instead of five, no global atomics.
 RESIDENT_FROM_ROWS = 0  # kbot: tunable [0, 64, 32, 16, 1] role=split
 RESIDENT_MAX = 16384  # kbot: tunable [16384, 8192, 32768] role=split
 RESIDENT_BITS = 8  # kbot: tunable [8, 11] role=other

@@ -145,8 +145,8 @@ FP8_MAX = 448.0
 # On CPU (TRITON_INTERPRET=1, how the harness checks Triton solutions without a GPU) two operations are
 # wrong in Triton's interpreter: a bf16 tl.dot (numpy has no bf16) and the float32 -> float8e4nv
 # conversion when rounding carries into the exponent, on ties and for subnormals. INTERP (set when the
-# interpreter runs the kernels, not from the tensors' device: an ahead-of-time compile of CPU-shaped calls
-# must see the GPU's code) takes the same products in fp32 (what a bf16 MMA computes: exact products,
+# interpreter runs the kernels, not from the tensors' device: ``compiled_launches`` compiling CPU-shaped
+# calls must see the GPU's code) takes the same products in fp32 (what a bf16 MMA computes: exact products,
 # fp32 sums) and rounds to the e4m3 grid (nearest, ties to even) before converting, so the CPU runs
 # the same math as the GPU's native instructions.
 
