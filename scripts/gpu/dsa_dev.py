@@ -75,6 +75,10 @@ VARIANTS = {
         "chain_c2048": {"CHAIN_SELECT": True, "CHAIN_MAX_CHUNK": 8192, "SMALL_CHUNK": 2048},  # bigger chunks: fewer programs at each wait
         "chain_w4": {"CHAIN_SELECT": True, "CHAIN_MAX_CHUNK": 8192, "SELECT_WARPS": 4},
         "chain_max4096": {"CHAIN_SELECT": True, "CHAIN_MAX_CHUNK": 4096},  # the 786k / 1M-score tables not chained
+        # on the default chain: four 8-bit passes instead of 8 + 12 + 12 (every program scans a 256-bin histogram
+        # between passes instead of a 4096-bin one twice, for one more pass and wait), and 16 warps a program
+        "chain_8bit": {"WIDE_MAX_SCORES": 0},
+        "chain_w16": {"SELECT_WARPS": 16},
         # one program per row, its keys in registers (64 x 16k scores; from 16 rows also 16 x 8k, 24 / 32 x 4k),
         # and the two-page scorer tiles on the 786k / 1M-score tables
         "res64": {"RESIDENT_FROM_ROWS": 64},
