@@ -79,7 +79,7 @@ def test_seed_variants_pass_both_checks():
         (40, {"SMALL_ROUTE_BT": 0}),                                       # all routing in one program
         (40, {"SMALL_INTER_FP8": True, "SMALL_G1_BT": 32}),                # FP8 x FP8 swap GEMM2, 32-token GEMM1 tiles
         (1, {"SMALL_INTER_FP8": False}),                                   # bf16 intermediate, 16-bit swap GEMM2
-        (70, {"ROUTE_BT": 4}),                                             # the large path's routing in 4-token programs
+        (70, {"ROUTE_BT": 16}),                                            # the large path's routing in 16-token programs
     )]
     # a batch whose tokens mostly reach no local expert: those rows must be written as zeros
     cases.append({"T": 6, "offset": 160, "seed": 3, "params": {"local_share": 0.0, "hot_local": 0, "visible_bias_tokens": 0}})

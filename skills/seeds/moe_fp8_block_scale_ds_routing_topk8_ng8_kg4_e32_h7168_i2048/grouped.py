@@ -106,7 +106,8 @@ SMALL_ROUTE_BT = 4  # kbot: tunable [4, 0, 2, 8, 16] role=block
 # The large path's routing: tokens per program. A program's routing is a chain of ~14 dependent reductions
 # over its [ROUTE_BT, 256] scores, so its time grows with the tokens it holds (H100, recording 35: 33 us at
 # 80 tokens in 5 programs of 16, 104 us at 14107; the small path's 4-token programs took 7-9 us at 16-62).
-ROUTE_BT = 16  # kbot: tunable [16, 4, 8] role=block
+# 4 tokens a program: 7.9 us at 80 tokens, 50 at 14107 (recording 45; PR #40, 1.010x: too little to promote).
+ROUTE_BT = 4  # kbot: tunable [4, 16, 8] role=block
 SMALL_G2_STAGES = 4  # kbot: tunable [4, 6, 8] role=stages
 SMALL_PROGS_PER_SM = 3  # kbot: tunable [3, 2, 4] role=other
 SMALL_G1_BT = 0  # kbot: tunable [0, 16, 32] role=block
