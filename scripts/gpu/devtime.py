@@ -8,20 +8,29 @@ such calls picks by this."""
 from __future__ import annotations
 
 
-def kernel_time_us(fn, iters: int = 20) -> tuple[float, dict[str, float]]:
-    """(GPU µs per call of ``fn()``, the same per kernel name), after one warm-up call."""
+def kernel_table(fn, iters: int = 20, warmup: int = 1) -> list[tuple[str, float, float]]:
+    """(kernel name, GPU µs per call, launches per call) of ``fn()``, slowest first, after ``warmup`` calls."""
     import torch
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    fn()
+    for _ in range(warmup):
+        fn()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
             fn()
         torch.cuda.synchronize()
-    per: dict[str, float] = {}
+    per: dict[str, list[float]] = {}
     for e in prof.events():
         if e.device_type == DeviceType.CUDA:
-            per[e.name] = per.get(e.name, 0.0) + e.time_range.elapsed_us() / iters
-    return sum(per.values()), per
+            row = per.setdefault(e.name, [0.0, 0.0])
+            row[0] += e.time_range.elapsed_us() / iters
+            row[1] += 1 / iters
+    return sorted(((n, us, c) for n, (us, c) in per.items()), key=lambda r: -r[1])
+
+
+def kernel_time_us(fn, iters: int = 20) -> tuple[float, dict[str, float]]:
+    """(GPU µs per call of ``fn()``, the same per kernel name), after one warm-up call."""
+    rows = kernel_table(fn, iters)
+    return sum(us for _, us, _ in rows), {n: us for n, us, _ in rows}

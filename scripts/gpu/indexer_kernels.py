@@ -1,7 +1,7 @@
 """Per-kernel GPU time of the indexer seed's variants on one shape: where a variant's time goes.
 
 The sweep (scripts/gpu/dsa_dev.py) gives a call's GPU time per variant; this splits it by kernel (self
-CUDA time per call from torch.profiler, 20 calls after 5 warm-ups; random fp8 keys with equal scales, so
+CUDA time per call from torch.profiler through scripts/gpu/devtime.py, 20 calls after 5 warm-ups; random fp8 keys with equal scales, so
 the scores are spread and rows are longer than top-k) at any shape; scripts/gpu/seed_kernels.py does the
 same on the definition's own workloads, for every contest seed.
 
@@ -45,7 +45,7 @@ def main() -> int:
                     help="a variant's tunables as JSON (empty: the seed's defaults); default: default, filter256, filter256_last")
     a = ap.parse_args()
     import torch
-    from seed_kernels import kernel_times
+    from devtime import kernel_table
 
     variants = {}
     for v in a.variant:
@@ -63,7 +63,7 @@ def main() -> int:
     for name, v in variants.items():
         m = load(name, v)
         print("==", name)
-        for k, us, c in kernel_times(lambda m=m: m.run(q, cache, w, lens, bt)):
+        for k, us, c in kernel_table(lambda m=m: m.run(q, cache, w, lens, bt), warmup=5):
             print(f"  {k[:40]:40s} {us:8.1f} us x{c:g}")
     return 0
 

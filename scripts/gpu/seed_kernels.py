@@ -2,15 +2,15 @@
 workloads: where a call's time goes, kernel by kernel.
 
 The sweeps (dsa_dev.py, gdn_dev.py, moe_dev.py) give a call's GPU time per variant; this splits it by
-kernel: self CUDA time per call from torch.profiler (``--calls`` calls after 5 warm-ups; the GPU is not
-held between calls, so host gaps are not in these figures, and kernels of one call may overlap nothing
-else). Inputs are the harness's own for the workload (seed 0); each variant's output is first checked
-against the reference with the definition's tolerances, and a wrong variant is reported, not profiled.
+kernel: the GPU time (CUPTI, through torch.profiler; scripts/gpu/devtime.py) of each kernel per call,
+``--calls`` calls after 5 warm-ups; host gaps between kernels are not in these figures. Inputs are the
+harness's own for the workload (seed 0); each variant's output is first checked against the reference
+with the definition's tolerances, and a wrong variant is reported, not profiled.
 
     usage (repo root, on the device): source scripts/gpu/setup_device.sh
         python3 scripts/gpu/seed_kernels.py attention --workload 0 --workload 9 --champion
         python3 scripts/gpu/seed_kernels.py indexer --variant default= --variant 'res={"RESIDENT_FROM_ROWS": 64}'
-        python3 scripts/gpu/seed_kernels.py moe --workload 3 --variant 'route4={"ROUTE_BT": 4}' --json $OUT/moe_kernels.json
+        python3 scripts/gpu/seed_kernels.py moe --workload 3 --variant 'route16={"ROUTE_BT": 16}' --json $OUT/moe_kernels.json
 
 DEFINITION is a definition name or one of the short names below; ``--workload`` takes an index into the
 workload file or a uuid prefix (default: every workload). Exit 0 when every variant ran right, 1 when
@@ -43,22 +43,6 @@ def fail(message: str) -> NoReturn:
     """Bad arguments: the message on stderr, exit code 2."""
     print(f"seed_kernels.py: {message}", file=sys.stderr)
     raise SystemExit(2)
-
-
-def kernel_times(call, calls: int = 20, warmup: int = 5) -> list[tuple[str, float, float]]:
-    """(kernel, self CUDA µs per call, launches per call) of ``call()``, slowest first."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    for _ in range(warmup):
-        call()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as p:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-    rows = [(e.key, e.self_device_time_total / calls, e.count / calls) for e in p.key_averages() if e.self_device_time_total > 0]
-    return sorted(rows, key=lambda r: -r[1])
 
 
 def solutions(definition: str, variants: dict[str, dict], champion: bool) -> dict:
@@ -137,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.device == "cpu":  # before Triton is imported: the interpreter is chosen when kernels are decorated
         os.environ["TRITON_INTERPRET"] = "1"
     import torch
+    from devtime import kernel_table
     from dsa_dev import load_module
 
     import harness.operators  # noqa: F401  (registers the operators' input generators and comparators)
@@ -188,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"== {n}: WRONG {r.message[:200]}")
                 rc = 1
                 continue
-            ks = kernel_times(lambda m=m, dest=dest, x=x: m.run(**x, **dest), a.calls) if a.device == "cuda" else []
+            ks = kernel_table(lambda m=m, dest=dest, x=x: m.run(**x, **dest), a.calls, warmup=5) if a.device == "cuda" else []
             rows.append({"workload": w.uuid, "variant": n, "ok": True,
                          "kernels": [{"kernel": k, "us": round(us, 2), "launches": c} for k, us, c in ks]})
             print(f"== {n}" + (f": {sum(us for _, us, _ in ks):.1f} us in {sum(c for *_, c in ks):g} launches" if ks else ": right"))
