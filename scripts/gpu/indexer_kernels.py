@@ -14,7 +14,6 @@ same on the definition's own workloads, for every contest seed.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -25,15 +24,12 @@ DEFAULT_VARIANTS = {"default": {}, "filter256": {"FILTER_BINS": 256}, "filter256
 
 
 def load(name: str, tunables: dict):
-    """The indexer seed with ``tunables`` set (the offline agent's own rewriting, which refuses names and
-    values the seed does not declare), as a module from a real file."""
+    """The indexer seed with ``tunables`` set (seed_kernels.py's loader: the offline agent's rewriting, which
+    refuses names and values the seed does not declare), as a module from a real file."""
     from dsa_dev import load_module
+    from seed_kernels import solutions
 
-    from bot.agents.providers.offline import load_seeds
-    from bot.agents.tunables import apply
-
-    (seed,) = load_seeds(DEFINITION)
-    return load_module((apply(seed, tunables) if tunables else seed).source("main.py"), name)
+    return load_module(solutions(DEFINITION, {name: tunables}, champion=False)[name].source("main.py"), name)
 
 
 def main() -> int:
@@ -46,12 +42,9 @@ def main() -> int:
     a = ap.parse_args()
     import torch
     from devtime import kernel_table
+    from seed_kernels import parse_variants
 
-    variants = {}
-    for v in a.variant:
-        name, _, js = v.partition("=")
-        variants[name] = json.loads(js) if js else {}
-    variants = variants or DEFAULT_VARIANTS
+    variants = parse_variants(a.variant) or DEFAULT_VARIANTS
     B, mp, P = a.rows, a.pages, a.cache_pages
     q = torch.randn(B, 64, 128, device="cuda").to(torch.float8_e4m3fn)
     cache = torch.randint(0, 120, (P, 64, 1, 132), dtype=torch.uint8, device="cuda")
