@@ -90,3 +90,56 @@ def test_seed_kernels_runs_variants_and_the_champion_on_the_cpu(tmp_path):
 def test_seed_kernels_refuses_bad_arguments(args, says):
     p = seed_kernels(*args, "--device", "cpu", timeout=120)
     assert p.returncode == 2 and says in p.stderr, (p.returncode, p.stderr[-800:])
+
+
+def _git(repo: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t",
+           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_SYSTEM": "/dev/null", "PATH": "/usr/bin:/bin"}
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def _repo(root: Path, files: dict[str, str], gitlinks: dict[str, str] | None = None) -> tuple[Path, str]:
+    root.mkdir()
+    _git(root, "init", "-q")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    _git(root, "add", ".")
+    for path, sha in (gitlinks or {}).items():  # submodule entries, as DeepGEMM's third-party/ holds them
+        _git(root, "update-index", "--add", "--cacheinfo", f"160000,{sha},{path}")
+    _git(root, "commit", "-qm", "x")
+    return root, _git(root, "rev-parse", "HEAD")
+
+
+def test_pack_deepgemm_takes_the_submodule_commits_from_deepgemms_tree(tmp_path, monkeypatch):
+    """The archive holds DeepGEMM's package and csrc at its pinned commit and the CUTLASS / {fmt} headers at
+    the commits DeepGEMM's own gitlinks name (not whatever the clones' HEADs are), laid out as the device's
+    build expects; a clone that lacks a pinned commit is a clear exit 2."""
+    sys.path.insert(0, str(GPU))
+    import pack_deepgemm
+
+    cut, cut_old = _repo(tmp_path / "cutlass", {"include/cute/a.hpp": "old cute", "include/cutlass/b.h": "old", "docs/x.md": "no"})
+    (cut / "include" / "cute" / "a.hpp").write_text("new cute")
+    _git(cut, "commit", "-qam", "newer")  # the clone's HEAD moves past the pin
+    fmt, fmt_sha = _repo(tmp_path / "fmt", {"include/fmt/core.h": "fmt", "src/os.cc": "no"})
+    dg, dg_sha = _repo(tmp_path / "dg", {"deep_gemm/__init__.py": "x = 1", "deep_gemm/include/deep_gemm/k.cuh": "k",
+                                         "csrc/python_api.cpp": "api", "LICENSE": "MIT", "tests/t.py": "no"},
+                       {"third-party/cutlass": cut_old, "third-party/fmt": fmt_sha})
+    monkeypatch.setattr(pack_deepgemm, "DEEPGEMM_COMMIT", dg_sha)
+    out = tmp_path / "out"
+    rc = pack_deepgemm.main(["--deepgemm-git", str(dg), "--cutlass-git", str(cut), "--fmt-git", str(fmt), "--out", str(out)])
+    assert rc == 0
+    import lzma
+    import tarfile
+    (archive,) = out.glob("deepgemm-*.tar.xz")
+    with lzma.open(archive) as xz, tarfile.open(fileobj=xz) as tar:
+        got = {m.name: tar.extractfile(m).read().decode() for m in tar.getmembers()}
+    assert got["deep_gemm/include/cute/a.hpp"] == "old cute"  # the pinned commit, not the clone's HEAD
+    assert {"deep_gemm/__init__.py", "deep_gemm/include/deep_gemm/k.cuh", "deep_gemm/include/cutlass/b.h",
+            "deep_gemm/include/cute/a.hpp", "csrc/python_api.cpp", "fmt/include/fmt/core.h", "LICENSE", "PINS"} == set(got)
+    assert got["PINS"].split() == ["deepgemm", dg_sha, "cutlass", cut_old, "fmt", fmt_sha]
+
+    _, other = _repo(tmp_path / "fmt2", {"include/fmt/core.h": "other"})
+    rc = pack_deepgemm.main(["--deepgemm-git", str(dg), "--cutlass-git", str(cut), "--fmt-git", str(tmp_path / "fmt2"),
+                             "--out", str(out)])
+    assert rc == 2
