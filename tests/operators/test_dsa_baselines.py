@@ -17,8 +17,9 @@ import torch
 from harness.schema import load_solution, load_workloads
 from opkit import ATTENTION, INDEXER, REPO, clone, judge, make, our_run, ours
 
-BASELINES = [(INDEXER, "torch_compile"), (INDEXER, "flashinfer_topk"), (ATTENTION, "torch_compile"), (ATTENTION, "flashinfer_mla")]
-FLASHINFER_BASELINES = ("flashinfer_topk", "flashinfer_mla")
+BASELINES = [(INDEXER, "torch_compile"), (INDEXER, "flashinfer_topk"), (INDEXER, "deepgemm_flashinfer"), (ATTENTION, "torch_compile"),
+             (ATTENTION, "flashinfer_mla")]
+FLASHINFER_BASELINES = ("flashinfer_topk", "flashinfer_mla", "deepgemm_flashinfer")
 
 
 def folder(name, base):
@@ -96,6 +97,48 @@ def test_indexer_flashinfer_topk_calls_the_api_as_0_7_4_takes_it(monkeypatch):
         r = judge(defn, cfg, w, x, run(**clone(x)), our_run(INDEXER)(**clone(x)))
         assert r.ok, r.message
     assert calls == [64] * len(ws)
+
+
+def test_indexer_deepgemm_flashinfer_calls_both_apis_as_they_take_them(monkeypatch):
+    """run() with stand-ins for DeepGEMM 2.6.1's paged MQA logits (csrc/apis/attention.hpp, tests/test_attention.py:
+    q [B, 1, 64, 128] FP8, the cache as bytes [pages, 64, 1, 132], float32 weights, int32 lengths and block
+    table, the schedule from get_paged_mqa_logits_metadata at 64-token blocks; without ``clean_logits`` the
+    positions past a row's length hold garbage, here +inf, so a call that forgets it selects padding) and
+    FlashInfer 0.7.4's top-k transform (page_size 64)."""
+    fi_scores = module(INDEXER, "flashinfer_topk")["scores"]  # the reference's math, -inf past each length
+    metas = []
+
+    def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None):
+        assert context_lens.dtype == torch.int32 and context_lens.dim() == 1 and block_kv == 64 and num_sms == 132
+        metas.append(context_lens.clone())
+        return torch.zeros(num_sms + 1, 2, dtype=torch.int32)
+
+    def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                             clean_logits=False, indices=None):
+        B, next_n, H, D = q.shape
+        assert q.dtype == torch.float8_e4m3fn and next_n == 1 and H in (32, 64) and D == 128
+        assert kv_cache.dtype == torch.uint8 and tuple(kv_cache.shape[1:]) == (64, 1, D + 4)
+        assert weights.dtype == torch.float32 and tuple(weights.shape) == (B * next_n, H)
+        assert block_table.dtype == torch.int32 and block_table.is_contiguous() and torch.equal(context_lens, metas[-1])
+        assert max_context_len == block_table.shape[1] * 64
+        score = fi_scores(q.view(B, H, D), kv_cache.view(torch.int8), weights, context_lens, block_table)
+        return score if clean_logits else torch.where(torch.isinf(score), torch.full_like(score, float("inf")), score)
+
+    def top_k_page_table_transform(input, src_page_table, lengths, k, *, page_size=1):
+        assert input.dtype == torch.float32 and src_page_table.dtype == torch.int32 and page_size == 64 and k == 2048
+        return emulated_top_k_page_table_transform(input, src_page_table, lengths, k, page_size).to(torch.int32)
+
+    monkeypatch.setitem(sys.modules, "deep_gemm", types.SimpleNamespace(
+        get_paged_mqa_logits_metadata=get_paged_mqa_logits_metadata, fp8_paged_mqa_logits=fp8_paged_mqa_logits,
+        get_num_sms=lambda: 132))
+    monkeypatch.setitem(sys.modules, "flashinfer", types.SimpleNamespace(top_k_page_table_transform=top_k_page_table_transform))
+    defn, cfg, ws = small(INDEXER)
+    run = module(INDEXER, "deepgemm_flashinfer")["run"]
+    for w in ws:
+        x = make(defn, cfg, w, 0)
+        r = judge(defn, cfg, w, x, run(**clone(x)), our_run(INDEXER)(**clone(x)))
+        assert r.ok, r.message
+    assert len(metas) == len(ws)
 
 
 def test_attention_baseline_math():
