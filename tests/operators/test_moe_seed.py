@@ -80,6 +80,8 @@ def test_seed_variants_pass_both_checks():
         (40, {"SMALL_INTER_FP8": True, "SMALL_G1_BT": 32}),                # FP8 x FP8 swap GEMM2, 32-token GEMM1 tiles
         (1, {"SMALL_INTER_FP8": False}),                                   # bf16 intermediate, 16-bit swap GEMM2
         (70, {"ROUTE_BT": 16}),                                            # the large path's routing in 16-token programs
+        (70, {"RESCALE_ACC": True, "BIG_TILE_TOKENS": 64}),                # GEMM1 accumulating in place, scales after the loop
+        (70, {"RESCALE_ACC": True, "W_SCALE_ONE": True, "PREFETCH_SCALES": 1}),
     )]
     # a batch whose tokens mostly reach no local expert: those rows must be written as zeros
     cases.append({"T": 6, "offset": 160, "seed": 3, "params": {"local_share": 0.0, "hot_local": 0, "visible_bias_tokens": 0}})

@@ -86,6 +86,12 @@ Tunables (``# kbot: tunable``) list the best-known-good value first (the start c
   (BM rows of one box instead of BM gathers from [H / 128, T]); GEMM2 reads the intermediate's [P, I / G1_BN].
   A box is [BM, 4] (a TMA box's inner extent is at least 16 bytes, its start 16-byte aligned): a step
   takes its column of the four.
+- RESCALE_ACC: the large GEMM1 keeps its accumulators divided by the current K step's scales and lets each
+  step's wgmma accumulate into them in place (``acc = dot(a, w, acc * s_prev / s)``; the scales applied once
+  after the loop): no second accumulator-sized register set for the dot's result, one multiply per element
+  per step as before. The sum of a whole row then accumulates inside the tensor core across K steps (FP8
+  wgmma's limited accumulation precision, DeepSeek-V3's report: ~14 bits) instead of being promoted to
+  float32 registers every 128 of K: the error grows, to be measured against token_l2 (0.08) on the GPU.
 Every K step of every GEMM waits for its wgmma before the scale FMA (SASS: WARPGROUP.DEPBAR 0): the
 promotion overlaps MMAs only across CTAs resident on one SM.
 """
@@ -129,6 +135,7 @@ W_TMA = False  # kbot: tunable [False, True] role=other
 SMALL_W_TMA = False  # kbot: tunable [False, True] role=other
 SCALE_TMA = False  # kbot: tunable [False, True] role=other
 W_SCALE_ONE = False  # kbot: tunable [False, True] role=other
+RESCALE_ACC = False  # kbot: tunable [False, True] role=other
 # From BIG_TILE_TOKENS tokens on, both large-batch GEMMs take 128-row m-tiles (GEMM2 with 8 warps): the
 # H200 measured them 25% faster at 14107 tokens (4.66 vs 6.23 ms) and 7% at 901, 11% slower at 80
 # tokens, where ~35 rows per expert leave a 128-row tile mostly empty (docs/measurements/h200-2026-12-01,
@@ -364,14 +371,17 @@ def _scale_col(desc, r0, kb):
 @triton.jit
 def _gemm1_tile(hs_ptr, hs_scale_ptr, sa_desc, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, r0, r_end, n, kb0, T,
                 KSTEPS: tl.constexpr, H: tl.constexpr, I: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, QB: tl.constexpr,
-                SWAP: tl.constexpr, PREFETCH: tl.constexpr, TMA: tl.constexpr, SCALE_TMA: tl.constexpr, WS1: tl.constexpr):
+                SWAP: tl.constexpr, PREFETCH: tl.constexpr, TMA: tl.constexpr, SCALE_TMA: tl.constexpr, WS1: tl.constexpr,
+                RESCALE: tl.constexpr = False):
     """One GEMM1 tile over K blocks kb0 .. kb0 + KSTEPS: BM rows of expert e (their tokens' activations)
     against BN up rows and the BN matching gate rows of W13_e (gate = rows I..2I), the block scales
     applied per 128-wide K step: ``acc += dot(a, w) * a_scale[row] * w_scale[nblock, kblock]``.
     With TMA the weight tiles come through w_desc (W13 as [E_LOCAL * 2I, H], block [BN, QB]); with SCALE_TMA
     the rows' scales through sa_desc (expert-major [P, H / QB], block [BM, 4]; not with SWAP or PREFETCH).
     Returns rows, their mask, the BN columns and the up and gate accumulators, [BM, BN] or, with SWAP
-    (weights as the MMA's M side, for a few rows), [BN, BM]."""
+    (weights as the MMA's M side, for a few rows), [BN, BM]. With RESCALE (not with SWAP) the accumulators hold
+    the sum divided by the current step's scales, so each step's dot accumulates into them in place:
+    ``acc = dot(a, w, acc * s_prev / s)``, and the scales are applied once after the loop."""
     HB: tl.constexpr = H // QB
     rows = r0 + tl.arange(0, BM)
     rmask = rows < r_end
@@ -398,6 +408,10 @@ def _gemm1_tile(hs_ptr, hs_scale_ptr, sa_desc, w_ptr, w_desc, ws_ptr, sorted_tok
         sa = tl.load(hs_scale_ptr + kb0 * T + tok, mask=rmask, other=0.0)
         su = tl.load(su_ptrs + kb0)
         sg = tl.load(sg_ptrs + kb0)
+    if RESCALE:  # the scales the accumulators are divided by (none before the first step: acc is 0)
+        sa_p = tl.full([BM], 1.0, tl.float32)
+        su_p = tl.full(sblk.shape, 1.0, tl.float32)
+        sg_p = tl.full(sblk.shape, 1.0, tl.float32)
     for kk in range(KSTEPS):
         kb = kb0 + kk
         a = tl.load(a_ptrs, mask=rmask[:, None], other=0.0)
@@ -422,6 +436,15 @@ def _gemm1_tile(hs_ptr, hs_scale_ptr, sa_desc, w_ptr, w_desc, ws_ptr, sorted_tok
         if SWAP:
             acc_u += tl.dot(wu, tl.trans(a)) * (su[:, None] * sa[None, :])
             acc_g += tl.dot(wg, tl.trans(a)) * (sg[:, None] * sa[None, :])
+        elif RESCALE:
+            # masked rows load a 0 scale: keep every divisor positive (a 0 scale's block contributes ~0 either way)
+            sa_c = tl.maximum(sa, 1e-12)
+            su_c = tl.maximum(su, 1e-12)
+            sg_c = tl.maximum(sg, 1e-12)
+            ra = sa_p / sa_c
+            acc_u = tl.dot(a, tl.trans(wu), acc_u * (ra[:, None] * (su_p / su_c)[None, :]))
+            acc_g = tl.dot(a, tl.trans(wg), acc_g * (ra[:, None] * (sg_p / sg_c)[None, :]))
+            sa_p, su_p, sg_p = sa_c, su_c, sg_c
         else:
             acc_u += tl.dot(a, tl.trans(wu)) * (sa[:, None] * su[None, :])
             acc_g += tl.dot(a, tl.trans(wg)) * (sa[:, None] * sg[None, :])
@@ -430,6 +453,9 @@ def _gemm1_tile(hs_ptr, hs_scale_ptr, sa_desc, w_ptr, w_desc, ws_ptr, sorted_tok
         a_ptrs += QB
         wu_ptrs += QB
         wg_ptrs += QB
+    if RESCALE:
+        acc_u = acc_u * (sa_p[:, None] * su_p[None, :])
+        acc_g = acc_g * (sa_p[:, None] * sg_p[None, :])
     return rows, rmask, cols, acc_u, acc_g
 
 
@@ -438,7 +464,7 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, sa_desc, w_ptr, w_desc, ws_ptr, counts_p
                   T, P, H: tl.constexpr, I: tl.constexpr, E_LOCAL: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
                   GROUP: tl.constexpr, INTER_FP8: tl.constexpr, QB: tl.constexpr, FP8_MAX: tl.constexpr,
                   INTERP: tl.constexpr, PREFETCH: tl.constexpr, TMA: tl.constexpr, SCALE_TMA: tl.constexpr,
-                  WS1: tl.constexpr):
+                  WS1: tl.constexpr, RESCALE: tl.constexpr):
     """[rows_e, H] x W13_e^T -> up * silu(gate), persistent over tiles of BM rows and BN up + BN gate
     columns (BN divides QB: a tile's weight columns share one scale block). With INTER_FP8 the tile's
     BN intermediate columns are one requant block (scale per (row, BN columns)): inter_scale [P, I / BN]."""
@@ -449,7 +475,7 @@ def _gemm1_kernel(hs_ptr, hs_scale_ptr, sa_desc, w_ptr, w_desc, ws_ptr, counts_p
         e, r0, r_end, n, _s = _tile_of(tile, counts_ptr, E_LOCAL, BM, N_TILES, 1, GROUP)
         rows, rmask, cols, acc_u, acc_g = _gemm1_tile(hs_ptr, hs_scale_ptr, sa_desc, w_ptr, w_desc, ws_ptr, sorted_tok_ptr, e, r0,
                                                       r_end, n, 0, T, KB, H, I, BM, BN, QB, False, PREFETCH, TMA, SCALE_TMA,
-                                                      WS1)
+                                                      WS1, RESCALE)
         c = acc_u * (acc_g / (1.0 + tl.exp(-acc_g)))
         o_ptrs = inter_ptr + rows[:, None].to(tl.int64) * I + cols[None, :]
         if INTER_FP8:
@@ -664,7 +690,8 @@ def _route_small_warps(bt):
 def _gemm1_consts(H, I, E_LOCAL, interp, bm=None):
     """The large-batch GEMM1's constexprs for the current tunables (also what scripts/moe_aot.py compiles)."""
     return dict(H=H, I=I, E_LOCAL=E_LOCAL, BM=bm or BLOCK_M, BN=G1_BN, GROUP=GROUP_M, INTER_FP8=INTER_FP8, QB=QBLOCK, FP8_MAX=FP8_MAX,
-                INTERP=interp, PREFETCH=bool(PREFETCH_SCALES), WS1=bool(W_SCALE_ONE) and G1_BN <= QBLOCK)
+                INTERP=interp, PREFETCH=bool(PREFETCH_SCALES), WS1=bool(W_SCALE_ONE) and G1_BN <= QBLOCK,
+                RESCALE=bool(RESCALE_ACC))
 
 
 def _gemm2_consts(H, I, E_LOCAL, interp, bm=None):
