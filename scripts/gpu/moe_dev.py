@@ -95,6 +95,7 @@ VARIANTS = {
     # the large path's routing over 4- or 8-token programs instead of 16
     "route4": {"ROUTE_BT": 4},
     "rescale": {"RESCALE_ACC": True, "W_SCALE_ONE": True},       # GEMM1 accumulates in place: BM 128 255 -> 236 registers, no spill
+    "rescale_2cta": {"RESCALE_ACC": True, "W_SCALE_ONE": True, "BIG_G1_BLOCK_M": 64, "G1_WARPS": 4, "G1_STAGES": 2},  # 239 regs, 80 KB: 2 CTAs/SM
     "rescale_tma_pf": {"RESCALE_ACC": True, "W_SCALE_ONE": True, "W_TMA": True, "PREFETCH_SCALES": 1},  # 245, no spill (#37's + rescale)
     "route8": {"ROUTE_BT": 8},
 }
@@ -105,11 +106,11 @@ PHASE_A_ORDER = ("default", "scaled_mm_loop", "g2_bm128", "bm128", "g1bn64_bm128
                  "no_small_path", "bf16_inter", "stages4", "split8_bn128", "route_bt4", "route_bt8", "g2_stages8", "g2_stages6",
                  "g1_stages6", "small_progs3", "small_bt32", "small_all", "rs", "rs_bt32", "rs_progs4", "rs_split2", "rs_split7", "rs_route2",
                  "fp8_g2", "g1_bt32", "fp8_g2_g1_bt32", "tma", "small_tma", "tma_all", "tma_g1w16", "tma_stages4", "small_tma_s6",
-                 "ws1", "tma_ws1", "tma_ws1_stma", "tma_ws1_pf", "all_tma_ws1", "route4", "route8", "rescale", "rescale_tma_pf",
+                 "ws1", "tma_ws1", "tma_ws1_stma", "tma_ws1_pf", "all_tma_ws1", "route4", "route8", "rescale", "rescale_2cta", "rescale_tma_pf",
                  "scaled_mm_loop_m16", "torch_compile")
 # Variants that change only one path run only on its workloads (the small path: <= the seed's SMALL_MAX_TOKENS).
 LARGE_ONLY = {"g2_bm128", "bm128", "g1bn64_bm128", "g1bn64_2cta", "g1_one_wave", "bf16_inter", "tma", "tma_g1w16", "tma_stages4",
-              "route4", "route8", "rescale", "rescale_tma_pf"}
+              "route4", "route8", "rescale", "rescale_2cta", "rescale_tma_pf"}
 SMALL_ONLY = {"route_multi", "split8_bn128", "route_bt4", "route_bt8", "g2_stages8", "g2_stages6", "g1_stages6", "small_progs3",
               "small_bt32", "small_all", "rs", "rs_bt32", "rs_progs4", "rs_split2", "rs_split7", "rs_route2",
               "fp8_g2", "g1_bt32", "fp8_g2_g1_bt32", "small_tma", "small_tma_s6"}

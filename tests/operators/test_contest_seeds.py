@@ -361,7 +361,7 @@ COMPILE_VARIANTS = {
     MOE: [{},  # the small path (7 and 1 tokens) and the large one (70)
           {"ROUTE_BT": 16, "BLOCK_M": 128, "G1_BN": 64, "INTER_FP8": False, "PREFETCH_SCALES": 1},
           {"W_TMA": True, "SCALE_TMA": True, "SMALL_W_TMA": True, "SMALL_INTER_FP8": False, "SMALL_SPLIT_K": 1},
-          {"SMALL_ROUTE_BT": 0, "SMALL_G1_BT": 32, "W_SCALE_ONE": True, "RESCALE_ACC": True}],
+          {"SMALL_ROUTE_BT": 0, "SMALL_G1_BT": 32, "W_SCALE_ONE": True, "RESCALE_ACC": True, "G1_WARPS": 4, "G1_STAGES": 2}],
 }
 COMPILE_EXTRA = {
     **EXTRA_WORKLOADS,

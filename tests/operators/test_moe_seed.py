@@ -82,6 +82,8 @@ def test_seed_variants_pass_both_checks():
         (70, {"ROUTE_BT": 16}),                                            # the large path's routing in 16-token programs
         (70, {"RESCALE_ACC": True, "BIG_TILE_TOKENS": 64}),                # GEMM1 accumulating in place, scales after the loop
         (70, {"RESCALE_ACC": True, "W_SCALE_ONE": True, "PREFETCH_SCALES": 1}),
+        (70, {"RESCALE_ACC": True, "W_SCALE_ONE": True, "BIG_TILE_TOKENS": 64, "BIG_G1_BLOCK_M": 64, "G1_WARPS": 4,
+              "G1_STAGES": 2}),                                            # GEMM1 two CTAs per SM (64-row tiles, 4 warps)
     )]
     # a batch whose tokens mostly reach no local expert: those rows must be written as zeros
     cases.append({"T": 6, "offset": 160, "seed": 3, "params": {"local_share": 0.0, "hot_local": 0, "visible_bias_tokens": 0}})

@@ -86,6 +86,9 @@ Tunables (``# kbot: tunable``) list the best-known-good value first (the start c
   (BM rows of one box instead of BM gathers from [H / 128, T]); GEMM2 reads the intermediate's [P, I / G1_BN].
   A box is [BM, 4] (a TMA box's inner extent is at least 16 bytes, its start 16-byte aligned): a step
   takes its column of the four.
+- BIG_G1_BLOCK_M: GEMM1's m-tile from BIG_TILE_TOKENS on (GEMM2's stays 128); G1_STAGES: GEMM1's pipeline
+  depth (0: NUM_STAGES). With RESCALE_ACC, BIG_G1_BLOCK_M 64, G1_WARPS 4 and G1_STAGES 2 GEMM1 compiles to 239
+  registers and 80 KB of shared memory: two CTAs per SM (G1_PROGS_PER_SM 2), one's promotion under the other's MMAs.
 - RESCALE_ACC: the large GEMM1 keeps its accumulators divided by the current K step's scales and lets each
   step's wgmma accumulate into them in place (``acc = dot(a, w, acc * s_prev / s)``; the scales applied once
   after the loop): no second accumulator-sized register set for the dot's result, one multiply per element
@@ -136,11 +139,13 @@ SMALL_W_TMA = False  # kbot: tunable [False, True] role=other
 SCALE_TMA = False  # kbot: tunable [False, True] role=other
 W_SCALE_ONE = False  # kbot: tunable [False, True] role=other
 RESCALE_ACC = False  # kbot: tunable [False, True] role=other
+BIG_G1_BLOCK_M = 128  # kbot: tunable [128, 64] role=block
+G1_STAGES = 0  # kbot: tunable [0, 2, 3, 4] role=stages
 # From BIG_TILE_TOKENS tokens on, both large-batch GEMMs take 128-row m-tiles (GEMM2 with 8 warps): the
 # H200 measured them 25% faster at 14107 tokens (4.66 vs 6.23 ms) and 7% at 901, 11% slower at 80
 # tokens, where ~35 rows per expert leave a 128-row tile mostly empty (docs/measurements/h200-2026-12-01,
 # moe_dev phase A, do_bench medians). GEMM1 at BM 128 spills 24 bytes (scripts/moe_aot.py).
-BIG_BLOCK_M, BIG_G2_BLOCK_M, BIG_G2_WARPS = 128, 128, 8
+BIG_G2_BLOCK_M, BIG_G2_WARPS = 128, 8
 
 TOP_K = 8
 N_GROUP = 8
@@ -787,7 +792,7 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
             num_stages=SMALL_G2_STAGES)
     else:
         big = T >= BIG_TILE_TOKENS  # a host-side shape: no sync
-        bm1, bm2, w2 = (BIG_BLOCK_M, BIG_G2_BLOCK_M, BIG_G2_WARPS) if big else (BLOCK_M, G2_BLOCK_M, G2_WARPS)
+        bm1, bm2, w2 = (BIG_G1_BLOCK_M, BIG_G2_BLOCK_M, BIG_G2_WARPS) if big else (BLOCK_M, G2_BLOCK_M, G2_WARPS)
         # SCALE_TMA: the activation scales expert-major [P, H / 128] (written by the scatter kernel), read as
         # [BM, 4] boxes like the intermediate's [P, I / G1_BN]
         stma = bool(SCALE_TMA) and not PREFETCH_SCALES and (I // G1_BN) % 4 == 0 and (H // QBLOCK) % 4 == 0
@@ -800,7 +805,8 @@ def run(routing_logits, routing_bias, hidden_states, hidden_states_scale, gemm1_
         sa1_desc = TensorDescriptor.from_tensor(sa_perm, [bm1, 4]) if stma else hs_scale
         _gemm1_kernel[_grid(_m_tiles_ub(P, bm1, E_LOCAL) * (I // G1_BN), dev, G1_PROGS_PER_SM)](
             hs, hs_scale, sa1_desc, gemm1_weights, w1_desc, gemm1_weights_scale, counts, sorted_tok, inter, inter_scale, T, P,
-            **_gemm1_consts(H, I, E_LOCAL, interp, bm1), TMA=tma1, SCALE_TMA=stma, num_warps=G1_WARPS, num_stages=NUM_STAGES)
+            **_gemm1_consts(H, I, E_LOCAL, interp, bm1), TMA=tma1, SCALE_TMA=stma, num_warps=G1_WARPS,
+            num_stages=G1_STAGES or NUM_STAGES)
         (a_desc, w2_desc), tma2 = _operands(W_TMA and INTER_FP8, (inter, (bm2, G1_BN)), (w2v, (BLOCK_N2, G1_BN)))
         sa2_desc = TensorDescriptor.from_tensor(inter_scale, [bm2, 4]) if stma and INTER_FP8 else inter_scale
         _gemm2_kernel[_grid(_m_tiles_ub(P, bm2, E_LOCAL) * triton.cdiv(H, BLOCK_N2), dev)](
