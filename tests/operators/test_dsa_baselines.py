@@ -48,6 +48,18 @@ def small(name):
     return defn, cfg, load_workloads(REPO / "definitions" / name / "workloads.small.jsonl", defn)
 
 
+def passes_the_small_workloads(name, base) -> int:
+    """The baseline's run() (its libraries stood in for by the caller) judged against our reference on every
+    small workload; how many there were."""
+    defn, cfg, ws = small(name)
+    run = module(name, base)["run"]
+    for w in ws:
+        x = make(defn, cfg, w, 0)
+        r = judge(defn, cfg, w, x, run(**clone(x)), our_run(name)(**clone(x)))
+        assert r.ok, r.message
+    return len(ws)
+
+
 def emulated_top_k_page_table_transform(scores, src_page_table, lengths, k, page_size=1):
     """flashinfer.top_k_page_table_transform as its docstring states it (flashinfer/topk.py, 0.7.4):
     ``src_page_table[i, j // page_size] * page_size + j % page_size`` for each chosen position j."""
@@ -90,13 +102,8 @@ def test_indexer_flashinfer_topk_calls_the_api_as_0_7_4_takes_it(monkeypatch):
         return emulated_top_k_page_table_transform(input, src_page_table, lengths, k, page_size).to(torch.int32)
 
     monkeypatch.setitem(sys.modules, "flashinfer", types.SimpleNamespace(top_k_page_table_transform=top_k_page_table_transform))
-    defn, cfg, ws = small(INDEXER)
-    run = module(INDEXER, "flashinfer_topk")["run"]
-    for w in ws:
-        x = make(defn, cfg, w, 0)
-        r = judge(defn, cfg, w, x, run(**clone(x)), our_run(INDEXER)(**clone(x)))
-        assert r.ok, r.message
-    assert calls == [64] * len(ws)
+    n = passes_the_small_workloads(INDEXER, "flashinfer_topk")
+    assert calls == [64] * n
 
 
 def test_indexer_deepgemm_flashinfer_calls_both_apis_as_they_take_them(monkeypatch):
@@ -132,13 +139,8 @@ def test_indexer_deepgemm_flashinfer_calls_both_apis_as_they_take_them(monkeypat
         get_paged_mqa_logits_metadata=get_paged_mqa_logits_metadata, fp8_paged_mqa_logits=fp8_paged_mqa_logits,
         get_num_sms=lambda: 132))
     monkeypatch.setitem(sys.modules, "flashinfer", types.SimpleNamespace(top_k_page_table_transform=top_k_page_table_transform))
-    defn, cfg, ws = small(INDEXER)
-    run = module(INDEXER, "deepgemm_flashinfer")["run"]
-    for w in ws:
-        x = make(defn, cfg, w, 0)
-        r = judge(defn, cfg, w, x, run(**clone(x)), our_run(INDEXER)(**clone(x)))
-        assert r.ok, r.message
-    assert len(metas) == len(ws)
+    n = passes_the_small_workloads(INDEXER, "deepgemm_flashinfer")
+    assert len(metas) == n
 
 
 def test_attention_baseline_math():
