@@ -50,12 +50,16 @@ def git(repo: Path, *args: str) -> bytes:
     return r.stdout
 
 
+def has_commit(repo: Path, commit: str) -> bool:
+    return subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True).returncode == 0
+
+
 def fetch(url: str, commit: str, cache: Path) -> Path:
     """A bare repository under ``cache`` that holds ``commit`` (one shallow fetch of that commit)."""
     cache.mkdir(parents=True, exist_ok=True)
     if not (cache / "HEAD").exists():
         git(cache, "init", "--bare", "-q")
-    if subprocess.run(["git", "-C", str(cache), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True).returncode:
+    if not has_commit(cache, commit):
         git(cache, "fetch", "-q", "--depth", "1", url, commit)
     return cache
 
@@ -70,7 +74,7 @@ def submodule_commit(repo: Path, commit: str, path: str) -> str:
 
 def members(repo: Path, commit: str, prefix: str, rename: tuple[str, str]):
     """(archive path, bytes) of every file under ``prefix`` at ``commit``, ``rename[0]`` replaced by ``rename[1]``."""
-    if subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True).returncode:
+    if not has_commit(repo, commit):
         raise PackError(f"{repo} does not hold commit {commit}")
     blob = git(repo, "archive", "--format=tar", commit, prefix)
     with tarfile.open(fileobj=io.BytesIO(blob)) as t:

@@ -39,11 +39,12 @@ def layout_rows(experts, local_offset, num_local, align):
     le = experts - local_offset
     local = (le >= 0) & (le < num_local)
     key = torch.where(local, le, torch.full_like(le, num_local)).flatten()  # num_local: not on this rank
-    counts = torch.bincount(key, minlength=num_local + 1)[:num_local]
+    per_key = torch.bincount(key, minlength=num_local + 1)
+    counts = per_key[:num_local]
     aligned = (counts + align - 1) // align * align
     starts = torch.cumsum(aligned, 0) - aligned
     order = torch.argsort(key, stable=True)
-    first = torch.cumsum(torch.bincount(key, minlength=num_local + 1), 0) - torch.bincount(key, minlength=num_local + 1)
+    first = torch.cumsum(per_key, 0) - per_key  # each key's first place in `order`
     rank = torch.empty_like(order)
     rank[order] = torch.arange(order.numel(), device=order.device) - first[key[order]]
     row = torch.where(key < num_local, starts[key.clamp_max(num_local - 1)] + rank, torch.full_like(rank, -1))
